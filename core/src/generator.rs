@@ -1,0 +1,656 @@
+//! The lock-free generator state machine.
+//!
+//! All state that several processes share is in [`GeneratorState`], a
+//! `#[repr(C)]` block of atomics that the extension places in PostgreSQL
+//! shared memory. The hot path is one compare-and-swap on `last_id`, the last
+//! ID issued by this server (the packed state *is* the last ID).
+//!
+//! # Semantics
+//! - **Fresh millisecond:** the ID takes the wall-clock millisecond and a
+//!   varying start sequence ([`Layout::start_sequence`]).
+//! - **Same millisecond:** sequence + 1.
+//! - **Sequence exhausted:** borrow the next millisecond (never spin).
+//! - **Clock behind the last ID** (a step back, or borrowed milliseconds):
+//!   continue from the last issued timestamp, like a hybrid logical clock.
+//! - **Lead bound:** an ID may run at most `max_lead_ms` ahead of the
+//!   *reference clock*; beyond that the caller is told to wait
+//!   ([`Attempt::Wait`]), which is back-pressure, not spinning.
+//!
+//! # The reference clock: telling a step from a burst
+//! The reference clock is `CLOCK_MONOTONIC + max_offset`, where `max_offset`
+//! is the largest `wall - mono` difference ever observed. The monotonic
+//! clock never steps, so `wall - mono` only changes when the wall clock is
+//! stepped. After a backward step the reference clock keeps running on the
+//! pre-step timeline, so IDs that sit ahead of the (now earlier) wall clock
+//! because of the step do not count as lead, and nobody sleeps for the size
+//! of the step. A forward step raises `max_offset` with it.
+//!
+//! `wall - mono` is measured with the two reads in a known order, so that
+//! each measurement is a lower bound (`lo`) or upper bound (`hi`) of the
+//! true difference. `max_offset` only ever takes lower bounds, so it never
+//! runs ahead of the truth; backward steps are only reported when an upper
+//! bound falls more than [`STEP_TOLERANCE_NS`] below `ref_offset`, a lower
+//! bound of an earlier difference, so a preempted reader can not fake one.
+
+use crate::clock::Clock;
+use crate::layout::Layout;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+/// Backward wall-clock steps smaller than this are not reported.
+pub const STEP_TOLERANCE_NS: i64 = 1_000_000;
+/// No single back-pressure wait is longer than this. A required wait beyond
+/// it cannot come from a burst (a burst overshoots the bound by at most a
+/// millisecond or so); it means the monotonic clock itself jumped backwards
+/// or `max_lead` was lowered a lot, and the reference clock is re-anchored
+/// instead of stalling callers.
+pub const MAX_WAIT_MS: u64 = 1_000;
+/// Minimum interval between two clock-step warnings, server-wide.
+pub const WARN_INTERVAL_MS: i64 = 10_000;
+
+const UNSET: i64 = i64::MIN;
+
+/// Shared generator state: lives in shared memory, one per server.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub struct GeneratorState {
+    /// The last ID issued (0 = none yet).
+    pub last_id: AtomicU64,
+    /// Largest lower bound of `wall_ns - mono_ns` seen so far.
+    pub max_offset: AtomicI64,
+    /// A lower bound of the current `wall_ns - mono_ns`, for step detection.
+    pub ref_offset: AtomicI64,
+    /// Wall-clock ms of the last step warning, for rate limiting.
+    pub last_warning_ms: AtomicI64,
+}
+
+impl Default for GeneratorState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Run-time parameters of one call.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    pub layout: Layout,
+    pub worker: u64,
+    pub max_lead_ms: u64,
+}
+
+/// What one attempt produced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attempt {
+    Issued(i64),
+    /// Back-pressure: sleep this many milliseconds, then try again.
+    Wait(u64),
+}
+
+/// Things that happened during a call, for logging and statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Events {
+    /// A backward wall-clock step was detected, of at least this many ns.
+    pub step_back_ns: Option<i64>,
+    /// Times the sequence wrapped and a future millisecond was borrowed.
+    pub overflows: u32,
+    /// Back-pressure waits requested.
+    pub waits: u32,
+    /// The reference clock had to be re-anchored (see [`MAX_WAIT_MS`]).
+    pub reanchored: bool,
+}
+
+/// Generation failed: the clock is outside what the layout can represent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GenError {
+    /// The wall clock is before the configured epoch.
+    BeforeEpoch { unix_ms: i64, epoch_ms: i64 },
+    /// The next ID would need a timestamp past the layout's last millisecond.
+    Exhausted { last_unix_ms: i64 },
+}
+
+impl GeneratorState {
+    pub const fn new() -> Self {
+        GeneratorState {
+            last_id: AtomicU64::new(0),
+            max_offset: AtomicI64::new(UNSET),
+            ref_offset: AtomicI64::new(UNSET),
+            last_warning_ms: AtomicI64::new(UNSET),
+        }
+    }
+
+    /// The last ID issued, or `None` before the first.
+    pub fn last_issued(&self) -> Option<i64> {
+        match self.last_id.load(Ordering::Acquire) {
+            0 => None,
+            id => Some(id as i64),
+        }
+    }
+
+    /// Record a `wall - mono` measurement; detect backward steps.
+    #[inline]
+    fn observe(&self, wall: i64, mono_after: i64, clock: &impl Clock, ev: &mut Events) {
+        let lo = wall - mono_after;
+        if lo > self.max_offset.load(Ordering::Relaxed) {
+            self.max_offset.fetch_max(lo, Ordering::AcqRel);
+        }
+        let r = self.ref_offset.load(Ordering::Acquire);
+        if r == UNSET || lo > r.saturating_add(STEP_TOLERANCE_NS) {
+            let _ = self
+                .ref_offset
+                .compare_exchange(r, lo, Ordering::AcqRel, Ordering::Relaxed);
+        } else if lo < r - STEP_TOLERANCE_NS {
+            // Maybe a backward step, maybe just a reader preempted between
+            // its two clock reads. Confirm with an upper bound.
+            let m1 = clock.mono_ns();
+            let w = clock.wall_ns();
+            let m2 = clock.mono_ns();
+            let hi = w - m1;
+            if hi < r - STEP_TOLERANCE_NS
+                && self
+                    .ref_offset
+                    .compare_exchange(r, w - m2, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                ev.step_back_ns = Some(r - hi);
+            }
+        }
+    }
+
+    /// The reference clock in ms since the epoch (see the module docs).
+    #[inline]
+    fn reference_ms(&self, mono: i64, wall_ms_off: i64, layout: &Layout) -> i64 {
+        let off = self.max_offset.load(Ordering::Acquire);
+        if off == UNSET {
+            return wall_ms_off;
+        }
+        let r = (mono.saturating_add(off)).div_euclid(1_000_000) - layout.epoch_ms();
+        r.max(wall_ms_off)
+    }
+
+    /// One attempt at issuing an ID. Lock-free: it retries its CAS only when
+    /// another process issued an ID in between.
+    pub fn try_next(
+        &self,
+        cfg: &Config,
+        clock: &impl Clock,
+        ev: &mut Events,
+    ) -> Result<Attempt, GenError> {
+        let layout = &cfg.layout;
+        loop {
+            let last = self.last_id.load(Ordering::Acquire);
+            let wall = clock.wall_ns();
+            let unix_ms = wall.div_euclid(1_000_000);
+            if unix_ms < layout.epoch_ms() {
+                return Err(GenError::BeforeEpoch {
+                    unix_ms,
+                    epoch_ms: layout.epoch_ms(),
+                });
+            }
+            let now = (unix_ms - layout.epoch_ms()) as u64;
+            let last_ts = layout.timestamp_of(last);
+            // The monotonic clock is read only when the millisecond changes
+            // or the wall clock is behind; the same-millisecond path is one
+            // clock read and one CAS.
+            let mut mono = None;
+            if now != last_ts {
+                let m = clock.mono_ns();
+                self.observe(wall, m, clock, ev);
+                mono = Some(m);
+            }
+            let (cand, wrapped) = match layout.successor(last, now, cfg.worker) {
+                Ok(x) => x,
+                Err(_) => {
+                    return Err(GenError::Exhausted {
+                        last_unix_ms: layout.last_unix_ms(),
+                    })
+                }
+            };
+            let cand_ts = layout.timestamp_of(cand);
+            if cand_ts > now {
+                let m = mono.unwrap_or_else(|| clock.mono_ns());
+                let reference = self.reference_ms(m, now as i64, layout);
+                let limit = reference.saturating_add(cfg.max_lead_ms as i64);
+                if cand_ts as i64 > limit {
+                    let excess = (cand_ts as i64 - limit) as u64;
+                    if excess <= MAX_WAIT_MS {
+                        ev.waits += 1;
+                        return Ok(Attempt::Wait(excess));
+                    }
+                    // Not a burst: re-anchor the reference clock so that
+                    // this ID is exactly at the bound, and go on.
+                    let target_ms = cand_ts as i64 - cfg.max_lead_ms as i64 + layout.epoch_ms();
+                    self.max_offset
+                        .fetch_max(target_ms.saturating_mul(1_000_000) - m, Ordering::AcqRel);
+                    ev.reanchored = true;
+                    continue;
+                }
+            }
+            if self
+                .last_id
+                .compare_exchange_weak(last, cand, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                if wrapped {
+                    ev.overflows += 1;
+                }
+                return Ok(Attempt::Issued(cand as i64));
+            }
+        }
+    }
+
+    /// Issue an ID, sleeping through back-pressure with `sleep_ms`.
+    pub fn next_id(
+        &self,
+        cfg: &Config,
+        clock: &impl Clock,
+        ev: &mut Events,
+        mut sleep_ms: impl FnMut(u64),
+    ) -> Result<i64, GenError> {
+        loop {
+            match self.try_next(cfg, clock, ev)? {
+                Attempt::Issued(id) => return Ok(id),
+                Attempt::Wait(ms) => sleep_ms(ms),
+            }
+        }
+    }
+
+    /// Server-wide rate limiter for clock-step warnings: true at most once
+    /// per [`WARN_INTERVAL_MS`].
+    pub fn should_warn(&self, now_ms: i64) -> bool {
+        let prev = self.last_warning_ms.load(Ordering::Acquire);
+        if prev != UNSET && now_ms.saturating_sub(prev) < WARN_INTERVAL_MS && now_ms >= prev {
+            return false;
+        }
+        self.last_warning_ms
+            .compare_exchange(prev, now_ms, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// How far the last issued ID is ahead of `wall_unix_ms` (negative when
+    /// behind), in ms.
+    pub fn lead_ms(&self, layout: &Layout, wall_unix_ms: i64) -> Option<i64> {
+        self.last_issued()
+            .map(|id| layout.epoch_ms() + layout.timestamp_of(id as u64) as i64 - wall_unix_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{ManualClock, SystemClock};
+    use std::sync::Arc;
+
+    const MS: i64 = 1_000_000;
+    // 2025-06-01 00:00:00 UTC in ns, and an arbitrary monotonic origin.
+    const T0: i64 = 1_748_736_000_000 * MS;
+    const M0: i64 = 12_345 * MS;
+
+    fn cfg(max_lead_ms: u64) -> Config {
+        Config {
+            layout: Layout::default_layout(),
+            worker: 42,
+            max_lead_ms,
+        }
+    }
+
+    fn issue(st: &GeneratorState, c: &Config, clock: &ManualClock) -> (i64, Events) {
+        let mut ev = Events::default();
+        match st.try_next(c, clock, &mut ev).unwrap() {
+            Attempt::Issued(id) => (id, ev),
+            Attempt::Wait(ms) => panic!("unexpected wait of {ms} ms"),
+        }
+    }
+
+    #[test]
+    fn ids_carry_time_and_worker() {
+        let st = GeneratorState::new();
+        let c = cfg(1000);
+        let clock = ManualClock::new(T0, M0);
+        let (id, _) = issue(&st, &c, &clock);
+        let p = c.layout.decode(id).unwrap();
+        assert_eq!(p.unix_ms, T0 / MS);
+        assert_eq!(p.worker, 42);
+        assert_eq!(st.last_issued(), Some(id));
+    }
+
+    #[test]
+    fn sequence_overflow_borrows_next_millisecond() {
+        let st = GeneratorState::new();
+        let c = cfg(1000);
+        let clock = ManualClock::new(T0, M0);
+        let mut prev = 0;
+        let mut overflows = 0;
+        // Three full milliseconds' worth of IDs with the clock frozen.
+        for _ in 0..3 * 4096 {
+            let (id, ev) = issue(&st, &c, &clock);
+            assert!(id > prev);
+            prev = id;
+            overflows += ev.overflows;
+        }
+        let p = c.layout.decode(prev).unwrap();
+        assert!(p.unix_ms >= T0 / MS + 2 && p.unix_ms <= T0 / MS + 3);
+        assert!(overflows >= 2 && overflows <= 3, "{overflows}");
+    }
+
+    fn step_back(step_ns: i64) {
+        let st = GeneratorState::new();
+        let c = cfg(1000);
+        let clock = ManualClock::new(T0, M0);
+        let mut ids = vec![];
+        for _ in 0..10 {
+            ids.push(issue(&st, &c, &clock).0);
+            clock.advance(MS);
+        }
+        let before = *ids.last().unwrap();
+        clock.step_wall(-step_ns);
+        let mut steps = vec![];
+        // Keep going for a while at a modest rate: no waits, no decrease,
+        // and the timestamp stays at the last issued one (HLC).
+        for i in 0..2000 {
+            let mut ev = Events::default();
+            match st.try_next(&c, &clock, &mut ev).unwrap() {
+                Attempt::Issued(id) => ids.push(id),
+                Attempt::Wait(ms) => panic!("waited {ms} ms after a step back at {i}"),
+            }
+            if let Some(s) = ev.step_back_ns {
+                steps.push(s);
+            }
+            if i % 3 == 0 {
+                clock.advance(MS);
+            }
+        }
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "not increasing");
+        let after = ids[10];
+        assert!(after > before);
+        if step_ns >= 2 * MS {
+            assert_eq!(steps.len(), 1, "one step, reported once: {steps:?}");
+            assert!(steps[0] <= step_ns && steps[0] > step_ns - 2 * MS, "{steps:?}");
+        }
+        let p = c.layout.decode(after).unwrap();
+        assert_eq!(p.unix_ms, c.layout.decode(before).unwrap().unix_ms);
+    }
+
+    #[test]
+    fn clock_step_back_1ms() {
+        step_back(MS);
+    }
+    #[test]
+    fn clock_step_back_1s() {
+        step_back(1000 * MS);
+    }
+    #[test]
+    fn clock_step_back_1h() {
+        step_back(3_600_000 * MS);
+    }
+
+    #[test]
+    fn step_back_then_clock_catches_up() {
+        let st = GeneratorState::new();
+        let c = cfg(1000);
+        let clock = ManualClock::new(T0, M0);
+        let (a, _) = issue(&st, &c, &clock);
+        clock.step_wall(-5000 * MS);
+        let (b, _) = issue(&st, &c, &clock);
+        assert_eq!(b, a + 1);
+        clock.advance(5001 * MS);
+        let (d, _) = issue(&st, &c, &clock);
+        assert_eq!(c.layout.decode(d).unwrap().unix_ms, T0 / MS + 1);
+        // Wall-clock time again, with a varying start sequence.
+        assert!(d > b);
+    }
+
+    #[test]
+    fn burst_is_bounded_by_lead() {
+        let st = GeneratorState::new();
+        let c = cfg(5);
+        let clock = ManualClock::new(T0, M0);
+        let mut waits = 0;
+        let mut issued = 0;
+        let mut last = 0;
+        // Frozen clock: at most (5 + 1) ms of IDs, then back-pressure.
+        loop {
+            let mut ev = Events::default();
+            match st.try_next(&c, &clock, &mut ev).unwrap() {
+                Attempt::Issued(id) => {
+                    assert!(id > last);
+                    last = id;
+                    issued += 1;
+                }
+                Attempt::Wait(ms) => {
+                    assert_eq!(ms, 1);
+                    waits += 1;
+                    break;
+                }
+            }
+            assert!(issued < 100_000, "lead bound never reached");
+        }
+        assert_eq!(waits, 1);
+        let lead = st.lead_ms(&c.layout, T0 / MS).unwrap();
+        assert_eq!(lead, 5);
+        assert!(issued > 5 * 4096 && issued <= 6 * 4096, "{issued}");
+        // Time passes: capacity comes back one millisecond at a time.
+        clock.advance(MS);
+        for _ in 0..4096 {
+            let (id, _) = issue(&st, &c, &clock);
+            assert!(id > last);
+            last = id;
+        }
+        assert_eq!(st.lead_ms(&c.layout, T0 / MS + 1).unwrap(), 5);
+        let mut ev = Events::default();
+        assert_eq!(st.try_next(&c, &clock, &mut ev).unwrap(), Attempt::Wait(1));
+    }
+
+    #[test]
+    fn zero_lead_waits_for_next_millisecond() {
+        let st = GeneratorState::new();
+        let c = cfg(0);
+        let clock = ManualClock::new(T0, M0);
+        let mut n = 0;
+        let mut ev = Events::default();
+        while let Attempt::Issued(_) = st.try_next(&c, &clock, &mut ev).unwrap() {
+            n += 1;
+        }
+        // The whole first millisecond from its start sequence, then a wait.
+        let start = c.layout.start_sequence((T0 / MS - c.layout.epoch_ms()) as u64, 42);
+        assert_eq!(n, 4096 - start);
+    }
+
+    #[test]
+    fn lead_is_measured_against_pre_step_timeline() {
+        let st = GeneratorState::new();
+        let c = cfg(5);
+        let clock = ManualClock::new(T0, M0);
+        issue(&st, &c, &clock);
+        clock.step_wall(-3_600_000 * MS);
+        // A full-rate burst right after a one-hour step back: as many IDs as
+        // the lead allows on the old timeline, not a one-hour stall.
+        let mut issued = 0;
+        let mut ev = Events::default();
+        while let Attempt::Issued(_) = st.try_next(&c, &clock, &mut ev).unwrap() {
+            issued += 1;
+            assert!(issued < 100_000);
+        }
+        assert!(issued > 4 * 4096, "{issued}");
+        assert_eq!(ev.waits, 1);
+        assert!(ev.step_back_ns.is_some());
+        // And the timeline keeps moving with real time.
+        clock.advance(10 * MS);
+        let (_, ev) = issue(&st, &c, &clock);
+        assert_eq!(ev.waits, 0);
+    }
+
+    #[test]
+    fn monotonic_anomaly_does_not_stall() {
+        let st = GeneratorState::new();
+        let c = cfg(5);
+        let clock = ManualClock::new(T0, M0);
+        issue(&st, &c, &clock);
+        // Both clocks jump back an hour (e.g. a faked time source).
+        clock.step_wall(-3_600_000 * MS);
+        clock.step_mono(-3_600_000 * MS);
+        let mut ev = Events::default();
+        let mut slept = 0;
+        for _ in 0..20_000 {
+            st.next_id(&c, &clock, &mut ev, |ms| {
+                slept += ms;
+                clock.advance(ms as i64 * MS)
+            })
+            .unwrap();
+        }
+        assert!(ev.reanchored);
+        assert!(slept < 50, "slept {slept} ms");
+    }
+
+    #[test]
+    fn clock_outside_range_is_an_error() {
+        let st = GeneratorState::new();
+        let c = cfg(1000);
+        let before = ManualClock::new((c.layout.epoch_ms() - 1) * MS, M0);
+        assert!(matches!(
+            st.try_next(&c, &before, &mut Events::default()),
+            Err(GenError::BeforeEpoch { .. })
+        ));
+        let end = ManualClock::new((c.layout.last_unix_ms() + 1) * MS, M0);
+        assert!(matches!(
+            st.try_next(&c, &end, &mut Events::default()),
+            Err(GenError::Exhausted { .. })
+        ));
+        // The very last millisecond works until its sequence runs out,
+        // then it is an error, never a wrapped or negative ID.
+        let st = GeneratorState::new();
+        let last = ManualClock::new(c.layout.last_unix_ms() * MS, M0);
+        let mut ids = 0;
+        let err = loop {
+            match st.try_next(&c, &last, &mut Events::default()) {
+                Ok(Attempt::Issued(id)) => {
+                    assert!(id > 0);
+                    ids += 1
+                }
+                Ok(Attempt::Wait(_)) => panic!("no wait expected"),
+                Err(e) => break e,
+            }
+        };
+        assert!(matches!(err, GenError::Exhausted { .. }));
+        assert!(ids > 0 && ids <= 4096);
+        assert_eq!(st.last_issued().unwrap() & 0xFFF, 4095);
+    }
+
+    #[test]
+    fn worker_change_keeps_ids_increasing() {
+        let st = GeneratorState::new();
+        let clock = ManualClock::new(T0, M0);
+        let mut c = cfg(1000);
+        let (a, _) = issue(&st, &c, &clock);
+        c.worker = 3;
+        let (b, _) = issue(&st, &c, &clock);
+        assert!(b > a);
+        assert_eq!(c.layout.decode(b).unwrap().worker, 3);
+    }
+
+    #[test]
+    fn low_traffic_ids_spread_over_residues() {
+        let st = GeneratorState::new();
+        let c = cfg(1000);
+        let clock = ManualClock::new(T0, M0);
+        let mut even = 0;
+        let mut mod8 = [0; 8];
+        for _ in 0..8000 {
+            let (id, _) = issue(&st, &c, &clock);
+            even += (id % 2 == 0) as i32;
+            mod8[(id % 8) as usize] += 1;
+            clock.advance(3 * MS);
+        }
+        assert!((3600..=4400).contains(&even), "{even}");
+        for n in mod8 {
+            assert!((800..=1200).contains(&n), "{mod8:?}");
+        }
+    }
+
+    #[test]
+    fn warnings_are_rate_limited() {
+        let st = GeneratorState::new();
+        assert!(st.should_warn(1_000));
+        assert!(!st.should_warn(1_001));
+        assert!(!st.should_warn(1_000 + WARN_INTERVAL_MS - 1));
+        assert!(st.should_warn(1_000 + WARN_INTERVAL_MS));
+        // A clock that went back past the last warning may warn again.
+        assert!(st.should_warn(0));
+    }
+
+    fn stress(clock: Arc<dyn Clock + Send + Sync>, threads: usize, per_thread: usize, lead: u64) {
+        let st = Arc::new(GeneratorState::new());
+        let c = cfg(lead);
+        let handles: Vec<_> = (0..threads)
+            .map(|_| {
+                let st = st.clone();
+                let clock = clock.clone();
+                std::thread::spawn(move || {
+                    let mut out = Vec::with_capacity(per_thread);
+                    let mut ev = Events::default();
+                    for _ in 0..per_thread {
+                        let id = st
+                            .next_id(&c, &clock, &mut ev, |ms| {
+                                std::thread::sleep(std::time::Duration::from_millis(ms))
+                            })
+                            .unwrap();
+                        out.push(id);
+                    }
+                    out
+                })
+            })
+            .collect();
+        let mut all = Vec::with_capacity(threads * per_thread);
+        for h in handles {
+            let ids = h.join().unwrap();
+            assert!(
+                ids.windows(2).all(|w| w[0] < w[1]),
+                "per-thread order violated"
+            );
+            all.extend(ids);
+        }
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "duplicate IDs");
+        assert!(all.iter().all(|id| c.layout.decode(*id).unwrap().worker == 42));
+        assert_eq!(st.last_issued(), all.last().copied());
+    }
+
+    impl Clock for Arc<dyn Clock + Send + Sync> {
+        fn wall_ns(&self) -> i64 {
+            (**self).wall_ns()
+        }
+        fn mono_ns(&self) -> i64 {
+            (**self).mono_ns()
+        }
+    }
+
+    #[test]
+    fn stress_system_clock() {
+        stress(Arc::new(SystemClock), 8, 100_000, 1000);
+    }
+
+    #[test]
+    fn stress_frozen_clock_borrows() {
+        // A frozen clock forces every thread through the borrow path.
+        stress(Arc::new(ManualClock::new(T0, M0)), 8, 20_000, 1000);
+    }
+
+    #[test]
+    fn stress_with_clock_steps() {
+        let clock = Arc::new(ManualClock::new(T0, M0));
+        let stepper = {
+            let clock = clock.clone();
+            std::thread::spawn(move || {
+                for i in 0..200 {
+                    clock.advance(MS);
+                    if i % 50 == 25 {
+                        clock.step_wall(-1000 * MS);
+                    }
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                }
+            })
+        };
+        stress(clock, 6, 30_000, 1000);
+        stepper.join().unwrap();
+    }
+}

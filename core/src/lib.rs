@@ -1,0 +1,13 @@
+//! Pure core of `snowflake_id`: bit layout, epoch parsing and the lock-free
+//! generator state machine. No pgrx, no PostgreSQL: everything here is
+//! unit-tested with an injected clock (`cargo test -p snowflake_id_core`).
+
+pub mod clock;
+pub mod epoch;
+pub mod generator;
+pub mod layout;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use epoch::{format_epoch, parse_epoch, EpochError};
+pub use generator::{Attempt, Config, Events, GenError, GeneratorState};
+pub use layout::{IdError, Layout, LayoutError, Parts};
