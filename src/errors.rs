@@ -1,0 +1,130 @@
+//! Mapping of every failure to a PostgreSQL error with a specific SQLSTATE,
+//! PostgreSQL message style, and a HINT where the user can act.
+
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+use snowflake_id_core::{format_epoch, GenError, IdError};
+
+fn raise(code: PgSqlErrorCode, msg: impl Into<String>, detail: Option<String>, hint: Option<&str>) -> ! {
+    let mut r = ErrorReport::new(code, msg.into(), "snowflake_id");
+    if let Some(d) = detail {
+        r = r.set_detail(d);
+    }
+    if let Some(h) = hint {
+        r = r.set_hint(h);
+    }
+    r.report(PgLogLevel::ERROR);
+    unreachable!("ERROR does not return")
+}
+
+pub fn not_preloaded() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowflake_id must be loaded via \"shared_preload_libraries\" to generate IDs",
+        Some("The generator's state lives in shared memory, which is only set up at server start. Decoding functions work without it.".into()),
+        Some("Add snowflake_id to shared_preload_libraries in postgresql.conf and restart the server."),
+    )
+}
+
+pub fn worker_id_unset() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowflake_id.worker_id is not set",
+        Some("Every server that generates IDs needs its own worker id; a shared default would let servers mint colliding IDs.".into()),
+        Some("Set snowflake_id.worker_id to a value unique among your servers in postgresql.conf (or with ALTER SYSTEM) and reload the configuration with SELECT pg_reload_conf()."),
+    )
+}
+
+pub fn invalid_layout(msg: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        msg.to_string(),
+        None,
+        Some("Fix snowflake_id.epoch, snowflake_id.worker_bits or snowflake_id.sequence_bits in postgresql.conf and restart the server."),
+    )
+}
+
+pub fn worker_out_of_range(worker: u64, max: u64) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("snowflake_id.worker_id {worker} does not fit in the worker field"),
+        Some(format!("With the configured worker_bits the valid range is 0 .. {max}.")),
+        Some("Change snowflake_id.worker_id and reload the configuration."),
+    )
+}
+
+pub fn timestamp_out_of_range(what: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+        format!("{what} out of range"),
+        None,
+        None,
+    )
+}
+
+pub fn id_error(e: IdError) -> ! {
+    match e {
+        IdError::NegativeId(id) => raise(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("snowflake ID {id} is negative"),
+            Some("Snowflake IDs are non-negative 64-bit integers.".into()),
+            None,
+        ),
+        IdError::BeforeEpoch { unix_ms, epoch_ms } => raise(
+            PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+            "timestamp is before the snowflake epoch",
+            Some(format!(
+                "The timestamp {} is before snowflake_id.epoch {}.",
+                format_epoch(unix_ms),
+                format_epoch(epoch_ms)
+            )),
+            None,
+        ),
+        IdError::PastEnd { unix_ms, last_unix_ms } => raise(
+            PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+            "timestamp is beyond the range of snowflake IDs",
+            Some(format!(
+                "The timestamp {} is after {}, the last millisecond the layout can represent.",
+                format_epoch(unix_ms),
+                format_epoch(last_unix_ms)
+            )),
+            None,
+        ),
+        IdError::WorkerOutOfRange { worker, max } => raise(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("worker id {worker} is out of range"),
+            Some(format!("Valid worker ids are 0 .. {max}.")),
+            None,
+        ),
+        IdError::SequenceOutOfRange { sequence, max } => raise(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("sequence {sequence} is out of range"),
+            Some(format!("Valid sequence numbers are 0 .. {max}.")),
+            None,
+        ),
+    }
+}
+
+pub fn generator_error(e: GenError) -> ! {
+    match e {
+        GenError::BeforeEpoch { unix_ms, epoch_ms } => raise(
+            PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+            "current time is before the snowflake epoch",
+            Some(format!(
+                "The system clock reads {}, before snowflake_id.epoch {}.",
+                format_epoch(unix_ms),
+                format_epoch(epoch_ms)
+            )),
+            Some("Check the system clock, or set snowflake_id.epoch to a time in the past and restart the server."),
+        ),
+        GenError::Exhausted { last_unix_ms } => raise(
+            PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+            "snowflake ID space is exhausted",
+            Some(format!(
+                "The next ID would need a timestamp after {}, the last millisecond the layout can represent.",
+                format_epoch(last_unix_ms)
+            )),
+            Some("Use a later snowflake_id.epoch or fewer worker and sequence bits; check that the system clock is right."),
+        ),
+    }
+}

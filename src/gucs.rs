@@ -1,0 +1,236 @@
+//! Configuration parameters (`snowflake_id.*`).
+//!
+//! | name            | context    | default                  |
+//! |-----------------|------------|--------------------------|
+//! | `worker_id`     | sighup     | -1 (unset)               |
+//! | `epoch`         | postmaster | `2024-01-01 00:00:00+00` |
+//! | `worker_bits`   | postmaster | 10                       |
+//! | `sequence_bits` | postmaster | 12                       |
+//! | `max_lead`      | sighup     | 1000 ms                  |
+//!
+//! None of them can be set per session, per role or per database: SIGHUP
+//! and POSTMASTER parameters are only read from the configuration files.
+//!
+//! The layout parameters are validated once per process and cached; being
+//! POSTMASTER parameters they cannot change while the process lives.
+
+use crate::errors;
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::pg_sys;
+use snowflake_id_core::{parse_epoch, Layout, LayoutError};
+use std::ffi::{CStr, CString};
+use std::sync::OnceLock;
+
+pub const WORKER_ID_UNSET: i32 = -1;
+pub const DEFAULT_EPOCH: &CStr = c"2024-01-01 00:00:00+00";
+/// Upper bound of `max_lead`: one hour.
+pub const MAX_LEAD_LIMIT_MS: i32 = 3_600_000;
+/// Widest field we accept for worker or sequence bits; with both at least 1
+/// and the timestamp at least 35 bits, neither can exceed 27.
+pub const MAX_FIELD_BITS: i32 = 27;
+
+pub static WORKER_ID: GucSetting<i32> = GucSetting::<i32>::new(WORKER_ID_UNSET);
+pub static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
+pub static WORKER_BITS: GucSetting<i32> = GucSetting::<i32>::new(Layout::DEFAULT_WORKER_BITS as i32);
+pub static SEQUENCE_BITS: GucSetting<i32> =
+    GucSetting::<i32>::new(Layout::DEFAULT_SEQUENCE_BITS as i32);
+pub static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+
+const NAMES: [&CStr; 5] = [
+    c"snowflake_id.worker_id",
+    c"snowflake_id.epoch",
+    c"snowflake_id.worker_bits",
+    c"snowflake_id.sequence_bits",
+    c"snowflake_id.max_lead",
+];
+
+/// The value a parameter had in the configuration before we defined it
+/// (PostgreSQL keeps it in a placeholder). If our definition rejects it,
+/// PostgreSQL only logs a WARNING and falls back to the default; for the
+/// layout and the worker id that would silently change the IDs we mint, so
+/// `_PG_init` compares and refuses to start instead.
+fn placeholder_value(name: &CStr) -> Option<String> {
+    // SAFETY: GetConfigOption with missing_ok returns NULL or a valid string.
+    unsafe {
+        let p = pg_sys::GetConfigOption(name.as_ptr(), true, false);
+        (!p.is_null()).then(|| CStr::from_ptr(p).to_string_lossy().into_owned())
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_epoch(
+    newval: *mut *mut std::ffi::c_char,
+    _extra: *mut *mut std::ffi::c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL passes a valid pointer to a (possibly NULL) string.
+    let value = unsafe { (*newval).as_ref().map(|p| CStr::from_ptr(p).to_string_lossy()) };
+    let Some(value) = value else {
+        return false;
+    };
+    match parse_epoch(&value).map_err(|e| e.to_string()).and_then(|ms| {
+        Layout::new(ms, 1, 1).map(|_| ()).map_err(|e| e.to_string())
+    }) {
+        Ok(()) => true,
+        Err(msg) => {
+            set_check_detail(&msg);
+            false
+        }
+    }
+}
+
+fn set_check_detail(msg: &str) {
+    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+    // SAFETY: GUC_check_errdetail_string must be palloc'd; pstrdup does that.
+    unsafe {
+        pg_sys::GUC_check_errcode(pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE as i32);
+        pg_sys::GUC_check_errdetail_string = pg_sys::pstrdup(c.as_ptr());
+    }
+}
+
+/// Define every parameter. Returns the problems found with values that the
+/// configuration gave but our definitions rejected.
+pub fn define() -> Vec<String> {
+    let before: Vec<Option<String>> = NAMES.iter().map(|n| placeholder_value(n)).collect();
+
+    GucRegistry::define_int_guc(
+        c"snowflake_id.worker_bits",
+        c"Width in bits of the worker-id field of generated IDs.",
+        c"Set at server start. The timestamp field gets 63 - worker_bits - sequence_bits bits, which must be at least 35.",
+        &WORKER_BITS,
+        1,
+        MAX_FIELD_BITS,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake_id.sequence_bits",
+        c"Width in bits of the per-millisecond sequence field of generated IDs.",
+        c"Set at server start. 2^sequence_bits IDs fit in one millisecond.",
+        &SEQUENCE_BITS,
+        1,
+        MAX_FIELD_BITS,
+        GucContext::Postmaster,
+        GucFlags::default(),
+    );
+    // SAFETY: check_epoch is #[pg_guard]ed.
+    unsafe {
+        GucRegistry::define_string_guc_with_hooks(
+            c"snowflake_id.epoch",
+            c"Start of the time encoded in generated IDs.",
+            c"Set at server start. Either 'YYYY-MM-DD[ HH:MM[:SS[.mmm]]][zone]' (UTC when no zone is given) or an integer number of milliseconds since 1970-01-01 UTC.",
+            &EPOCH,
+            GucContext::Postmaster,
+            GucFlags::default(),
+            Some(check_epoch),
+            None,
+            None,
+        );
+    }
+    let worker_bits = WORKER_BITS.get().clamp(1, 30);
+    GucRegistry::define_int_guc(
+        c"snowflake_id.worker_id",
+        c"Worker id of this server, embedded in every generated ID.",
+        c"Must be unique among all servers whose IDs can ever meet. -1 means unset: snowflake_nextval() refuses to run until it is set. Valid range 0 .. 2^worker_bits - 1.",
+        &WORKER_ID,
+        WORKER_ID_UNSET,
+        (1i32 << worker_bits) - 1,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake_id.max_lead",
+        c"How far generated IDs may run ahead of the clock during bursts.",
+        c"When sustained demand exceeds 2^sequence_bits IDs per millisecond, IDs borrow future milliseconds up to this bound; beyond it callers sleep until the clock catches up. 0 means never borrow.",
+        &MAX_LEAD_MS,
+        0,
+        MAX_LEAD_LIMIT_MS,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+
+    #[cfg(not(feature = "pg14"))]
+    // SAFETY: plain C call with a static string.
+    unsafe {
+        pg_sys::MarkGUCPrefixReserved(c"snowflake_id".as_ptr());
+    }
+    #[cfg(feature = "pg14")]
+    // SAFETY: plain C call with a static string.
+    unsafe {
+        pg_sys::EmitWarningsOnPlaceholders(c"snowflake_id".as_ptr());
+    }
+
+    let mut problems = vec![];
+    for (name, was) in NAMES.iter().zip(before) {
+        let Some(was) = was else { continue };
+        if !keeps_configured_value(name, &was) {
+            problems.push(format!(
+                "invalid value \"{was}\" for parameter \"{}\"",
+                name.to_string_lossy()
+            ));
+        }
+    }
+    problems
+}
+
+/// Did the defined parameter take the configured value? (If PostgreSQL
+/// rejected it, the parameter holds its default instead.)
+fn keeps_configured_value(name: &CStr, configured: &str) -> bool {
+    if name == c"snowflake_id.epoch" {
+        let now = EPOCH.get().map(|c| c.to_string_lossy().into_owned());
+        return match (parse_epoch(configured), now.as_deref().map(parse_epoch)) {
+            (Ok(a), Some(Ok(b))) => a == b,
+            _ => false,
+        };
+    }
+    let (setting, flags) = if name == c"snowflake_id.worker_id" {
+        (&WORKER_ID, 0)
+    } else if name == c"snowflake_id.worker_bits" {
+        (&WORKER_BITS, 0)
+    } else if name == c"snowflake_id.sequence_bits" {
+        (&SEQUENCE_BITS, 0)
+    } else {
+        (&MAX_LEAD_MS, pg_sys::GUC_UNIT_MS as i32)
+    };
+    let Ok(c) = CString::new(configured) else {
+        return false;
+    };
+    let mut parsed = 0i32;
+    // SAFETY: parse_int reads a valid C string and writes an int.
+    let ok = unsafe { pg_sys::parse_int(c.as_ptr(), &mut parsed, flags, std::ptr::null_mut()) };
+    ok && parsed == setting.get()
+}
+
+static LAYOUT: OnceLock<Result<Layout, String>> = OnceLock::new();
+
+/// The layout of this server, validated once per process.
+pub fn layout() -> Result<Layout, String> {
+    LAYOUT
+        .get_or_init(|| {
+            let epoch = EPOCH
+                .get()
+                .map(|c| c.to_string_lossy().into_owned())
+                .unwrap_or_else(|| DEFAULT_EPOCH.to_string_lossy().into_owned());
+            let epoch_ms = parse_epoch(&epoch)
+                .map_err(|e| format!("invalid snowflake_id.epoch \"{epoch}\": {e}"))?;
+            Layout::new(epoch_ms, WORKER_BITS.get() as u32, SEQUENCE_BITS.get() as u32).map_err(
+                |e: LayoutError| format!("invalid snowflake_id layout: {e}"),
+            )
+        })
+        .clone()
+}
+
+/// The layout, or an ERROR.
+pub fn layout_or_error() -> Layout {
+    layout().unwrap_or_else(|msg| errors::invalid_layout(&msg))
+}
+
+/// The configured worker id, if set.
+pub fn worker_id() -> Option<u64> {
+    let w = WORKER_ID.get();
+    (w >= 0).then_some(w as u64)
+}
+
+pub fn max_lead_ms() -> u64 {
+    MAX_LEAD_MS.get().max(0) as u64
+}

@@ -1,0 +1,41 @@
+//! Shared memory: one [`GeneratorState`] per server, shared by every
+//! backend of every database. Only available when the library is loaded
+//! through `shared_preload_libraries`.
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::{pg_shmem_init, AssertPGRXSharedMemory, PgAtomic};
+use snowflake_id_core::GeneratorState;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static STATE: PgAtomic<AssertPGRXSharedMemory<GeneratorState>> =
+    // SAFETY: the name is unique to this extension.
+    unsafe { PgAtomic::new(c"snowflake_id generator state") };
+
+/// Set in the postmaster when shared memory was requested; inherited by
+/// every backend it forks. Process-local by nature.
+static PRELOADED: AtomicBool = AtomicBool::new(false);
+
+/// True while `shared_preload_libraries` is being processed.
+pub fn preloading() -> bool {
+    // SAFETY: reading a plain global flag of the server.
+    unsafe { pg_sys::process_shared_preload_libraries_in_progress }
+}
+
+/// Request and initialise the shared state. Call from `_PG_init` only
+/// while preloading.
+pub fn init() {
+    debug_assert!(preloading());
+    pg_shmem_init!(STATE = unsafe { AssertPGRXSharedMemory::new(GeneratorState::new()) });
+    PRELOADED.store(true, Ordering::Relaxed);
+}
+
+/// The shared generator state, or `None` when the library was not preloaded.
+#[inline]
+pub fn state() -> Option<&'static GeneratorState> {
+    if PRELOADED.load(Ordering::Relaxed) {
+        Some(STATE.get())
+    } else {
+        None
+    }
+}

@@ -1,0 +1,179 @@
+//! `#[pg_test]`s: run inside a real server with the library preloaded and
+//! `snowflake_id.worker_id = 42` (see `pg_test::postgresql_conf_options`).
+
+#[pgrx::pg_schema]
+mod tests {
+    use crate::decode::*;
+    use crate::nextval::snowflake_nextval;
+    use pgrx::prelude::*;
+
+    fn one<T: pgrx::datum::FromDatum + pgrx::datum::IntoDatum>(sql: &str) -> T {
+        Spi::get_one::<T>(sql)
+            .expect("query failed")
+            .expect("NULL result")
+    }
+
+    #[pg_test]
+    fn nextval_is_increasing_and_carries_worker() {
+        let mut prev = 0;
+        for _ in 0..10_000 {
+            let id = snowflake_nextval();
+            assert!(id > prev, "{id} <= {prev}");
+            prev = id;
+        }
+        assert_eq!(snowflake_worker_id(prev), 42);
+    }
+
+    #[pg_test]
+    fn nextval_in_sql_is_unique_and_ordered() {
+        let n: i64 = one(
+            "SELECT count(DISTINCT id) FROM (SELECT snowflake_nextval() AS id \
+             FROM generate_series(1, 100000)) s",
+        );
+        assert_eq!(n, 100_000);
+        let ordered: bool = one(
+            "SELECT bool_and(id > prev) FROM (SELECT id, lag(id) OVER (ORDER BY n) AS prev \
+             FROM (SELECT n, snowflake_nextval() AS id FROM generate_series(1, 50000) n) a) b \
+             WHERE prev IS NOT NULL",
+        );
+        assert!(ordered);
+    }
+
+    #[pg_test]
+    fn nextval_timestamp_is_now() {
+        let skew_ms: f64 = one(
+            "SELECT abs(extract(epoch FROM snowflake_timestamp(snowflake_nextval()) \
+             - clock_timestamp()) * 1000)::float8",
+        );
+        assert!(skew_ms < 2000.0, "timestamp off by {skew_ms} ms");
+    }
+
+    #[pg_test]
+    fn default_column_works() {
+        Spi::run(
+            "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int);
+             INSERT INTO t (v) SELECT g FROM generate_series(1, 5000) g;",
+        )
+        .unwrap();
+        let ok: bool = one(
+            "SELECT count(*) = 5000 AND bool_and(snowflake_worker_id(id) = 42) \
+             AND count(DISTINCT id) = 5000 FROM t",
+        );
+        assert!(ok);
+        // Insertion order is ID order.
+        let ordered: bool =
+            one("SELECT bool_and(id > prev) FROM (SELECT id, lag(id) OVER (ORDER BY v) prev FROM t) s WHERE prev IS NOT NULL");
+        assert!(ordered);
+    }
+
+    #[pg_test]
+    fn compose_decode_round_trip() {
+        let ok: bool = one(
+            "SELECT bool_and(snowflake_compose(d.ts, d.worker_id, d.sequence) = x.id)
+               FROM (SELECT snowflake_nextval() AS id FROM generate_series(1, 1000)) x,
+                    snowflake_decode(x.id) d",
+        );
+        assert!(ok);
+        let id: i64 = one("SELECT snowflake_compose('2024-01-01 00:00:01+00', 5, 7)");
+        assert_eq!(id, (1000 << 22) | (5 << 12) | 7);
+        let (w, s): (i32, i32) = (
+            one("SELECT snowflake_worker_id(4194324487)"),
+            one("SELECT snowflake_sequence(4194324487)"),
+        );
+        assert_eq!((w, s), (5, 7));
+        let same: bool =
+            one("SELECT snowflake_timestamp(4194324487) = '2024-01-01 00:00:01+00'::timestamptz");
+        assert!(same);
+    }
+
+    #[pg_test]
+    fn min_max_bounds() {
+        let ok: bool = one(
+            "SELECT snowflake_min_id('2024-06-01 00:00:00.001+00') = snowflake_max_id('2024-06-01 00:00:00+00') + 1
+                AND snowflake_min_id('2024-06-01+00') = snowflake_compose('2024-06-01+00', 0, 0)
+                AND snowflake_max_id('2024-06-01+00') = snowflake_compose('2024-06-01+00', 1023, 4095)
+                AND snowflake_min_id('2024-06-01 00:00:00.0009+00') = snowflake_min_id('2024-06-01+00')",
+        );
+        assert!(ok);
+    }
+
+    #[pg_test]
+    fn range_query_uses_primary_key_index() {
+        Spi::run(
+            "CREATE TABLE ev (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), x int);
+             INSERT INTO ev (x) SELECT g FROM generate_series(1, 20000) g;
+             ANALYZE ev;",
+        )
+        .unwrap();
+        let plan: pgrx::Json = one(
+            "EXPLAIN (FORMAT JSON) SELECT * FROM ev
+              WHERE id BETWEEN snowflake_min_id(now() - interval '1 hour') AND snowflake_max_id(now())",
+        );
+        let text = plan.0.to_string();
+        assert!(text.contains("\"Index Name\":\"ev_pkey\""), "{text}");
+        assert!(!text.contains("Seq Scan"), "{text}");
+    }
+
+    /// Decoders STABLE (they read restart-only settings), generator
+    /// VOLATILE; all PARALLEL SAFE. (STRICT on the argument-less
+    /// snowflake_nextval() is pgrx's default and has no effect.)
+    #[pg_test]
+    fn markings_are_honest() {
+        let rows: String = one(
+            "SELECT string_agg(proname || ':' || provolatile::text || proparallel::text || proisstrict::text, ',' ORDER BY proname)
+               FROM pg_proc WHERE proname LIKE 'snowflake\\_%'",
+        );
+        assert_eq!(
+            rows,
+            "snowflake_compose:sstrue,snowflake_decode:sstrue,snowflake_max_id:sstrue,\
+             snowflake_min_id:sstrue,snowflake_nextval:vstrue,snowflake_sequence:sstrue,\
+             snowflake_timestamp:sstrue,snowflake_worker_id:sstrue"
+        );
+    }
+
+    #[pg_test(error = "snowflake ID -1 is negative")]
+    fn negative_id_is_rejected() {
+        snowflake_decode(-1);
+    }
+
+    #[pg_test(error = "worker id 1024 is out of range")]
+    fn compose_rejects_worker() {
+        Spi::run("SELECT snowflake_compose(now(), 1024, 0)").unwrap();
+    }
+
+    #[pg_test(error = "timestamp is before the snowflake epoch")]
+    fn min_id_rejects_pre_epoch() {
+        Spi::run("SELECT snowflake_min_id('2023-12-31 23:59:59.999+00')").unwrap();
+    }
+
+    #[pg_test(error = "timestamp out of range")]
+    fn min_id_rejects_infinity() {
+        Spi::run("SELECT snowflake_min_id('infinity')").unwrap();
+    }
+
+    #[pg_test(error = "parameter \"snowflake_id.worker_id\" cannot be changed now")]
+    fn worker_id_is_not_session_settable() {
+        Spi::run("SET snowflake_id.worker_id = 1").unwrap();
+    }
+
+    #[pg_test(error = "parameter \"snowflake_id.epoch\" cannot be changed without restarting the server")]
+    fn epoch_is_postmaster_only() {
+        Spi::run("SET snowflake_id.epoch = '2020-01-01'").unwrap();
+    }
+
+    #[pg_test]
+    fn settings_are_visible() {
+        let s: String = one(
+            "SELECT string_agg(name || '=' || setting || '/' || context, ',' ORDER BY name)
+               FROM pg_settings WHERE name LIKE 'snowflake\\_id.%'",
+        );
+        assert_eq!(
+            s,
+            "snowflake_id.epoch=2024-01-01 00:00:00+00/postmaster,\
+             snowflake_id.max_lead=1000/sighup,\
+             snowflake_id.sequence_bits=12/postmaster,\
+             snowflake_id.worker_bits=10/postmaster,\
+             snowflake_id.worker_id=42/sighup"
+        );
+    }
+}
