@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Install everything the build and tests need, idempotently: Debian
+# packages, a Rust toolchain if there is none, the pinned cargo-pgrx, and
+# its registration of the system PostgreSQL.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    log "installing Debian packages: ${missing[*]}"
+    if ! is_root && ! command -v sudo >/dev/null; then die "need root or sudo to install ${missing[*]}"; fi
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+# Debian's cluster auto-creation is not used; make sure no stray default
+# cluster occupies our ports (harmless if there is none).
+
+if ! command -v cargo >/dev/null; then
+    [ -x "$HOME/.cargo/bin/cargo" ] || {
+        log "installing the Rust toolchain with rustup"
+        curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal -c rustfmt,clippy
+    }
+    export PATH="$HOME/.cargo/bin:$PATH"
+fi
+
+if [ "$(cargo pgrx --version 2>/dev/null | awk '{print $2}')" != "$PGRX_VERSION" ]; then
+    log "installing cargo-pgrx $PGRX_VERSION (takes a few minutes, once)"
+    cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
+fi
+
+if ! grep -qs "^pg$PG_MAJOR *= *\"$PG_CONFIG\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml"; then
+    log "registering $PG_CONFIG with cargo-pgrx"
+    cargo pgrx init --pg$PG_MAJOR "$PG_CONFIG" >/dev/null
+fi
