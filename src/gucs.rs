@@ -19,6 +19,7 @@ use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
 use snowflake_id_core::{parse_epoch, Layout, LayoutError};
 use std::ffi::{CStr, CString};
+use parking_lot::Mutex;
 use std::sync::OnceLock;
 
 pub const WORKER_ID_UNSET: i32 = -1;
@@ -79,8 +80,14 @@ unsafe extern "C-unwind" fn check_epoch(
     }
 }
 
+/// Report `msg` as the DETAIL of a rejected value, as a capitalised sentence.
 fn set_check_detail(msg: &str) {
-    let c = CString::new(msg.replace('\0', " ")).unwrap_or_default();
+    let mut detail: String = msg.replace('\0', " ");
+    if let Some(first) = detail.get(0..1) {
+        detail = first.to_uppercase() + &detail[1..];
+    }
+    detail.push('.');
+    let c = CString::new(detail).unwrap_or_default();
     // SAFETY: GUC_check_errdetail_string must be palloc'd; pstrdup does that.
     unsafe {
         pg_sys::GUC_check_errcode(pgrx::PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE as i32);
@@ -92,6 +99,17 @@ fn set_check_detail(msg: &str) {
 /// configuration gave but our definitions rejected.
 pub fn define() -> Vec<String> {
     let before: Vec<Option<String>> = NAMES.iter().map(|n| placeholder_value(n)).collect();
+    // PostgreSQL cannot create POSTMASTER parameters after start-up. When
+    // the library is loaded on demand (not preloaded) only the decoders can
+    // run, and the layout parameters are read from the configuration files
+    // as SIGHUP parameters instead.
+    let layout_context = || {
+        if crate::shmem::preloading() {
+            GucContext::Postmaster
+        } else {
+            GucContext::Sighup
+        }
+    };
 
     GucRegistry::define_int_guc(
         c"snowflake_id.worker_bits",
@@ -100,7 +118,7 @@ pub fn define() -> Vec<String> {
         &WORKER_BITS,
         1,
         MAX_FIELD_BITS,
-        GucContext::Postmaster,
+        layout_context(),
         GucFlags::default(),
     );
     GucRegistry::define_int_guc(
@@ -110,7 +128,7 @@ pub fn define() -> Vec<String> {
         &SEQUENCE_BITS,
         1,
         MAX_FIELD_BITS,
-        GucContext::Postmaster,
+        layout_context(),
         GucFlags::default(),
     );
     // SAFETY: check_epoch is #[pg_guard]ed.
@@ -120,7 +138,7 @@ pub fn define() -> Vec<String> {
             c"Start of the time encoded in generated IDs.",
             c"Set at server start. Either 'YYYY-MM-DD[ HH:MM[:SS[.mmm]]][zone]' (UTC when no zone is given) or an integer number of milliseconds since 1970-01-01 UTC.",
             &EPOCH,
-            GucContext::Postmaster,
+            layout_context(),
             GucFlags::default(),
             Some(check_epoch),
             None,
@@ -201,23 +219,44 @@ fn keeps_configured_value(name: &CStr, configured: &str) -> bool {
     ok && parsed == setting.get()
 }
 
-static LAYOUT: OnceLock<Result<Layout, String>> = OnceLock::new();
+/// Layout of a server that preloads the library: its parameters are
+/// POSTMASTER, so it is computed once (in the postmaster) and inherited.
+static FROZEN_LAYOUT: OnceLock<Result<Layout, String>> = OnceLock::new();
 
-/// The layout of this server, validated once per process.
+type LayoutKey = (Option<CString>, i32, i32);
+/// Layout of a backend that loaded the library on demand: its parameters
+/// are SIGHUP, so the cache is keyed by their values. Process-local.
+static RELOADABLE_LAYOUT: Mutex<Option<(LayoutKey, Result<Layout, String>)>> =
+    parking_lot::const_mutex(None);
+
+/// Validate the layout parameters as they are now.
+pub fn compute_layout() -> Result<Layout, String> {
+    let epoch = EPOCH
+        .get()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_else(|| DEFAULT_EPOCH.to_string_lossy().into_owned());
+    let epoch_ms =
+        parse_epoch(&epoch).map_err(|e| format!("invalid snowflake_id.epoch \"{epoch}\": {e}"))?;
+    Layout::new(epoch_ms, WORKER_BITS.get() as u32, SEQUENCE_BITS.get() as u32)
+        .map_err(|e: LayoutError| format!("invalid snowflake_id layout: {e}"))
+}
+
+/// The layout of this server.
+#[inline]
 pub fn layout() -> Result<Layout, String> {
-    LAYOUT
-        .get_or_init(|| {
-            let epoch = EPOCH
-                .get()
-                .map(|c| c.to_string_lossy().into_owned())
-                .unwrap_or_else(|| DEFAULT_EPOCH.to_string_lossy().into_owned());
-            let epoch_ms = parse_epoch(&epoch)
-                .map_err(|e| format!("invalid snowflake_id.epoch \"{epoch}\": {e}"))?;
-            Layout::new(epoch_ms, WORKER_BITS.get() as u32, SEQUENCE_BITS.get() as u32).map_err(
-                |e: LayoutError| format!("invalid snowflake_id layout: {e}"),
-            )
-        })
-        .clone()
+    if crate::shmem::is_preloaded() {
+        return FROZEN_LAYOUT.get_or_init(compute_layout).clone();
+    }
+    let key = (EPOCH.get(), WORKER_BITS.get(), SEQUENCE_BITS.get());
+    let mut cache = RELOADABLE_LAYOUT.lock();
+    match &*cache {
+        Some((k, v)) if *k == key => v.clone(),
+        _ => {
+            let v = compute_layout();
+            *cache = Some((key, v.clone()));
+            v
+        }
+    }
 }
 
 /// The layout, or an ERROR.

@@ -32,10 +32,12 @@ pub extern "C-unwind" fn _PG_init() {
     if let Some(p) = problems.first() {
         errors::invalid_layout(p);
     }
-    if let Err(msg) = gucs::layout() {
+    if let Err(msg) = gucs::compute_layout() {
         errors::invalid_layout(&msg);
     }
     shmem::init();
+    // Freeze the layout in the postmaster; every backend inherits it.
+    let _ = gucs::layout();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -30,10 +30,17 @@ pub fn init() {
     PRELOADED.store(true, Ordering::Relaxed);
 }
 
+/// Whether the library was preloaded (so the generator exists). Safe to
+/// call before shared memory is attached.
+#[inline]
+pub fn is_preloaded() -> bool {
+    PRELOADED.load(Ordering::Relaxed)
+}
+
 /// The shared generator state, or `None` when the library was not preloaded.
 #[inline]
 pub fn state() -> Option<&'static GeneratorState> {
-    if PRELOADED.load(Ordering::Relaxed) {
+    if is_preloaded() {
         Some(STATE.get())
     } else {
         None

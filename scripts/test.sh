@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Command 2: the whole test suite, every layer, from a fresh clone.
+#   1. cargo fmt --check and cargo clippy (both crates)
+#   2. unit tests of the pure core (fake clock, multithreaded stress)
+#   3. #[pg_test]s inside a server with the library preloaded
+#   4. pg_regress suites against real clusters (preloaded; preloaded with
+#      worker_id unset; not preloaded)
+#   5. integration scripts in tests/integration/ (real clusters, pgbench)
+# Set SNOWFLAKE_TEST_LAYERS to a subset, e.g. "regress integration".
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+LAYERS=${SNOWFLAKE_TEST_LAYERS:-"lint unit pgtest regress integration"}
+has() { [[ " $LAYERS " == *" $1 "* ]]; }
+
+bash "$ROOT/scripts/prereqs.sh"
+export PATH="$HOME/.cargo/bin:$PATH"
+cd "$ROOT"
+mkdir -p "$ROOT/.run"
+declare -a SUMMARY=()
+
+if has lint; then
+    log "lint: cargo fmt --check, cargo clippy"
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets --features pg_test -q -- -D warnings
+    SUMMARY+=("lint: ok")
+fi
+
+if has unit; then
+    log "unit tests of the pure core"
+    cargo test -q -p snowflake_id_core --release 2>&1 | tee "$ROOT/.run/unit.log" | grep -E "^test result" >&2
+    SUMMARY+=("unit: $(grep -E '^test result' "$ROOT/.run/unit.log" | head -1)")
+fi
+
+if has pgtest; then
+    log "#[pg_test]s (library preloaded, worker_id 42)"
+    args=(); if is_root; then args=(--runas postgres --pgdata "$(state_dir "$ROOT/.run/pgtest" pgtest)/data"); fi
+    cargo pgrx test "pg$PG_MAJOR" "${args[@]}" 2>&1 | tee "$ROOT/.run/pgtest.log" | grep -E "^test result|FAILED|panicked" >&2
+    grep -q "^test result: ok" "$ROOT/.run/pgtest.log" || die "pg_test failed; see .run/pgtest.log"
+    SUMMARY+=("pg_test: $(grep -E '^test result' "$ROOT/.run/pgtest.log" | tail -1)")
+fi
+
+# Everything below runs real clusters on the release build.
+if has regress || has integration; then
+    install_extension
+fi
+
+if has regress; then
+    bash "$ROOT/tests/regress/run.sh"
+    SUMMARY+=("pg_regress: $(cat "$ROOT/.run/regress.summary")")
+fi
+
+if has integration; then
+    for t in "$ROOT"/tests/integration/*.sh; do
+        log "integration: $(basename "$t")"
+        bash "$t"
+        SUMMARY+=("integration $(basename "$t"): ok")
+    done
+fi
+
+log "all requested layers passed"
+printf '  %s\n' "${SUMMARY[@]}" >&2

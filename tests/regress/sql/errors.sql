@@ -1,0 +1,71 @@
+-- Every user mistake gets a specific SQLSTATE and a clear message; none is
+-- XX000 and none crashes. Each error is shown as "SQLSTATE: message".
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS snowflake_id;
+RESET client_min_messages;
+SET TimeZone = 'UTC';
+CREATE FUNCTION pg_temp.err(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE st text; msg text; det text; hin text;
+BEGIN
+    EXECUTE q;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
+                            det = PG_EXCEPTION_DETAIL, hin = PG_EXCEPTION_HINT;
+    RETURN st || ': ' || msg
+        || CASE WHEN det <> '' THEN E'\n  DETAIL: ' || det ELSE '' END
+        || CASE WHEN hin <> '' THEN E'\n  HINT: ' || hin ELSE '' END;
+END $$;
+
+-- Negative IDs.
+SELECT pg_temp.err('SELECT * FROM snowflake_decode(-1)');
+SELECT pg_temp.err('SELECT snowflake_timestamp(-9223372036854775808)');
+SELECT pg_temp.err('SELECT snowflake_worker_id(-5)');
+SELECT pg_temp.err('SELECT snowflake_sequence(-5)');
+-- compose with parts out of range.
+SELECT pg_temp.err($q$SELECT snowflake_compose('2025-01-01+00', 1024, 0)$q$);
+SELECT pg_temp.err($q$SELECT snowflake_compose('2025-01-01+00', -1, 0)$q$);
+SELECT pg_temp.err($q$SELECT snowflake_compose('2025-01-01+00', 0, 4096)$q$);
+SELECT pg_temp.err($q$SELECT snowflake_compose('2025-01-01+00', 0, -1)$q$);
+SELECT pg_temp.err($q$SELECT snowflake_compose('2023-12-31 23:59:59.999+00', 0, 0)$q$);
+SELECT pg_temp.err($q$SELECT snowflake_compose('2093-09-06 15:47:35.552+00', 0, 0)$q$);
+SELECT pg_temp.err($q$SELECT snowflake_compose('infinity', 0, 0)$q$);
+-- min_id / max_id outside the representable range.
+SELECT pg_temp.err($q$SELECT snowflake_min_id('2023-12-31 23:59:59.999+00')$q$);
+SELECT pg_temp.err($q$SELECT snowflake_max_id('2100-01-01+00')$q$);
+SELECT pg_temp.err($q$SELECT snowflake_min_id('-infinity')$q$);
+-- NULL in, NULL out (STRICT).
+SELECT snowflake_timestamp(NULL) IS NULL AS strict_null,
+       snowflake_compose(NULL, 1, 1) IS NULL AS compose_null,
+       (SELECT count(*) FROM snowflake_decode(NULL)) AS decode_rows;
+
+-- Settings cannot be changed per session, role or database.
+SELECT pg_temp.err('SET snowflake_id.worker_id = 7');
+SELECT pg_temp.err('SET snowflake_id.max_lead = 10');
+SELECT pg_temp.err($q$SET snowflake_id.epoch = '2020-01-01'$q$);
+SELECT pg_temp.err('SET snowflake_id.worker_bits = 12');
+SELECT pg_temp.err('SET snowflake_id.sequence_bits = 10');
+SELECT pg_temp.err('ALTER ROLE postgres SET snowflake_id.worker_id = 7');
+SELECT pg_temp.err('ALTER DATABASE postgres SET snowflake_id.worker_id = 7');
+SELECT pg_temp.err('SET snowflake_id.no_such_setting = 1');
+-- ALTER SYSTEM validates values before writing them (it cannot run in a
+-- function, so these run directly; :SQLSTATE shows the error code).
+ALTER SYSTEM SET snowflake_id.worker_id = 1024;
+\echo SQLSTATE :SQLSTATE
+ALTER SYSTEM SET snowflake_id.worker_id = -2;
+\echo SQLSTATE :SQLSTATE
+ALTER SYSTEM SET snowflake_id.epoch = 'yesterday';
+\echo SQLSTATE :SQLSTATE
+ALTER SYSTEM SET snowflake_id.epoch = '1969-12-31';
+\echo SQLSTATE :SQLSTATE
+ALTER SYSTEM SET snowflake_id.worker_bits = 0;
+\echo SQLSTATE :SQLSTATE
+ALTER SYSTEM SET snowflake_id.sequence_bits = 28;
+\echo SQLSTATE :SQLSTATE
+ALTER SYSTEM SET snowflake_id.max_lead = -1;
+\echo SQLSTATE :SQLSTATE
+ALTER SYSTEM SET snowflake_id.max_lead = '2h';
+\echo SQLSTATE :SQLSTATE
+-- Nothing was written.
+SELECT count(*) AS auto_conf_settings FROM pg_file_settings
+ WHERE name LIKE 'snowflake\_id.%' AND sourcefile LIKE '%postgresql.auto.conf';

@@ -1,0 +1,69 @@
+-- The user-visible surface of snowflake_id on a preloaded server with
+-- snowflake_id.worker_id = 42 and the default layout (41/10/12, epoch
+-- 2024-01-01 00:00:00+00). Pins: nextval as a DEFAULT, decoding of known
+-- IDs, compose as the inverse of decode, min/max bounds, and that a time
+-- range through the bounds is a primary-key index range scan.
+SET client_min_messages = warning;
+CREATE EXTENSION snowflake_id;
+RESET client_min_messages;
+SET TimeZone = 'UTC';
+
+-- A primary key with snowflake_nextval() as its DEFAULT.
+CREATE TABLE orders (
+    id   bigint PRIMARY KEY DEFAULT snowflake_nextval(),
+    n    int NOT NULL
+);
+INSERT INTO orders (n) SELECT g FROM generate_series(1, 10000) g;
+INSERT INTO orders (n) VALUES (10001), (10002);
+SELECT count(*) AS rows,
+       count(DISTINCT id) AS distinct_ids,
+       bool_and(snowflake_worker_id(id) = 42) AS all_worker_42,
+       bool_and(id > 0) AS all_positive
+  FROM orders;
+-- Insertion order is ID order.
+SELECT bool_and(id > prev) AS strictly_increasing
+  FROM (SELECT id, lag(id) OVER (ORDER BY n) AS prev FROM orders) s
+ WHERE prev IS NOT NULL;
+-- IDs carry the time they were minted.
+SELECT bool_and(snowflake_timestamp(id) BETWEEN now() - interval '1 minute'
+                                            AND clock_timestamp() + interval '2 seconds') AS recent
+  FROM orders;
+
+-- Decoding known IDs.
+SELECT * FROM snowflake_decode(0);
+SELECT * FROM snowflake_decode(4194324487);
+SELECT * FROM snowflake_decode(9223372036854775807);
+SELECT snowflake_timestamp(4194324487), snowflake_worker_id(4194324487),
+       snowflake_sequence(4194324487);
+
+-- compose is the inverse of decode.
+SELECT snowflake_compose('2024-01-01 00:00:01+00', 5, 7);
+SELECT snowflake_compose('2025-03-04 05:06:07.089+00', 1023, 4095);
+SELECT * FROM snowflake_decode(snowflake_compose('2025-03-04 05:06:07.089+00', 1023, 4095));
+-- Sub-millisecond precision is truncated, not rounded.
+SELECT snowflake_compose('2025-03-04 05:06:07.0899+00', 1, 1)
+     = snowflake_compose('2025-03-04 05:06:07.089+00', 1, 1) AS truncated;
+SELECT bool_and(snowflake_compose(d.ts, d.worker_id, d.sequence) = o.id) AS round_trip
+  FROM orders o, snowflake_decode(o.id) d;
+
+-- Range bounds: min and max of one millisecond, adjacent milliseconds touch.
+SELECT snowflake_min_id('2024-06-01 00:00:00+00') AS min_id,
+       snowflake_max_id('2024-06-01 00:00:00+00') AS max_id,
+       snowflake_min_id('2024-06-01 00:00:00.001+00')
+         - snowflake_max_id('2024-06-01 00:00:00+00') AS gap;
+SELECT snowflake_max_id('2093-09-06 15:47:35.551+00') AS last_representable;
+SELECT count(*) = 10002 AS all_in_range
+  FROM orders
+ WHERE id BETWEEN snowflake_min_id(now() - interval '1 hour')
+              AND snowflake_max_id(clock_timestamp() + interval '1 hour');
+
+-- A time range through the bounds is a primary-key index range scan.
+ANALYZE orders;
+EXPLAIN (COSTS OFF)
+SELECT * FROM orders
+ WHERE id BETWEEN snowflake_min_id('2024-06-01 00:00+00')
+              AND snowflake_max_id('2024-06-01 01:00+00');
+
+-- Volatility and parallel safety.
+SELECT proname, provolatile, proparallel, pg_get_function_result(oid) AS result
+  FROM pg_proc WHERE proname LIKE 'snowflake\_%' ORDER BY proname;
