@@ -39,7 +39,7 @@ state_dir() {
 # cluster_init DIR PORT [postgresql.conf lines...]
 cluster_init() {
     local dir="$1" port="$2"; shift 2
-    rm -rf "$dir/data"
+    rm -rf "$dir/data" "$dir/server.log"
     as_pg "$(pgbin)/initdb" -D "$dir/data" -U postgres -A trust --no-sync -E UTF8 --locale=C >/dev/null \
         || die "initdb failed in $dir"
     {

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Real clusters, one scenario each:
+#  1. A custom layout (epoch 2020-01-01, 5 worker bits, 16 sequence bits)
+#     mints and decodes IDs in that layout.
+#  2. Invalid configurations refuse to start, with a clear log message:
+#     no layout or worker id is ever silently replaced by a default.
+#  3. An epoch in the future: snowflake_nextval() fails with 22008.
+#  4. The burst lead bound: with max_lead = 50ms, 2M IDs in one statement
+#     end no more than ~50 ms ahead of the clock, and took at least as long
+#     as the format ceiling (4096/ms) allows: callers slept, and no ID was
+#     duplicated.
+#  5. A real backward clock step of one hour (libfaketime) under inserts:
+#     no error, no duplicate, no decrease, no long stall, one WARNING.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+BASE=$(state_dir "$ROOT/.run/it-config" it-config)
+PORT=${SNOWFLAKE_IT_PORT:-55520}
+DIR="$BASE/c"
+trap 'cluster_stop "$DIR"' EXIT
+mkdir -p "$DIR"; is_root && chown postgres:postgres "$DIR"
+cluster_stop "$DIR"
+PRELOAD="shared_preload_libraries = 'snowflake_id'"
+
+# 1. Custom layout.
+cluster_init "$DIR" "$PORT" "$PRELOAD" "snowflake_id.worker_id = 31" \
+    "snowflake_id.epoch = '2020-01-01 00:00:00+00'" "snowflake_id.worker_bits = 5" "snowflake_id.sequence_bits = 16"
+cluster_start "$DIR"
+read -r w skew ctx shift_ok < <(pq "$DIR" "$PORT" -At -F ' ' <<'SQL'
+SET client_min_messages = warning;
+CREATE EXTENSION snowflake_id;
+WITH g AS (SELECT snowflake_nextval() AS id)
+SELECT snowflake_worker_id(id),
+       abs(extract(epoch FROM snowflake_timestamp(id) - clock_timestamp()))::int,
+       (SELECT context FROM pg_settings WHERE name = 'snowflake_id.epoch'),
+       -- worker field sits right above 16 sequence bits; epoch is 2020
+       ((id >> 16) & 31) = 31 AND (id >> 21) = (extract(epoch FROM snowflake_timestamp(id)) * 1000)::bigint - 1577836800000
+  FROM g;
+SQL
+)
+[ "$w" = 31 ] && [ "$skew" -le 2 ] && [ "$ctx" = postmaster ] && [ "$shift_ok" = t ] \
+    || die "custom layout: worker=$w skew=$skew context=$ctx fields_ok=$shift_ok"
+log "custom layout 2020-01-01 42/5/16 with worker 31: ok"
+cluster_stop "$DIR"
+
+# 2. Invalid configurations refuse to start.
+refuses() {  # refuses "expected log text" conf-lines...
+    local want="$1"; shift
+    cluster_init "$DIR" "$PORT" "$PRELOAD" "$@"
+    if cluster_start "$DIR" 2>/dev/null; then cluster_stop "$DIR"; die "started with: $*"; fi
+    grep -qF "$want" "$DIR/server.log" || { cat "$DIR/server.log" >&2; die "log lacks: $want"; }
+    log "refused to start with [$*]: $(grep -F "$want" "$DIR/server.log" | head -1 | cut -c1-140)"
+}
+refuses "leaves 23 timestamp bits, fewer than the minimum of 35" \
+    "snowflake_id.worker_id = 1" "snowflake_id.worker_bits = 20" "snowflake_id.sequence_bits = 20"
+refuses 'invalid value "yesterday" for parameter "snowflake_id.epoch"' \
+    "snowflake_id.worker_id = 1" "snowflake_id.epoch = 'yesterday'"
+refuses 'invalid value "5000" for parameter "snowflake_id.worker_id"' "snowflake_id.worker_id = 5000"
+refuses 'invalid value "40" for parameter "snowflake_id.worker_bits"' \
+    "snowflake_id.worker_id = 1" "snowflake_id.worker_bits = 40"
+
+# 3. Epoch in the future.
+cluster_init "$DIR" "$PORT" "$PRELOAD" "snowflake_id.worker_id = 1" "snowflake_id.epoch = '2090-01-01'"
+cluster_start "$DIR"
+out=$(pq "$DIR" "$PORT" -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
+      -c '\set VERBOSITY verbose' -c "SELECT snowflake_nextval()" 2>&1 || true)
+grep -q "ERROR:  22008: current time is before the snowflake epoch" <<<"$out" || die "future epoch: $out"
+log "future epoch: 22008 current time is before the snowflake epoch"
+cluster_stop "$DIR"
+
+# 4. Burst lead bound.
+cluster_init "$DIR" "$PORT" "$PRELOAD" "snowflake_id.worker_id = 3" "snowflake_id.max_lead = 50ms"
+cluster_start "$DIR"
+# The lead is read in the same statement, right after the last ID. IDs of
+# one backend are strictly increasing (checked below with lag()), so the
+# burst has no duplicate.
+read -r n lead_ms elapsed_ms < <(pq "$DIR" "$PORT" -At -F ' ' <<'SQL'
+SET client_min_messages = warning;
+CREATE EXTENSION snowflake_id;
+SELECT count(*),
+       round(extract(epoch FROM snowflake_timestamp(max(id)) - clock_timestamp()) * 1000),
+       round(extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000)
+  FROM (SELECT snowflake_nextval() AS id FROM generate_series(1, 2000000)) s;
+SQL
+)
+dec=$(pq "$DIR" "$PORT" -At -c "SELECT count(*) FROM (SELECT id, lag(id) OVER (ORDER BY n) AS p
+        FROM (SELECT n, snowflake_nextval() AS id FROM generate_series(1, 2000000) n) a) b WHERE p >= id")
+min_ms=$((2000000 / 4096 - 51 - 1))
+log "burst: $n IDs in ${elapsed_ms} ms, final lead ${lead_ms} ms (bound 50), format floor ${min_ms} ms, $dec decreases"
+[ "$n" = 2000000 ] && [ "$dec" = 0 ] || die "burst: count $n, $dec decreases"
+[ "${lead_ms%.*}" -le 51 ] || die "burst: lead ${lead_ms} ms exceeds max_lead 50 ms"
+[ "${lead_ms%.*}" -ge 0 ] || die "burst: lead ${lead_ms} ms: the burst never reached the bound, the test proves nothing"
+[ "${elapsed_ms%.*}" -ge "$min_ms" ] || die "burst: ${elapsed_ms} ms is faster than the format allows"
+cluster_stop "$DIR"
+
+# 5. A real backward clock step (libfaketime moves the wall clock only; the
+#    monotonic clock never steps on real systems).
+FT=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
+[ -f "$FT" ] || die "libfaketime is missing (apt package libfaketime)"
+echo "+0" > "$BASE/faketime"; chmod 644 "$BASE/faketime"
+cluster_init "$DIR" "$PORT" "$PRELOAD" "snowflake_id.worker_id = 9"
+cluster_start "$DIR" LD_PRELOAD="$FT" FAKETIME_TIMESTAMP_FILE="$BASE/faketime" FAKETIME_NO_CACHE=1 \
+    FAKETIME_DONT_FAKE_MONOTONIC=1
+pq "$DIR" "$PORT" -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
+    -c "CREATE TABLE s (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), phase int, n serial)"
+pq "$DIR" "$PORT" -c "INSERT INTO s (phase) SELECT 1 FROM generate_series(1, 20000)"
+echo "-1h" > "$BASE/faketime"
+start=$(date +%s%N)
+pq "$DIR" "$PORT" -c "INSERT INTO s (phase) SELECT 2 FROM generate_series(1, 20000)" 2>"$BASE/step.err"
+for i in $(seq 1 20); do pq "$DIR" "$PORT" -c "INSERT INTO s (phase) VALUES (3)" 2>>"$BASE/step.err"; done
+took_ms=$(( ($(date +%s%N) - start) / 1000000 ))
+echo "+0" > "$BASE/faketime"
+pq "$DIR" "$PORT" -c "INSERT INTO s (phase) SELECT 4 FROM generate_series(1, 1000)"
+read -r rows dec < <(pq "$DIR" "$PORT" -At -F ' ' -c "
+    SELECT count(*),
+           (SELECT count(*) FROM (SELECT id, lag(id) OVER (ORDER BY n) p FROM s) x WHERE p >= id)
+      FROM s")
+grep -q "system clock moved backwards by 3[56][0-9][0-9]\.[0-9]* s" "$DIR/server.log" \
+    || { tail -20 "$DIR/server.log" >&2; die "no clock-step WARNING in the log"; }
+warnings=$(grep -c "system clock moved backwards" "$DIR/server.log")
+log "clock step -1h: $rows rows, $dec decreases, ${took_ms} ms for 20020 inserts after the step, $warnings WARNING(s)"
+[ "$rows" = 41020 ] && [ "$dec" = 0 ] || die "clock step: rows=$rows decreases=$dec"
+[ "$warnings" = 1 ] || die "expected exactly one (rate-limited) WARNING, got $warnings"
+[ "$took_ms" -lt 20000 ] || die "inserts after the step took ${took_ms} ms: callers stalled"
