@@ -22,6 +22,13 @@ if has lint; then
     log "lint: cargo fmt --check, cargo clippy"
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --features pg_test -q -- -D warnings
+    # sql/snowflake_id--<version>.sql is the committed install script of this
+    # version (the base for upgrade scripts); it must match the code.
+    version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+    cargo pgrx schema "pg$PG_MAJOR" -o "$ROOT/.run/schema.sql" >/dev/null 2>&1
+    strip() { grep -vE '^\s*--|^/\*|^\*/|^This file|^The ordering|^$' "$1"; }
+    diff <(strip "$ROOT/sql/snowflake_id--$version.sql") <(strip "$ROOT/.run/schema.sql") >&2 \
+        || die "sql/snowflake_id--$version.sql is stale: regenerate it with cargo pgrx schema pg$PG_MAJOR -o sql/snowflake_id--$version.sql"
     SUMMARY+=("lint: ok")
 fi
 

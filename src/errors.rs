@@ -5,7 +5,12 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::{format_epoch, GenError, IdError};
 
-fn raise(code: PgSqlErrorCode, msg: impl Into<String>, detail: Option<String>, hint: Option<&str>) -> ! {
+fn raise(
+    code: PgSqlErrorCode,
+    msg: impl Into<String>,
+    detail: Option<String>,
+    hint: Option<&str>,
+) -> ! {
     let mut r = ErrorReport::new(code, msg.into(), "snowflake_id");
     if let Some(d) = detail {
         r = r.set_detail(d);
@@ -48,7 +53,9 @@ pub fn worker_out_of_range(worker: u64, max: u64) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         format!("snowflake_id.worker_id {worker} does not fit in the worker field"),
-        Some(format!("With the configured worker_bits the valid range is 0 .. {max}.")),
+        Some(format!(
+            "With the configured worker_bits the valid range is 0 .. {max}."
+        )),
         Some("Change snowflake_id.worker_id and reload the configuration."),
     )
 }
@@ -80,7 +87,10 @@ pub fn id_error(e: IdError) -> ! {
             )),
             None,
         ),
-        IdError::PastEnd { unix_ms, last_unix_ms } => raise(
+        IdError::PastEnd {
+            unix_ms,
+            last_unix_ms,
+        } => raise(
             PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
             "timestamp is beyond the range of snowflake IDs",
             Some(format!(

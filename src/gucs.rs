@@ -15,11 +15,11 @@
 //! POSTMASTER parameters they cannot change while the process lives.
 
 use crate::errors;
+use parking_lot::Mutex;
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
 use snowflake_id_core::{parse_epoch, Layout, LayoutError};
 use std::ffi::{CStr, CString};
-use parking_lot::Mutex;
 use std::sync::OnceLock;
 
 pub const WORKER_ID_UNSET: i32 = -1;
@@ -31,8 +31,10 @@ pub const MAX_LEAD_LIMIT_MS: i32 = 3_600_000;
 pub const MAX_FIELD_BITS: i32 = 27;
 
 pub static WORKER_ID: GucSetting<i32> = GucSetting::<i32>::new(WORKER_ID_UNSET);
-pub static EPOCH: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
-pub static WORKER_BITS: GucSetting<i32> = GucSetting::<i32>::new(Layout::DEFAULT_WORKER_BITS as i32);
+pub static EPOCH: GucSetting<Option<CString>> =
+    GucSetting::<Option<CString>>::new(Some(DEFAULT_EPOCH));
+pub static WORKER_BITS: GucSetting<i32> =
+    GucSetting::<i32>::new(Layout::DEFAULT_WORKER_BITS as i32);
 pub static SEQUENCE_BITS: GucSetting<i32> =
     GucSetting::<i32>::new(Layout::DEFAULT_SEQUENCE_BITS as i32);
 pub static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
@@ -65,13 +67,18 @@ unsafe extern "C-unwind" fn check_epoch(
     _source: pg_sys::GucSource::Type,
 ) -> bool {
     // SAFETY: PostgreSQL passes a valid pointer to a (possibly NULL) string.
-    let value = unsafe { (*newval).as_ref().map(|p| CStr::from_ptr(p).to_string_lossy()) };
+    let value = unsafe {
+        (*newval)
+            .as_ref()
+            .map(|p| CStr::from_ptr(p).to_string_lossy())
+    };
     let Some(value) = value else {
         return false;
     };
-    match parse_epoch(&value).map_err(|e| e.to_string()).and_then(|ms| {
-        Layout::new(ms, 1, 1).map(|_| ()).map_err(|e| e.to_string())
-    }) {
+    match parse_epoch(&value)
+        .map_err(|e| e.to_string())
+        .and_then(|ms| Layout::new(ms, 1, 1).map(|_| ()).map_err(|e| e.to_string()))
+    {
         Ok(()) => true,
         Err(msg) => {
             set_check_detail(&msg);
@@ -237,8 +244,12 @@ pub fn compute_layout() -> Result<Layout, String> {
         .unwrap_or_else(|| DEFAULT_EPOCH.to_string_lossy().into_owned());
     let epoch_ms =
         parse_epoch(&epoch).map_err(|e| format!("invalid snowflake_id.epoch \"{epoch}\": {e}"))?;
-    Layout::new(epoch_ms, WORKER_BITS.get() as u32, SEQUENCE_BITS.get() as u32)
-        .map_err(|e: LayoutError| format!("invalid snowflake_id layout: {e}"))
+    Layout::new(
+        epoch_ms,
+        WORKER_BITS.get() as u32,
+        SEQUENCE_BITS.get() as u32,
+    )
+    .map_err(|e: LayoutError| format!("invalid snowflake_id layout: {e}"))
 }
 
 /// The layout of this server.

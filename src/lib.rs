@@ -5,7 +5,7 @@
 //! crate is the glue:
 //! - [`gucs`]: configuration parameters;
 //! - [`shmem`]: the shared generator state;
-//! - [`nextval`]: `snowflake_nextval()`;
+//! - [`nextval`]: the generator, `snowflake_nextval()`;
 //! - [`decode`]: decoding, composing and range-bound functions;
 //! - [`errors`]: SQLSTATEs and messages.
 

@@ -156,7 +156,9 @@ mod tests {
         Spi::run("SET snowflake_id.worker_id = 1").unwrap();
     }
 
-    #[pg_test(error = "parameter \"snowflake_id.epoch\" cannot be changed without restarting the server")]
+    #[pg_test(
+        error = "parameter \"snowflake_id.epoch\" cannot be changed without restarting the server"
+    )]
     fn epoch_is_postmaster_only() {
         Spi::run("SET snowflake_id.epoch = '2020-01-01'").unwrap();
     }

@@ -50,7 +50,9 @@ fn read(clk: i32) -> i64 {
     // for these clock ids on supported platforms.
     let rc = unsafe { clock_gettime(clk, &mut ts) };
     debug_assert_eq!(rc, 0);
-    ts.tv_sec.saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec)
+    ts.tv_sec
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec)
 }
 
 impl Clock for SystemClock {

@@ -137,7 +137,9 @@ pub fn parse_epoch(input: &str) -> Result<i64, EpochError> {
                 }
                 let frac = &s[start..c.pos];
                 if frac.is_empty() || frac.len() > 3 {
-                    return err("fractional seconds must have 1 to 3 digits (millisecond precision)");
+                    return err(
+                        "fractional seconds must have 1 to 3 digits (millisecond precision)",
+                    );
                 }
                 ms = format!("{frac:0<3}").parse().expect("digits");
             }
@@ -168,7 +170,8 @@ pub fn parse_epoch(input: &str) -> Result<i64, EpochError> {
         }
     }
     let days = days_from_civil(year, month, day);
-    let local_ms = ((days * 24 + h as i64) * 60 + mi as i64) * 60_000 + sec as i64 * 1000 + ms as i64;
+    let local_ms =
+        ((days * 24 + h as i64) * 60 + mi as i64) * 60_000 + sec as i64 * 1000 + ms as i64;
     Ok(local_ms - offset_min * 60_000)
 }
 
@@ -204,7 +207,10 @@ mod tests {
         ] {
             assert_eq!(parse_epoch(s), Ok(jan1), "{s}");
         }
-        assert_eq!(parse_epoch("2010-11-04 01:42:54.657Z"), Ok(1_288_834_974_657));
+        assert_eq!(
+            parse_epoch("2010-11-04 01:42:54.657Z"),
+            Ok(1_288_834_974_657)
+        );
         assert_eq!(parse_epoch("2015-01-01"), Ok(1_420_070_400_000));
         assert_eq!(parse_epoch("1970-01-01"), Ok(0));
         assert_eq!(parse_epoch("2024-02-29 12:00:00.5"), Ok(1_709_208_000_500));
@@ -235,7 +241,10 @@ mod tests {
             let text = format_epoch(ms);
             assert_eq!(parse_epoch(&text), Ok(ms), "{text}");
         }
-        assert_eq!(format_epoch(1_704_067_200_000), "2024-01-01 00:00:00.000+00");
+        assert_eq!(
+            format_epoch(1_704_067_200_000),
+            "2024-01-01 00:00:00.000+00"
+        );
         for d in -800_000..800_000 {
             let (y, m, dd) = civil_from_days(d);
             assert_eq!(days_from_civil(y, m, dd), d);

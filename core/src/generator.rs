@@ -328,7 +328,7 @@ mod tests {
         }
         let p = c.layout.decode(prev).unwrap();
         assert!(p.unix_ms >= T0 / MS + 2 && p.unix_ms <= T0 / MS + 3);
-        assert!(overflows >= 2 && overflows <= 3, "{overflows}");
+        assert!((2..=3).contains(&overflows), "{overflows}");
     }
 
     fn step_back(step_ns: i64) {
@@ -363,7 +363,10 @@ mod tests {
         assert!(after > before);
         if step_ns >= 2 * MS {
             assert_eq!(steps.len(), 1, "one step, reported once: {steps:?}");
-            assert!(steps[0] <= step_ns && steps[0] > step_ns - 2 * MS, "{steps:?}");
+            assert!(
+                steps[0] <= step_ns && steps[0] > step_ns - 2 * MS,
+                "{steps:?}"
+            );
         }
         let p = c.layout.decode(after).unwrap();
         assert_eq!(p.unix_ms, c.layout.decode(before).unwrap().unix_ms);
@@ -450,7 +453,9 @@ mod tests {
             n += 1;
         }
         // The whole first millisecond from its start sequence, then a wait.
-        let start = c.layout.start_sequence((T0 / MS - c.layout.epoch_ms()) as u64, 42);
+        let start = c
+            .layout
+            .start_sequence((T0 / MS - c.layout.epoch_ms()) as u64, 42);
         assert_eq!(n, 4096 - start);
     }
 
@@ -611,7 +616,9 @@ mod tests {
         all.sort_unstable();
         all.dedup();
         assert_eq!(all.len(), n, "duplicate IDs");
-        assert!(all.iter().all(|id| c.layout.decode(*id).unwrap().worker == 42));
+        assert!(all
+            .iter()
+            .all(|id| c.layout.decode(*id).unwrap().worker == 42));
         assert_eq!(st.last_issued(), all.last().copied());
     }
 

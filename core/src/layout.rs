@@ -171,7 +171,8 @@ impl Layout {
     /// Last Unix millisecond the layout can represent. Saturates for very
     /// wide timestamp fields, whose end lies beyond any real clock.
     pub fn last_unix_ms(&self) -> i64 {
-        self.epoch_ms.saturating_add(self.max_timestamp().min(i64::MAX as u64) as i64)
+        self.epoch_ms
+            .saturating_add(self.max_timestamp().min(i64::MAX as u64) as i64)
     }
 
     /// Pack fields that are already known to be in range.
@@ -348,7 +349,11 @@ mod tests {
                     (0i64, 0u64, 0u64),
                     (1, 1, 1),
                     (123_456_789, l.max_worker(), l.max_sequence()),
-                    (l.max_timestamp() as i64, l.max_worker() / 2, l.max_sequence() / 3),
+                    (
+                        l.max_timestamp() as i64,
+                        l.max_worker() / 2,
+                        l.max_sequence() / 3,
+                    ),
                 ] {
                     let ms = l.epoch_ms() + dt;
                     let id = l.compose(ms, w as i64, s as i64).unwrap();
@@ -396,7 +401,10 @@ mod tests {
             Err(IdError::PastEnd { .. })
         ));
         assert!(matches!(l.max_id(last + 1), Err(IdError::PastEnd { .. })));
-        assert!(matches!(l.min_id(i64::MIN), Err(IdError::BeforeEpoch { .. })));
+        assert!(matches!(
+            l.min_id(i64::MIN),
+            Err(IdError::BeforeEpoch { .. })
+        ));
         assert!(matches!(l.min_id(i64::MAX), Err(IdError::PastEnd { .. })));
         assert!(matches!(
             l.compose(last, 1024, 0),
@@ -429,11 +437,16 @@ mod tests {
         );
         assert_eq!(
             Layout::new(0, 40, 40),
-            Err(LayoutError::TimestampTooNarrow { timestamp_bits: -17 })
+            Err(LayoutError::TimestampTooNarrow {
+                timestamp_bits: -17
+            })
         );
         assert!(Layout::new(0, 14, 14).is_ok());
         assert!(Layout::new(0, 1, 1).is_ok());
-        assert_eq!(Layout::new(-1, 10, 12), Err(LayoutError::EpochOutOfRange(-1)));
+        assert_eq!(
+            Layout::new(-1, 10, 12),
+            Err(LayoutError::EpochOutOfRange(-1))
+        );
         assert!(Layout::new(MAX_EPOCH_MS, 10, 12).is_ok());
         // The widest timestamp field: the end saturates instead of overflowing.
         let wide = Layout::new(MAX_EPOCH_MS, 1, 1).unwrap();
