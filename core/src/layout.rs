@@ -217,31 +217,23 @@ impl Layout {
         Ok(off as u64)
     }
 
-    fn check_worker(&self, worker: i64) -> Result<u64, IdError> {
-        if worker < 0 || worker as u64 > self.max_worker() {
-            return Err(IdError::WorkerOutOfRange {
-                worker,
-                max: self.max_worker(),
-            });
+    /// `value` as an in-range field value, or the error `err` builds.
+    fn check_field(value: i64, max: u64, err: fn(i64, u64) -> IdError) -> Result<u64, IdError> {
+        if value < 0 || value as u64 > max {
+            return Err(err(value, max));
         }
-        Ok(worker as u64)
-    }
-
-    fn check_sequence(&self, sequence: i64) -> Result<u64, IdError> {
-        if sequence < 0 || sequence as u64 > self.max_sequence() {
-            return Err(IdError::SequenceOutOfRange {
-                sequence,
-                max: self.max_sequence(),
-            });
-        }
-        Ok(sequence as u64)
+        Ok(value as u64)
     }
 
     /// Build an ID from its parts, validating every one of them.
     pub fn compose(&self, unix_ms: i64, worker: i64, sequence: i64) -> Result<i64, IdError> {
         let ts = self.offset_of(unix_ms)?;
-        let w = self.check_worker(worker)?;
-        let s = self.check_sequence(sequence)?;
+        let w = Self::check_field(worker, self.max_worker(), |worker, max| {
+            IdError::WorkerOutOfRange { worker, max }
+        })?;
+        let s = Self::check_field(sequence, self.max_sequence(), |sequence, max| {
+            IdError::SequenceOutOfRange { sequence, max }
+        })?;
         Ok(self.pack(ts, w, s) as i64)
     }
 
