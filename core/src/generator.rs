@@ -61,6 +61,26 @@ pub struct GeneratorState {
     pub ref_offset: AtomicI64,
     /// Wall-clock ms of the last step warning, for rate limiting.
     pub last_warning_ms: AtomicI64,
+    /// IDs may carry timestamps up to this Unix ms: the durable
+    /// reservation (`i64::MAX` when there is none to respect).
+    pub reserved_until_ms: AtomicI64,
+    /// Nonzero while generation is refused (the extension defines codes).
+    pub blocked: AtomicU64,
+    /// Event counters, on their own cache line: they are only touched on
+    /// rare events, never on the common path.
+    pub counters: Counters,
+}
+
+/// Server-wide event counters.
+#[repr(C, align(64))]
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub sequence_overflows: AtomicU64,
+    pub clock_steps_back: AtomicU64,
+    pub largest_step_back_ns: AtomicI64,
+    pub backpressure_waits: AtomicU64,
+    pub reservation_waits: AtomicU64,
+    pub reservations_written: AtomicU64,
 }
 
 impl Default for GeneratorState {
@@ -83,6 +103,9 @@ pub enum Attempt {
     Issued(i64),
     /// Back-pressure: sleep this many milliseconds, then try again.
     Wait(u64),
+    /// The next ID needs a reservation up to this Unix ms to be persisted
+    /// first; extend it (see [`GeneratorState::renewal_target`]) and retry.
+    Reserve(i64),
 }
 
 /// Things that happened during a call, for logging and statistics.
@@ -114,7 +137,96 @@ impl GeneratorState {
             max_offset: AtomicI64::new(UNSET),
             ref_offset: AtomicI64::new(UNSET),
             last_warning_ms: AtomicI64::new(UNSET),
+            reserved_until_ms: AtomicI64::new(i64::MAX),
+            blocked: AtomicU64::new(0),
+            counters: Counters {
+                sequence_overflows: AtomicU64::new(0),
+                clock_steps_back: AtomicU64::new(0),
+                largest_step_back_ns: AtomicI64::new(0),
+                backpressure_waits: AtomicU64::new(0),
+                reservation_waits: AtomicU64::new(0),
+                reservations_written: AtomicU64::new(0),
+            },
         }
+    }
+
+    /// State for a server that persisted a reservation up to
+    /// `reserved_ms` before it stopped or crashed: every ID it issues now
+    /// carries a later millisecond, and the reference clock starts there
+    /// too, so a clock that is behind does not count as lead.
+    pub fn resume_above(reserved_ms: i64, layout: &Layout, mono_ns: i64) -> Self {
+        let st = Self::new();
+        st.reserved_until_ms.store(reserved_ms, Ordering::Relaxed);
+        if let Ok(off) = layout.offset_of(reserved_ms) {
+            let floor = layout.pack(off, layout.max_worker(), layout.max_sequence());
+            st.last_id.store(floor, Ordering::Relaxed);
+        }
+        let next_ns = reserved_ms.saturating_add(1).saturating_mul(1_000_000);
+        st.max_offset
+            .store(next_ns.saturating_sub(mono_ns), Ordering::Relaxed);
+        st
+    }
+
+    /// The Unix ms that the generator has used or may soon use: the
+    /// latest of the last ID's timestamp, the wall clock and the
+    /// reference clock.
+    pub fn frontier_ms(&self, layout: &Layout, wall_ns: i64, mono_ns: i64) -> i64 {
+        let wall_ms = wall_ns.div_euclid(1_000_000);
+        let last =
+            layout.epoch_ms() + layout.timestamp_of(self.last_id.load(Ordering::Acquire)) as i64;
+        let reference = match self.max_offset.load(Ordering::Acquire) {
+            UNSET => wall_ms,
+            off => mono_ns.saturating_add(off).div_euclid(1_000_000),
+        };
+        wall_ms.max(last).max(reference)
+    }
+
+    /// The reservation to persist next: `window_ms` beyond the frontier,
+    /// and never below the current one.
+    pub fn renewal_target(
+        &self,
+        layout: &Layout,
+        wall_ns: i64,
+        mono_ns: i64,
+        window_ms: i64,
+    ) -> i64 {
+        let cur = self.reserved_until_ms.load(Ordering::Acquire);
+        let base = self.frontier_ms(layout, wall_ns, mono_ns);
+        base.saturating_add(window_ms)
+            .max(if cur == i64::MAX { i64::MIN } else { cur })
+    }
+
+    /// True when less than `threshold_ms` of the reservation is left.
+    pub fn needs_renewal(
+        &self,
+        layout: &Layout,
+        wall_ns: i64,
+        mono_ns: i64,
+        threshold_ms: i64,
+    ) -> bool {
+        let cur = self.reserved_until_ms.load(Ordering::Acquire);
+        cur != i64::MAX
+            && cur.saturating_sub(self.frontier_ms(layout, wall_ns, mono_ns)) < threshold_ms
+    }
+
+    /// Publish a reservation that has been made durable.
+    /// It replaces "unbounded" (`i64::MAX`) and otherwise only grows.
+    pub fn publish_reservation(&self, reserved_ms: i64) {
+        let mut cur = self.reserved_until_ms.load(Ordering::Acquire);
+        while cur == i64::MAX || cur < reserved_ms {
+            match self.reserved_until_ms.compare_exchange_weak(
+                cur,
+                reserved_ms,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(now) => cur = now,
+            }
+        }
+        self.counters
+            .reservations_written
+            .fetch_add(1, Ordering::Relaxed);
     }
 
     /// The last ID issued, or `None` before the first.
@@ -151,6 +263,12 @@ impl GeneratorState {
                     .is_ok()
             {
                 ev.step_back_ns = Some(r - hi);
+                self.counters
+                    .clock_steps_back
+                    .fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .largest_step_back_ns
+                    .fetch_max(r - hi, Ordering::Relaxed);
             }
         }
     }
@@ -213,6 +331,9 @@ impl GeneratorState {
                     let excess = (cand_ts as i64 - limit) as u64;
                     if excess <= MAX_WAIT_MS {
                         ev.waits += 1;
+                        self.counters
+                            .backpressure_waits
+                            .fetch_add(1, Ordering::Relaxed);
                         return Ok(Attempt::Wait(excess));
                     }
                     // Not a burst: re-anchor the reference clock so that
@@ -224,6 +345,13 @@ impl GeneratorState {
                     continue;
                 }
             }
+            let cand_unix_ms = layout.epoch_ms() + cand_ts as i64;
+            if cand_unix_ms > self.reserved_until_ms.load(Ordering::Acquire) {
+                self.counters
+                    .reservation_waits
+                    .fetch_add(1, Ordering::Relaxed);
+                return Ok(Attempt::Reserve(cand_unix_ms));
+            }
             if self
                 .last_id
                 .compare_exchange_weak(last, cand, Ordering::AcqRel, Ordering::Acquire)
@@ -231,13 +359,18 @@ impl GeneratorState {
             {
                 if wrapped {
                     ev.overflows += 1;
+                    self.counters
+                        .sequence_overflows
+                        .fetch_add(1, Ordering::Relaxed);
                 }
                 return Ok(Attempt::Issued(cand as i64));
             }
         }
     }
 
-    /// Issue an ID, sleeping through back-pressure with `sleep_ms`.
+    /// Issue an ID, sleeping through back-pressure with `sleep_ms`. Only
+    /// for states without a durable reservation (tests, tools): a
+    /// reservation request is a logic error here.
     pub fn next_id(
         &self,
         cfg: &Config,
@@ -249,6 +382,9 @@ impl GeneratorState {
             match self.try_next(cfg, clock, ev)? {
                 Attempt::Issued(id) => return Ok(id),
                 Attempt::Wait(ms) => sleep_ms(ms),
+                Attempt::Reserve(ms) => {
+                    unreachable!("reservation to {ms} requested without a host")
+                }
             }
         }
     }
@@ -296,7 +432,7 @@ mod tests {
         let mut ev = Events::default();
         match st.try_next(c, clock, &mut ev).unwrap() {
             Attempt::Issued(id) => (id, ev),
-            Attempt::Wait(ms) => panic!("unexpected wait of {ms} ms"),
+            other => panic!("unexpected {other:?}"),
         }
     }
 
@@ -349,7 +485,7 @@ mod tests {
             let mut ev = Events::default();
             match st.try_next(&c, &clock, &mut ev).unwrap() {
                 Attempt::Issued(id) => ids.push(id),
-                Attempt::Wait(ms) => panic!("waited {ms} ms after a step back at {i}"),
+                other => panic!("{other:?} after a step back at {i}"),
             }
             if let Some(s) = ev.step_back_ns {
                 steps.push(s);
@@ -423,6 +559,7 @@ mod tests {
                     waits += 1;
                     break;
                 }
+                Attempt::Reserve(_) => panic!("no reservation in this test"),
             }
             assert!(issued < 100_000, "lead bound never reached");
         }
@@ -530,7 +667,7 @@ mod tests {
                     assert!(id > 0);
                     ids += 1
                 }
-                Ok(Attempt::Wait(_)) => panic!("no wait expected"),
+                Ok(other) => panic!("unexpected {other:?}"),
                 Err(e) => break e,
             }
         };
@@ -579,6 +716,61 @@ mod tests {
         assert!(st.should_warn(1_000 + WARN_INTERVAL_MS));
         // A clock that went back past the last warning may warn again.
         assert!(st.should_warn(0));
+    }
+
+    #[test]
+    fn reservation_bounds_issuing() {
+        let st = GeneratorState::new();
+        let c = cfg(1000);
+        let clock = ManualClock::new(T0, M0);
+        st.publish_reservation(T0 / MS + 2);
+        let mut n = 0;
+        let req = loop {
+            match st.try_next(&c, &clock, &mut Events::default()).unwrap() {
+                Attempt::Issued(_) => n += 1,
+                Attempt::Reserve(ms) => break ms,
+                Attempt::Wait(_) => panic!("no wait expected"),
+            }
+        };
+        // Everything up to the reserved millisecond, then a request for
+        // the next one.
+        assert_eq!(req, T0 / MS + 3);
+        assert!(n > 2 * 4096 && n <= 3 * 4096, "{n}");
+        let target = st.renewal_target(&c.layout, clock.wall_ns(), clock.mono_ns(), 2000);
+        assert_eq!(target, T0 / MS + 2 + 2000);
+        assert!(st.needs_renewal(&c.layout, clock.wall_ns(), clock.mono_ns(), 1000));
+        st.publish_reservation(target);
+        assert!(!st.needs_renewal(&c.layout, clock.wall_ns(), clock.mono_ns(), 1000));
+        issue(&st, &c, &clock);
+        // A reservation never moves backwards.
+        st.publish_reservation(T0 / MS);
+        assert_eq!(st.reserved_until_ms.load(Ordering::Relaxed), target);
+    }
+
+    #[test]
+    fn resume_above_reservation_with_clock_a_day_behind() {
+        let c = cfg(5);
+        let reserved = T0 / MS + 1500;
+        let before_restart = c.layout.max_id(reserved).unwrap();
+        // Restart: the wall clock is a day behind, the monotonic clock
+        // restarted from an unrelated origin.
+        let clock = ManualClock::new(T0 - 86_400_000 * MS, 77 * MS);
+        let st = GeneratorState::resume_above(reserved, &c.layout, clock.mono_ns());
+        st.publish_reservation(st.renewal_target(
+            &c.layout,
+            clock.wall_ns(),
+            clock.mono_ns(),
+            2000,
+        ));
+        let mut prev = before_restart;
+        for _ in 0..3 * 4096 {
+            // No waits: the restart jump is not a burst.
+            let (id, ev) = issue(&st, &c, &clock);
+            assert!(id > prev);
+            assert_eq!(ev.waits, 0);
+            prev = id;
+        }
+        assert!(c.layout.decode(prev).unwrap().unix_ms > reserved);
     }
 
     fn stress(clock: Arc<dyn Clock + Send + Sync>, threads: usize, per_thread: usize, lead: u64) {

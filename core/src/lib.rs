@@ -6,8 +6,10 @@ pub mod clock;
 pub mod epoch;
 pub mod generator;
 pub mod layout;
+pub mod state_file;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use epoch::{format_epoch, parse_epoch, EpochError};
 pub use generator::{Attempt, Config, Events, GenError, GeneratorState};
 pub use layout::{IdError, Layout, LayoutError, Parts};
+pub use state_file::{compatibility, Compatibility, StateError, StateFile};
