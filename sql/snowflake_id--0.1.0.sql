@@ -7,6 +7,24 @@ The ordering of items is not stable, it is driven by a dependency graph.
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- src/admin.rs:117
+-- snowflake_id::admin::snowflake_accept_configuration
+CREATE  FUNCTION "snowflake_accept_configuration"() RETURNS TEXT /* String */
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_accept_configuration_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/admin.rs:157
+-- requires:
+--   snowflake_accept_configuration
+
+
+REVOKE ALL ON FUNCTION snowflake_accept_configuration() FROM PUBLIC;
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- src/decode.rs:110
 -- snowflake_id::decode::snowflake_compose
 CREATE  FUNCTION "snowflake_compose"(
@@ -57,7 +75,7 @@ AS 'MODULE_PATHNAME', 'snowflake_min_id_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/nextval.rs:27
+-- src/nextval.rs:28
 -- snowflake_id::nextval::snowflake_nextval
 CREATE  FUNCTION "snowflake_nextval"() RETURNS bigint /* i64 */
 STRICT VOLATILE PARALLEL SAFE
@@ -74,6 +92,33 @@ CREATE  FUNCTION "snowflake_sequence"(
 STRICT STABLE PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'snowflake_sequence_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/admin.rs:43
+-- snowflake_id::admin::snowflake_stats
+CREATE  FUNCTION "snowflake_stats"() RETURNS TABLE (
+	"worker_id" INT,  /* Option < i32 > */
+	"epoch" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"timestamp_bits" INT,  /* i32 */
+	"worker_bits" INT,  /* i32 */
+	"sequence_bits" INT,  /* i32 */
+	"max_lead_ms" INT,  /* i32 */
+	"last_id" bigint,  /* Option < i64 > */
+	"last_id_time" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"lead_ms" double precision,  /* Option < f64 > */
+	"reserved_until" timestamp with time zone,  /* Option < TimestampWithTimeZone > */
+	"sequence_overflows" bigint,  /* i64 */
+	"clock_steps_back" bigint,  /* i64 */
+	"largest_step_back_ms" double precision,  /* f64 */
+	"backpressure_waits" bigint,  /* i64 */
+	"reservation_waits" bigint,  /* i64 */
+	"reservations_written" bigint,  /* i64 */
+	"state" TEXT  /* String */
+)
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_stats_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */

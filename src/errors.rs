@@ -49,6 +49,15 @@ pub fn invalid_layout(msg: &str) -> ! {
     )
 }
 
+pub fn generation_blocked(msg: String, detail: String) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        msg,
+        Some(detail),
+        Some("Restore the previous settings (or the state file) and restart, or accept the new state with SELECT snowflake_accept_configuration() as a superuser."),
+    )
+}
+
 pub fn worker_out_of_range(worker: u64, max: u64) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,

@@ -11,10 +11,13 @@
 
 use pgrx::prelude::*;
 
+pub mod admin;
+pub mod bgworker;
 pub mod decode;
 pub mod errors;
 pub mod gucs;
 pub mod nextval;
+pub mod reservation;
 pub mod shmem;
 
 ::pgrx::pg_module_magic!(name, version);
@@ -38,6 +41,7 @@ pub extern "C-unwind" fn _PG_init() {
     shmem::init();
     // Freeze the layout in the postmaster; every backend inherits it.
     let _ = gucs::layout();
+    bgworker::register();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

@@ -1,10 +1,11 @@
 //! `snowflake_nextval()`: the generator, as SQL.
 
-use crate::{errors, gucs, shmem};
+use crate::{errors, gucs, reservation, shmem};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
-use snowflake_id_core::{Clock, Config, Events, GeneratorState, SystemClock};
+use snowflake_id_core::{Attempt, Clock, Config, Events, GeneratorState, SystemClock};
+use std::sync::atomic::Ordering;
 
 /// Returns a new ID, unique and strictly greater than every ID this server
 /// issued before, in any backend and any database.
@@ -41,8 +42,28 @@ pub fn snowflake_nextval() -> i64 {
         worker,
         max_lead_ms: gucs::max_lead_ms(),
     };
+    let blocked = state.blocked.load(Ordering::Acquire);
+    if blocked != 0 {
+        let (msg, detail) = reservation::blocked_reason(blocked, &layout);
+        errors::generation_blocked(msg, detail);
+    }
     let mut ev = Events::default();
-    let result = state.next_id(&cfg, &SystemClock, &mut ev, sleep_ms);
+    let result = loop {
+        match state.try_next(&cfg, &SystemClock, &mut ev) {
+            Ok(Attempt::Issued(id)) => break Ok(id),
+            Ok(Attempt::Wait(ms)) => sleep_ms(ms),
+            Ok(Attempt::Reserve(upto_ms)) => {
+                // Ahead of the durable reservation: wait on the renewal
+                // lock (sleeping, not spinning) and renew it unless
+                // someone else just did.
+                let _guard = shmem::renewal_lock();
+                if state.reserved_until_ms.load(Ordering::Acquire) < upto_ms {
+                    reservation::renew_locked(state, &layout, upto_ms);
+                }
+            }
+            Err(e) => break Err(e),
+        }
+    };
     if ev.step_back_ns.is_some() || ev.reanchored {
         report_clock_events(state, &ev);
     }

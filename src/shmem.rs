@@ -2,15 +2,21 @@
 //! backend of every database. Only available when the library is loaded
 //! through `shared_preload_libraries`.
 
+use pgrx::lwlock::PgLwLockExclusiveGuard;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use pgrx::{pg_shmem_init, AssertPGRXSharedMemory, PgAtomic};
+use pgrx::{pg_shmem_init, AssertPGRXSharedMemory, PgAtomic, PgLwLock};
 use snowflake_id_core::GeneratorState;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 static STATE: PgAtomic<AssertPGRXSharedMemory<GeneratorState>> =
     // SAFETY: the name is unique to this extension.
     unsafe { PgAtomic::new(c"snowflake_id generator state") };
+
+/// Serialises writers of the durable reservation; holds nothing else.
+static RENEWAL: PgLwLock<u64> =
+    // SAFETY: the name is unique to this extension.
+    unsafe { PgLwLock::new(c"snowflake_id reservation") };
 
 /// Set in the postmaster when shared memory was requested; inherited by
 /// every backend it forks. Process-local by nature.
@@ -26,7 +32,16 @@ pub fn preloading() -> bool {
 /// while preloading.
 pub fn init() {
     debug_assert!(preloading());
-    pg_shmem_init!(STATE = unsafe { AssertPGRXSharedMemory::new(GeneratorState::new()) });
+    // The initial value is computed in the postmaster when shared memory is
+    // created (start-up and crash restart), from the durable state file.
+    pg_shmem_init!(
+        STATE = unsafe {
+            AssertPGRXSharedMemory::new(crate::reservation::startup_state(
+                &crate::gucs::layout().expect("layout validated in _PG_init"),
+            ))
+        }
+    );
+    pg_shmem_init!(RENEWAL);
     PRELOADED.store(true, Ordering::Relaxed);
 }
 
@@ -45,4 +60,9 @@ pub fn state() -> Option<&'static GeneratorState> {
     } else {
         None
     }
+}
+
+/// Take the reservation-renewal lock (an LWLock: waiters sleep).
+pub fn renewal_lock() -> PgLwLockExclusiveGuard<'static, u64> {
+    RENEWAL.exclusive()
 }

@@ -125,9 +125,10 @@ mod tests {
         );
         assert_eq!(
             rows,
-            "snowflake_compose:sstrue,snowflake_decode:sstrue,snowflake_max_id:sstrue,\
+            "snowflake_accept_configuration:vutrue,snowflake_compose:sstrue,\
+             snowflake_decode:sstrue,snowflake_max_id:sstrue,\
              snowflake_min_id:sstrue,snowflake_nextval:vstrue,snowflake_sequence:sstrue,\
-             snowflake_timestamp:sstrue,snowflake_worker_id:sstrue"
+             snowflake_stats:vstrue,snowflake_timestamp:sstrue,snowflake_worker_id:sstrue"
         );
     }
 
@@ -161,6 +162,28 @@ mod tests {
     )]
     fn epoch_is_postmaster_only() {
         Spi::run("SET snowflake_id.epoch = '2020-01-01'").unwrap();
+    }
+
+    #[pg_test]
+    fn stats_report_generation() {
+        let before: i64 = one("SELECT last_id FROM snowflake_stats()");
+        let id = snowflake_nextval();
+        let row: String = one(
+            "SELECT format('%s|%s|%s|%s', worker_id, last_id, reserved_until >= last_id_time, state)
+               FROM snowflake_stats()",
+        );
+        assert_eq!(row, format!("42|{id}|t|ok"));
+        assert!(id > before);
+    }
+
+    #[pg_test]
+    fn admin_function_is_revoked_from_public() {
+        // grantee 0 is PUBLIC.
+        let public_grants: i64 = one(
+            "SELECT count(*) FROM pg_proc, aclexplode(proacl) a
+              WHERE proname = 'snowflake_accept_configuration' AND a.grantee = 0",
+        );
+        assert_eq!(public_grants, 0);
     }
 
     #[pg_test]

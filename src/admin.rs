@@ -1,0 +1,163 @@
+//! Observability and administration: `snowflake_stats()` and
+//! `snowflake_accept_configuration()`.
+
+use crate::{errors, gucs, reservation, shmem};
+use pgrx::prelude::*;
+use pgrx::{pg_sys, PgLogLevel, PgSqlErrorCode};
+use snowflake_id_core::{Clock, SystemClock};
+use std::sync::atomic::Ordering;
+
+const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
+
+fn tstz(unix_ms: i64) -> Option<TimestampWithTimeZone> {
+    (unix_ms - PG_EPOCH_UNIX_MS)
+        .checked_mul(1000)
+        .and_then(|us| TimestampWithTimeZone::try_from(us).ok())
+}
+
+/// One row describing this server's generator. Every counter covers the
+/// time since shared memory was created (server start or crash restart).
+///
+/// | column | meaning |
+/// |---|---|
+/// | `worker_id` | `snowflake_id.worker_id`, NULL while unset |
+/// | `epoch` | the epoch of the layout |
+/// | `timestamp_bits`, `worker_bits`, `sequence_bits` | the layout |
+/// | `max_lead_ms` | `snowflake_id.max_lead` |
+/// | `last_id` | the last ID issued by any backend (NULL if none yet) |
+/// | `last_id_time` | its timestamp |
+/// | `lead_ms` | `last_id_time` minus the wall clock now; positive when IDs run ahead (bursts, clock steps, the jump after a restart) |
+/// | `reserved_until` | the durable reservation: no ID with a later timestamp has been issued |
+/// | `sequence_overflows` | times a millisecond's sequence ran out and the next millisecond was borrowed |
+/// | `clock_steps_back` | backward steps of the wall clock detected |
+/// | `largest_step_back_ms` | the largest of them |
+/// | `backpressure_waits` | sleeps because IDs were `max_lead` ahead of the clock |
+/// | `reservation_waits` | calls that had to wait for the reservation to be extended |
+/// | `reservations_written` | durable reservation writes (fsyncs) |
+/// | `state` | `ok`, `worker_id unset`, or why generation is disabled |
+///
+/// ```sql
+/// SELECT worker_id, last_id, lead_ms, reserved_until, clock_steps_back
+///   FROM snowflake_stats();
+/// ```
+#[pg_extern(volatile, parallel_safe)]
+#[allow(clippy::type_complexity)]
+pub fn snowflake_stats() -> TableIterator<
+    'static,
+    (
+        name!(worker_id, Option<i32>),
+        name!(epoch, Option<TimestampWithTimeZone>),
+        name!(timestamp_bits, i32),
+        name!(worker_bits, i32),
+        name!(sequence_bits, i32),
+        name!(max_lead_ms, i32),
+        name!(last_id, Option<i64>),
+        name!(last_id_time, Option<TimestampWithTimeZone>),
+        name!(lead_ms, Option<f64>),
+        name!(reserved_until, Option<TimestampWithTimeZone>),
+        name!(sequence_overflows, i64),
+        name!(clock_steps_back, i64),
+        name!(largest_step_back_ms, f64),
+        name!(backpressure_waits, i64),
+        name!(reservation_waits, i64),
+        name!(reservations_written, i64),
+        name!(state, String),
+    ),
+> {
+    let Some(st) = shmem::state() else {
+        errors::not_preloaded();
+    };
+    let layout = gucs::layout_or_error();
+    let wall_ns = SystemClock.wall_ns();
+    let last = st.last_issued();
+    let last_ms = last.map(|id| layout.epoch_ms() + layout.timestamp_of(id as u64) as i64);
+    let reserved = st.reserved_until_ms.load(Ordering::Acquire);
+    let c = &st.counters;
+    let state = match st.blocked.load(Ordering::Acquire) {
+        reservation::BLOCKED_CONFIG_CHANGED => "disabled: configuration changed".to_string(),
+        reservation::BLOCKED_STATE_FILE => "disabled: state file unusable".to_string(),
+        _ if gucs::worker_id().is_none() => "worker_id unset".to_string(),
+        _ => "ok".to_string(),
+    };
+    TableIterator::once((
+        gucs::worker_id().map(|w| w as i32),
+        tstz(layout.epoch_ms()),
+        layout.timestamp_bits() as i32,
+        layout.worker_bits() as i32,
+        layout.sequence_bits() as i32,
+        gucs::max_lead_ms() as i32,
+        last,
+        last_ms.and_then(tstz),
+        last_ms.map(|ms| (ms * 1_000_000 - wall_ns) as f64 / 1e6),
+        (reserved != i64::MIN && reserved != i64::MAX)
+            .then(|| tstz(reserved))
+            .flatten(),
+        c.sequence_overflows.load(Ordering::Relaxed) as i64,
+        c.clock_steps_back.load(Ordering::Relaxed) as i64,
+        c.largest_step_back_ns.load(Ordering::Relaxed) as f64 / 1e6,
+        c.backpressure_waits.load(Ordering::Relaxed) as i64,
+        c.reservation_waits.load(Ordering::Relaxed) as i64,
+        c.reservations_written.load(Ordering::Relaxed) as i64,
+        state,
+    ))
+}
+
+/// Superuser only. Accept the current configuration after a change that
+/// could make new IDs smaller than old ones (a later epoch, narrower
+/// fields), or after the state file was found unreadable or corrupt.
+/// Rewrites the state file with the current configuration and re-enables
+/// `snowflake_nextval()`. New IDs continue above the old reservation's
+/// timestamp (or from the clock if the file was unusable), but with a
+/// changed layout they are not guaranteed to be numerically larger than old
+/// IDs: that is what is being accepted. EXECUTE is revoked from PUBLIC.
+///
+/// ```sql
+/// SELECT snowflake_accept_configuration();
+/// ```
+#[pg_extern(volatile, parallel_unsafe)]
+pub fn snowflake_accept_configuration() -> String {
+    // SAFETY: plain catalog check of the current user.
+    if !unsafe { pg_sys::superuser() } {
+        pg_sys::panic::ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+            "must be superuser to accept a snowflake_id configuration",
+            "snowflake_id",
+        )
+        .report(PgLogLevel::ERROR);
+    }
+    let Some(st) = shmem::state() else {
+        errors::not_preloaded();
+    };
+    let layout = gucs::layout_or_error();
+    if gucs::worker_id().is_none() {
+        errors::worker_id_unset();
+    }
+    let _guard = shmem::renewal_lock();
+    let was = st.blocked.load(Ordering::Acquire);
+    let reserved = reservation::renew_locked(st, &layout, i64::MIN);
+    st.blocked.store(0, Ordering::Release);
+    let what = match was {
+        reservation::BLOCKED_CONFIG_CHANGED => "configuration change accepted",
+        reservation::BLOCKED_STATE_FILE => "unusable state file replaced",
+        _ => "configuration already accepted",
+    };
+    pg_sys::panic::ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+        format!("snowflake_id: {what} by a superuser"),
+        "snowflake_id",
+    )
+    .report(PgLogLevel::LOG);
+    format!(
+        "{what}; state file \"{}\" rewritten, reserved until {}",
+        reservation::state_path(),
+        snowflake_id_core::format_epoch(reserved)
+    )
+}
+
+extension_sql!(
+    r#"
+REVOKE ALL ON FUNCTION snowflake_accept_configuration() FROM PUBLIC;
+"#,
+    name = "revoke_admin",
+    requires = [snowflake_accept_configuration]
+);

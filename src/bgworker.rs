@@ -1,0 +1,60 @@
+//! The "snowflake_id reservation" background worker: keeps the durable
+//! reservation ahead of the generator so that `snowflake_nextval()` never
+//! waits for an fsync under steady load.
+
+use crate::{gucs, reservation, shmem};
+use pgrx::bgworkers::{
+    BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
+};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use snowflake_id_core::{Clock, SystemClock};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// How often the worker checks the reservation.
+const TICK: Duration = Duration::from_millis(100);
+/// Renew only if an ID was issued within this many ms: an idle server does
+/// not fsync every second; its first call after a pause renews instead.
+const ACTIVE_MS: i64 = 10_000;
+
+pub fn register() {
+    BackgroundWorkerBuilder::new("snowflake_id reservation")
+        .set_type("snowflake_id reservation")
+        .set_library("snowflake_id")
+        .set_function("snowflake_id_reserver_main")
+        .enable_shmem_access(None)
+        .set_start_time(BgWorkerStartTime::PostmasterStart)
+        .set_restart_time(Some(Duration::from_secs(1)))
+        .load();
+}
+
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn snowflake_id_reserver_main(_arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    let Some(state) = shmem::state() else { return };
+    let Ok(layout) = gucs::layout() else { return };
+    while BackgroundWorker::wait_latch(Some(TICK)) {
+        if BackgroundWorker::sighup_received() {
+            // SAFETY: standard configuration reload in a background worker.
+            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+        }
+        if state.blocked.load(Ordering::Acquire) != 0 || gucs::worker_id().is_none() {
+            continue;
+        }
+        let clock = SystemClock;
+        let (wall, mono) = (clock.wall_ns(), clock.mono_ns());
+        let last_ms = state
+            .last_issued()
+            .map(|id| layout.epoch_ms() + layout.timestamp_of(id as u64) as i64)
+            .unwrap_or(i64::MIN);
+        let active = last_ms >= wall.div_euclid(1_000_000) - ACTIVE_MS;
+        if active && state.needs_renewal(&layout, wall, mono, reservation::THRESHOLD_MS) {
+            let _guard = shmem::renewal_lock();
+            if state.needs_renewal(&layout, wall, mono, reservation::THRESHOLD_MS) {
+                reservation::renew_locked(state, &layout, i64::MIN);
+            }
+        }
+    }
+}

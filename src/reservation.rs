@@ -1,0 +1,215 @@
+//! The durable reservation: `$PGDATA/snowflake_id.state` records a Unix
+//! millisecond up to which this server may issue IDs. After any restart or
+//! crash the generator continues strictly above it, whatever the clock says.
+//!
+//! - **Window:** each write reserves [`WINDOW_MS`] (2 s) beyond the
+//!   generator's frontier. A restart therefore jumps IDs at most about 2 s
+//!   ahead of where they were, and under steady load one fsync per second
+//!   is all it costs.
+//! - **Off the hot path:** the background worker (see [`crate::bgworker`])
+//!   renews the reservation when less than [`THRESHOLD_MS`] is left. A
+//!   caller that gets ahead of it anyway (a big burst, or the first call
+//!   after an idle period) takes the renewal LWLock (it sleeps, it never
+//!   spins) and renews it itself.
+//! - **At start-up** (and after a crash, when shared memory is rebuilt) the
+//!   file is read; see [`startup_state`] for the outcomes.
+
+use crate::gucs;
+use pgrx::pg_sys;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+use snowflake_id_core::{
+    compatibility, Clock, Compatibility, GeneratorState, Layout, StateFile, SystemClock,
+};
+use std::ffi::CStr;
+use std::path::PathBuf;
+
+pub const WINDOW_MS: i64 = 2_000;
+pub const THRESHOLD_MS: i64 = 1_000;
+
+/// `GeneratorState::blocked` codes.
+pub const BLOCKED_CONFIG_CHANGED: u64 = 1;
+pub const BLOCKED_STATE_FILE: u64 = 2;
+
+pub fn data_dir() -> PathBuf {
+    // SAFETY: DataDir is set before any library is loaded.
+    unsafe {
+        PathBuf::from(
+            CStr::from_ptr(pg_sys::DataDir)
+                .to_string_lossy()
+                .into_owned(),
+        )
+    }
+}
+
+pub fn state_path() -> String {
+    data_dir()
+        .join(snowflake_id_core::state_file::FILE_NAME)
+        .display()
+        .to_string()
+}
+
+/// PostgreSQL's file mode: 0600, or 0640 when the data directory allows
+/// group access (`data_directory_mode` 0750).
+fn file_mode() -> u32 {
+    // SAFETY: GetConfigOption returns a valid string for a built-in GUC.
+    let dir_mode = unsafe {
+        let p = pg_sys::GetConfigOption(c"data_directory_mode".as_ptr(), true, false);
+        if p.is_null() {
+            0o700
+        } else {
+            u32::from_str_radix(CStr::from_ptr(p).to_string_lossy().trim(), 8).unwrap_or(0o700)
+        }
+    };
+    if dir_mode & 0o050 == 0o050 {
+        0o640
+    } else {
+        0o600
+    }
+}
+
+fn log(level: PgLogLevel, msg: String, detail: Option<String>, hint: Option<&str>) {
+    let mut r = pg_sys::panic::ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+        msg,
+        "snowflake_id",
+    );
+    if let Some(d) = detail {
+        r = r.set_detail(d);
+    }
+    if let Some(h) = hint {
+        r = r.set_hint(h);
+    }
+    r.report(level);
+}
+
+/// Build the shared state when shared memory is created (in the
+/// postmaster, at start-up and after a crash):
+/// - no state file: a first start, logged; generation starts from the clock;
+/// - a valid file with the same configuration, or a change that still
+///   yields larger IDs (see `snowflake_id_core::compatibility`): continue
+///   above its reservation;
+/// - a valid file with a change that could yield smaller IDs: continue
+///   above its reservation but refuse to generate until a superuser calls
+///   `snowflake_accept_configuration()`;
+/// - an unreadable or corrupt file: refuse to generate (never restart from
+///   zero silently) until a superuser accepts.
+pub fn startup_state(layout: &Layout) -> GeneratorState {
+    let mono = SystemClock.mono_ns();
+    match StateFile::load(&data_dir()) {
+        Ok(None) => {
+            log(
+                PgLogLevel::LOG,
+                format!(
+                    "snowflake_id: no state file \"{}\", starting from the clock",
+                    state_path()
+                ),
+                Some("This is expected on the first start with snowflake_id.".into()),
+                None,
+            );
+            let st = GeneratorState::new();
+            st.reserved_until_ms
+                .store(i64::MIN, std::sync::atomic::Ordering::Relaxed);
+            st
+        }
+        Ok(Some(file)) => {
+            let st = GeneratorState::resume_above(file.reserved_until_ms, layout, mono);
+            let worker = gucs::worker_id().unwrap_or(file.worker_id);
+            match compatibility(&file, layout, worker) {
+                Compatibility::Same => {}
+                Compatibility::SafeChange(what) => log(
+                    PgLogLevel::LOG,
+                    format!("snowflake_id: configuration changed since the last run ({what})"),
+                    Some("New IDs are still larger than every ID issued before.".into()),
+                    None,
+                ),
+                Compatibility::UnsafeChange(what) => {
+                    st.blocked
+                        .store(BLOCKED_CONFIG_CHANGED, std::sync::atomic::Ordering::Relaxed);
+                    log(
+                        PgLogLevel::WARNING,
+                        format!("snowflake_id: configuration changed since the last run ({what}); ID generation is disabled"),
+                        Some("With the new configuration new IDs could be smaller than, or equal to, IDs issued before.".into()),
+                        Some("Restore the previous settings, or accept the change with SELECT snowflake_accept_configuration() as a superuser."),
+                    );
+                }
+            }
+            st
+        }
+        Err(e) => {
+            let st = GeneratorState::new();
+            st.reserved_until_ms
+                .store(i64::MIN, std::sync::atomic::Ordering::Relaxed);
+            st.blocked
+                .store(BLOCKED_STATE_FILE, std::sync::atomic::Ordering::Relaxed);
+            log(
+                PgLogLevel::WARNING,
+                format!("snowflake_id: {e}: \"{}\"; ID generation is disabled", state_path()),
+                Some("Without the state file the generator cannot prove that new IDs are larger than old ones.".into()),
+                Some("Restore the file from a backup, or accept starting from the clock with SELECT snowflake_accept_configuration() as a superuser."),
+            );
+            st
+        }
+    }
+}
+
+/// Describe why generation is blocked, for error messages.
+pub fn blocked_reason(code: u64, layout: &Layout) -> (String, String) {
+    match (code, StateFile::load(&data_dir())) {
+        (BLOCKED_CONFIG_CHANGED, Ok(Some(file))) => {
+            let worker = gucs::worker_id().unwrap_or(file.worker_id);
+            let what = match compatibility(&file, layout, worker) {
+                Compatibility::UnsafeChange(w) | Compatibility::SafeChange(w) => w,
+                Compatibility::Same => "none now".into(),
+            };
+            (
+                "snowflake_id configuration changed since IDs were last issued".into(),
+                format!("Changed: {what}. With the new configuration new IDs could be smaller than, or equal to, IDs issued before."),
+            )
+        }
+        (_, Err(e)) => (
+            format!("snowflake_id state file is unusable: {e}"),
+            format!("The file \"{}\" records the highest reserved timestamp; without it new IDs might repeat old ones.", state_path()),
+        ),
+        _ => (
+            "snowflake_id state file is missing or changed since start-up".into(),
+            format!("See \"{}\" and the server log.", state_path()),
+        ),
+    }
+}
+
+fn io_error(what: &str, e: std::io::Error) -> ! {
+    pg_sys::panic::ErrorReport::new(
+        PgSqlErrorCode::ERRCODE_IO_ERROR,
+        format!(
+            "could not write snowflake_id state file \"{}\": {e}",
+            state_path()
+        ),
+        "snowflake_id",
+    )
+    .set_detail(format!(
+        "While {what}. No ID beyond the last durable reservation is issued."
+    ))
+    .report(PgLogLevel::ERROR);
+    unreachable!()
+}
+
+/// Persist a reservation of at least `at_least_ms` (and `WINDOW_MS` beyond
+/// the frontier), then publish it. Must hold the renewal lock.
+pub fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -> i64 {
+    let clock = SystemClock;
+    let target = state
+        .renewal_target(layout, clock.wall_ns(), clock.mono_ns(), WINDOW_MS)
+        .max(at_least_ms);
+    let file = StateFile {
+        epoch_ms: layout.epoch_ms(),
+        worker_bits: layout.worker_bits(),
+        sequence_bits: layout.sequence_bits(),
+        worker_id: gucs::worker_id().unwrap_or(0),
+        reserved_until_ms: target,
+    };
+    if let Err(e) = file.store(&data_dir(), file_mode()) {
+        io_error("extending the reservation", e);
+    }
+    state.publish_reservation(target);
+    target
+}
