@@ -179,10 +179,8 @@ mod tests {
     #[pg_test]
     fn admin_function_is_revoked_from_public() {
         // grantee 0 is PUBLIC.
-        let public_grants: i64 = one(
-            "SELECT count(*) FROM pg_proc, aclexplode(proacl) a
-              WHERE proname = 'snowflake_accept_configuration' AND a.grantee = 0",
-        );
+        let public_grants: i64 = one("SELECT count(*) FROM pg_proc, aclexplode(proacl) a
+              WHERE proname = 'snowflake_accept_configuration' AND a.grantee = 0");
         assert_eq!(public_grants, 0);
     }
 
