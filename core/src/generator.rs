@@ -23,7 +23,10 @@
 //! stepped. After a backward step the reference clock keeps running on the
 //! pre-step timeline, so IDs that sit ahead of the (now earlier) wall clock
 //! because of the step do not count as lead, and nobody sleeps for the size
-//! of the step. A forward step raises `max_offset` with it.
+//! of the step. A forward step raises `max_offset` with it. Once IDs are
+//! back on the wall clock (a call opens a fresh wall-clock millisecond), the
+//! debt is repaid and `max_offset` is lowered to the wall clock again, so
+//! later bursts are once more bounded by `max_lead` over the wall clock.
 //!
 //! `wall - mono` is measured with the two reads in a known order, so that
 //! each measurement is a lower bound (`lo`) or upper bound (`hi`) of the
@@ -273,6 +276,18 @@ impl GeneratorState {
         }
     }
 
+    /// Lower the reference clock's offset to `lo` (a lower bound of the
+    /// current `wall - mono`), if it is ahead by more than the tolerance.
+    #[inline]
+    fn resync_reference(&self, lo: i64) {
+        let cur = self.max_offset.load(Ordering::Acquire);
+        if cur != UNSET && cur > lo.saturating_add(STEP_TOLERANCE_NS) {
+            let _ = self
+                .max_offset
+                .compare_exchange(cur, lo, Ordering::AcqRel, Ordering::Relaxed);
+        }
+    }
+
     /// The reference clock in ms since the epoch (see the module docs).
     #[inline]
     fn reference_ms(&self, mono: i64, wall_ms_off: i64, layout: &Layout) -> i64 {
@@ -362,6 +377,15 @@ impl GeneratorState {
                     self.counters
                         .sequence_overflows
                         .fetch_add(1, Ordering::Relaxed);
+                }
+                if cand_ts == now && now > last_ts {
+                    // IDs are back on the wall clock: any debt from a step
+                    // back or a restart jump is repaid, so the reference
+                    // clock returns to the wall clock and later bursts are
+                    // bounded by max_lead again.
+                    if let Some(m) = mono {
+                        self.resync_reference(wall - m);
+                    }
                 }
                 return Ok(Attempt::Issued(cand as i64));
             }
@@ -618,6 +642,28 @@ mod tests {
         clock.advance(10 * MS);
         let (_, ev) = issue(&st, &c, &clock);
         assert_eq!(ev.waits, 0);
+    }
+
+    #[test]
+    fn lead_bound_returns_to_wall_clock_after_catch_up() {
+        let st = GeneratorState::new();
+        let c = cfg(5);
+        let clock = ManualClock::new(T0, M0);
+        let (before, _) = issue(&st, &c, &clock);
+        clock.step_wall(-10_000 * MS);
+        issue(&st, &c, &clock);
+        // Light traffic while the clock catches up with the IDs.
+        for _ in 0..11 {
+            clock.advance(1000 * MS);
+            let (id, _) = issue(&st, &c, &clock);
+            assert!(id > before);
+        }
+        // Back on wall time: a burst may lead the wall clock by max_lead
+        // only, not by the size of the old step.
+        let mut ev = Events::default();
+        while let Attempt::Issued(_) = st.try_next(&c, &clock, &mut ev).unwrap() {}
+        let wall_ms = clock.wall_ns() / MS;
+        assert_eq!(st.lead_ms(&c.layout, wall_ms).unwrap(), 5);
     }
 
     #[test]

@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# Fault injection on real clusters. The server's wall clock is moved live
+# with libfaketime (the monotonic clock is left alone, as on real systems:
+# NTP and VM migrations step CLOCK_REALTIME, never CLOCK_MONOTONIC). A
+# PRIMARY KEY table is the judge of uniqueness in every scenario.
+#  1. Clock steps under 8-connection insert load: back 1 s, back 10 min,
+#     forward again. No errors, no duplicates, per-connection increase, no
+#     call slower than 1 s, WARNINGs logged, stats show the steps.
+#  2. kill -9 of the postmaster under load, restart with the clock 1 h
+#     behind: every new ID is above the maximum committed before the crash.
+#  3. Clean restart with the clock 1 day behind: the same.
+#  4. Configuration changes between restarts: a worker-id change alone is
+#     safe and accepted; a later epoch plus a new worker id is refused with
+#     a HINT until snowflake_accept_configuration().
+#  5. A corrupt state file: generation refused, never restarted from zero;
+#     the superuser acceptance path restores it.
+#  6. A 10M-ID burst beyond the ceiling while other connections insert:
+#     lead within max_lead, the burst's backend mostly sleeps (no spin),
+#     no duplicates.
+#  7. pg_dump / pg_restore into a cluster with another worker id, then
+#     more inserts: no collisions.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+BASE=$(state_dir "$ROOT/.run/it-faults" it-faults)
+PORT=${SNOWFLAKE_IT_PORT:-55530}
+DIR="$BASE/a"; DIR2="$BASE/b"
+mkdir -p "$DIR" "$DIR2"; is_root && chown postgres:postgres "$DIR" "$DIR2"
+trap 'cluster_stop "$DIR"; cluster_stop "$DIR2"' EXIT
+cluster_stop "$DIR"; cluster_stop "$DIR2"
+FT=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
+[ -f "$FT" ] || die "libfaketime is missing (apt package libfaketime)"
+CLOCK="$BASE/faketime"
+setclock() { echo "$1" > "$CLOCK"; chmod 644 "$CLOCK"; }
+start() {  # start DIR: with the fake clock
+    cluster_start "$1" LD_PRELOAD="$FT" FAKETIME_TIMESTAMP_FILE="$CLOCK" FAKETIME_NO_CACHE=1 \
+        FAKETIME_DONT_FAKE_MONOTONIC=1 || { tail -20 "$1/server.log" >&2; die "start failed"; }
+}
+kill9() {  # kill -9 the postmaster of DIR and wait until it is gone
+    local pid; pid=$(head -1 "$1/data/postmaster.pid")
+    kill -9 "$pid"
+    for _ in $(seq 1 100); do
+        if ! kill -0 "$pid" 2>/dev/null && ! pgrep -f -- "-D $1/data" >/dev/null; then break; fi
+        sleep 0.1
+    done
+    # Stale children exit when they notice the postmaster is gone.
+    for _ in $(seq 1 100); do pgrep -u postgres -f "postgres: .*$PORT" >/dev/null || break; sleep 0.1; done
+}
+P="shared_preload_libraries = 'snowflake_id'"
+q() { pq "$DIR" "$PORT" -At -F ' ' "$@"; }
+
+setclock "+0"
+cluster_init "$DIR" "$PORT" "$P" "snowflake_id.worker_id = 5" "log_min_messages = warning"
+start "$DIR"
+q -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" -c "
+    CREATE TABLE ids (id bigint PRIMARY KEY DEFAULT snowflake_nextval(),
+                      conn int NOT NULL DEFAULT pg_backend_pid(),
+                      ord bigserial, phase int NOT NULL DEFAULT 0)"
+printf 'INSERT INTO ids DEFAULT VALUES;\n' > "$BASE/ins.sql"
+bench() {  # bench SECONDS LOGPREFIX
+    "$(pgbin)/pgbench" -n -h "$DIR" -p "$PORT" -U postgres -c 8 -j 2 -T "$1" -f "$BASE/ins.sql" \
+        -l --log-prefix="$2" postgres >"$2.out" 2>&1
+}
+check_order() {  # zero duplicates is the PK's job; check per-connection order
+    local dec; dec=$(q -c "SELECT count(*) FROM (SELECT id, lag(id) OVER (PARTITION BY conn ORDER BY ord) p FROM ids) s WHERE p >= id")
+    [ "$dec" = 0 ] || die "$1: $dec decreases within a connection"
+}
+
+# 1. Clock steps under load.
+log "1. clock steps under 8-connection load: -1s, -10min, back to +0"
+rm -f "$BASE"/steps.*
+bench 20 "$BASE/steps" & bp=$!
+sleep 2;  setclock "-1s"
+sleep 11; setclock "-600s"
+sleep 3;  setclock "+0"
+wait $bp || { cat "$BASE/steps.out" >&2; die "pgbench failed during clock steps"; }
+grep -q "number of failed transactions: 0 " "$BASE/steps.out" || die "failed transactions during clock steps"
+max_lat_ms=$(cat "$BASE"/steps.* 2>/dev/null | awk 'NF>=6 && $3 ~ /^[0-9]+$/ {if ($3>m) m=$3} END {print int(m/1000)}')
+rows=$(q -c "SELECT count(*) FROM ids")
+check_order "clock steps"
+read -r steps largest < <(q -c "SELECT clock_steps_back, round(largest_step_back_ms) FROM snowflake_stats()")
+warnings=$(grep -c "system clock moved backwards" "$DIR/server.log" || true)
+log "   $rows rows, 0 failures, max latency ${max_lat_ms} ms, $warnings WARNINGs, stats: $steps steps back, largest ${largest} ms"
+[ "$max_lat_ms" -lt 1000 ] || die "a call took ${max_lat_ms} ms (bound 1000 ms)"
+[ "$warnings" -ge 2 ] || die "expected WARNINGs for both steps, got $warnings"
+[ "$steps" -ge 2 ] && [ "${largest%.*}" -ge 590000 ] || die "stats do not show the steps: $steps, $largest"
+
+# 2. kill -9 under load, restart an hour behind.
+log "2. kill -9 of the postmaster under load, restart with the clock 1 h behind"
+bench 30 "$BASE/crash" & bp=$!
+sleep 3
+kill9 "$DIR"
+wait $bp || true
+setclock "-1h"
+start "$DIR"
+before=$(q -c "SELECT max(id) FROM ids")
+q -c "INSERT INTO ids (phase) SELECT 2 FROM generate_series(1, 5000)"
+read -r n lo < <(q -c "SELECT count(*), min(id) FROM ids WHERE phase = 2")
+[ "$n" = 5000 ] && [ "$lo" -gt "$before" ] || die "after crash: min new $lo <= max before $before"
+log "   5000 new IDs, all above the pre-crash maximum $before (clock now $(q -c "SELECT now()"))"
+
+# 3. Clean restart, a day behind.
+log "3. clean restart with the clock 1 day behind"
+cluster_stop "$DIR"; setclock "-1d"; start "$DIR"
+before=$(q -c "SELECT max(id) FROM ids")
+q -c "INSERT INTO ids (phase) SELECT 3 FROM generate_series(1, 5000)"
+read -r n lo lead < <(q -c "SELECT count(*), min(id), (SELECT round(lead_ms / 3600000) FROM snowflake_stats()) FROM ids WHERE phase = 3")
+[ "$n" = 5000 ] && [ "$lo" -gt "$before" ] || die "after clean restart: min new $lo <= max before $before"
+log "   5000 new IDs above $before; IDs lead the clock by ${lead} h, without waits"
+
+# 4. Configuration changes between restarts.
+log "4. configuration changes between restarts"
+cluster_stop "$DIR"; setclock "+0"
+sed -i 's/^snowflake_id.worker_id = 5$/snowflake_id.worker_id = 6/' "$DIR/data/postgresql.conf"
+start "$DIR"
+grep -q "configuration changed since the last run (worker_id 5 -> 6)" "$DIR/server.log" || die "no LOG for the worker change"
+q -c "INSERT INTO ids (phase) VALUES (4)" || die "a worker-id change alone must be accepted"
+log "   worker_id 5 -> 6 alone: safe (time dominates), logged and accepted"
+cluster_stop "$DIR"
+echo "snowflake_id.epoch = '2025-01-01'" | as_pg tee -a "$DIR/data/postgresql.conf" >/dev/null
+sed -i 's/^snowflake_id.worker_id = 6$/snowflake_id.worker_id = 7/' "$DIR/data/postgresql.conf"
+start "$DIR"
+out=$(q -c '\set VERBOSITY verbose' -c "SELECT snowflake_nextval()" 2>&1 || true)
+grep -q "ERROR:  55000: snowflake_id configuration changed since IDs were last issued" <<<"$out" || die "no refusal: $out"
+grep -q "HINT:  .*snowflake_accept_configuration()" <<<"$out" || die "no HINT: $out"
+grep -q "epoch 2024-01-01 00:00:00.000+00 -> 2025-01-01 00:00:00.000+00, worker_id 6 -> 7" <<<"$out" || die "change not named: $out"
+[ "$(q -c "SELECT state FROM snowflake_stats()")" = "disabled: configuration changed" ] || die "stats state"
+log "   later epoch + worker 7: refused (55000) with HINT; stats say disabled"
+q -c "SELECT snowflake_accept_configuration()" | grep -q "configuration change accepted" || die "accept failed"
+q -c "SELECT snowflake_worker_id(snowflake_nextval())" | grep -qx 7 || die "not generating after accept"
+log "   accepted by a superuser; generating with worker 7 and the new epoch"
+q -c "TRUNCATE ids"   # old rows were minted under the old epoch
+
+# 5. Corrupt state file.
+log "5. corrupt state file"
+cluster_stop "$DIR"
+sed -i 's/^reserved_until_ms=1/reserved_until_ms=2/' "$DIR/data/snowflake_id.state"
+start "$DIR"
+grep -q "state file is corrupt: checksum mismatch" "$DIR/server.log" || die "no log line for the corrupt file"
+out=$(q -c '\set VERBOSITY verbose' -c "SELECT snowflake_nextval()" 2>&1 || true)
+grep -q "ERROR:  55000: snowflake_id state file is unusable" <<<"$out" || die "corrupt file not refused: $out"
+q -c "SELECT snowflake_accept_configuration()" | grep -q "unusable state file replaced" || die "accept failed"
+q -c "INSERT INTO ids (phase) SELECT 5 FROM generate_series(1, 1000)"
+log "   refused with 55000 until accepted; never a silent restart from zero"
+mode=$(stat -c %a "$DIR/data/snowflake_id.state")
+[ "$mode" = 600 ] || die "state file mode $mode, expected 600"
+
+# 6. A 10M burst beyond the ceiling while others insert. With 10 sequence
+#    bits the ceiling is 1024 IDs/ms, so 10M IDs need >= 9.7 s: far longer
+#    than the backend needs to compute them, so it must be sleeping.
+log "6. 10M-ID burst with 10 sequence bits and max_lead 100ms, 4 inserting connections alongside"
+cluster_stop "$DIR"
+echo "snowflake_id.sequence_bits = 10" | as_pg tee -a "$DIR/data/postgresql.conf" >/dev/null
+echo "snowflake_id.max_lead = 100ms" | as_pg tee -a "$DIR/data/postgresql.conf" >/dev/null
+# The real clock here: libfaketime with FAKETIME_NO_CACHE re-reads its
+# file on every clock_gettime, which would make this a test of libfaketime.
+cluster_start "$DIR"
+q -c "SELECT snowflake_accept_configuration()" >/dev/null
+q -c "TRUNCATE ids"
+# Right after a restart IDs continue above the old reservation, up to 2 s
+# ahead of the clock; let the clock pass it first (the bound is about
+# bursts in steady state), and check the lead is back within max_lead.
+sleep 2.5
+lead0=$(q -c "SELECT snowflake_nextval()" -c "SELECT round(lead_ms) FROM snowflake_stats()" | tail -1)
+[ "${lead0%.*}" -le 1 ] || die "lead ${lead0} ms 2.5 s after the restart"
+"$(pgbin)/pgbench" -n -h "$DIR" -p "$PORT" -U postgres -c 4 -j 2 -T 12 -f "$BASE/ins.sql" postgres >"$BASE/burst-bg.out" 2>&1 & bp=$!
+res=$(q <<'SQL'
+CREATE TEMP TABLE t0 AS SELECT clock_timestamp() AS t, pg_backend_pid() AS pid;
+SELECT count(*),
+       round(extract(epoch FROM snowflake_timestamp(max(id)) - clock_timestamp()) * 1000),
+       round(extract(epoch FROM clock_timestamp() - statement_timestamp()) * 1000),
+       (SELECT pid FROM t0)
+  FROM (SELECT snowflake_nextval() AS id FROM generate_series(1, 10000000)) s;
+SELECT split_part(pg_read_file('/proc/' || pg_backend_pid() || '/stat'), ' ', 14)::bigint
+     + split_part(pg_read_file('/proc/' || pg_backend_pid() || '/stat'), ' ', 15)::bigint;
+SQL
+)
+wait $bp || { cat "$BASE/burst-bg.out" >&2; die "inserts alongside the burst failed"; }
+read -r n lead elapsed _pid <<<"$(sed -n 1p <<<"$res")"
+ticks=$(sed -n 2p <<<"$res"); hz=$(getconf CLK_TCK)
+cpu_ms=$((ticks * 1000 / hz))
+waits=$(q -c "SELECT backpressure_waits FROM snowflake_stats()")
+check_order "burst"
+log "   10M IDs in ${elapsed} ms (ceiling floor 9766 ms), final lead ${lead} ms, backend CPU ${cpu_ms} ms, $waits back-pressure waits"
+[ "$n" = 10000000 ] || die "burst count $n"
+[ "${lead%.*}" -le 101 ] || die "lead ${lead} ms beyond max_lead 100 ms"
+[ "${elapsed%.*}" -ge 9600 ] || die "burst faster than the format allows"
+[ "$waits" -gt 0 ] || die "no back-pressure waits"
+[ $((cpu_ms * 10)) -lt $(( ${elapsed%.*} * 7 )) ] || die "backend busy ${cpu_ms} ms of ${elapsed} ms: spinning?"
+dups=$(q -c "SELECT count(*) - count(DISTINCT id) FROM ids")
+[ "$dups" = 0 ] || die "duplicates among concurrent inserts"
+
+# 7. pg_dump / pg_restore into a cluster with another worker id.
+log "7. pg_dump | pg_restore into a second cluster (worker 8), then more inserts"
+cluster_init "$DIR2" $((PORT + 1)) "$P" "snowflake_id.worker_id = 8" "snowflake_id.sequence_bits = 10" \
+    "snowflake_id.epoch = '2025-01-01'"
+cluster_start "$DIR2"
+"$(pgbin)/pg_dump" -h "$DIR" -p "$PORT" -U postgres -Fc -f "$BASE/dump.pgc" postgres
+"$(pgbin)/pg_restore" -h "$DIR2" -p $((PORT + 1)) -U postgres -d postgres "$BASE/dump.pgc"
+pq "$DIR2" $((PORT + 1)) -c "INSERT INTO ids (phase) SELECT 7 FROM generate_series(1, 20000)"
+read -r total old new w < <(pq "$DIR2" $((PORT + 1)) -At -F ' ' -c "
+    SELECT count(*), count(*) FILTER (WHERE phase <> 7), count(*) FILTER (WHERE phase = 7),
+           count(*) FILTER (WHERE phase = 7 AND snowflake_worker_id(id) <> 8) FROM ids")
+[ "$new" = 20000 ] && [ "$w" = 0 ] && [ "$total" = $((old + new)) ] || die "after restore: $total $old $new $w"
+log "   $old restored rows + $new new rows, no collisions, new rows carry worker 8"
