@@ -7,7 +7,8 @@
 #     forward again. No errors, no duplicates, per-connection increase, no
 #     call slower than 1 s, WARNINGs logged, stats show the steps.
 #  2. kill -9 of the postmaster under load, restart with the clock 1 h
-#     behind: every new ID is above the maximum committed before the crash.
+#     behind: every new ID is above the maximum committed before the crash;
+#     then kill -9 of a backend (shared memory is rebuilt): the same.
 #  3. Clean restart with the clock 1 day behind: the same.
 #  4. Configuration changes between restarts: a worker-id change alone is
 #     safe and accepted; a later epoch plus a new worker id is refused with
@@ -97,6 +98,27 @@ q -c "INSERT INTO ids (phase) SELECT 2 FROM generate_series(1, 5000)"
 read -r n lo < <(q -c "SELECT count(*), min(id) FROM ids WHERE phase = 2")
 [ "$n" = 5000 ] && [ "$lo" -gt "$before" ] || die "after crash: min new $lo <= max before $before"
 log "   5000 new IDs, all above the pre-crash maximum $before (clock now $(q -c "SELECT now()"))"
+
+# 2b. kill -9 of one backend: PostgreSQL kills the others and rebuilds
+#     shared memory (crash restart), so the generator state is re-read from
+#     the state file while the clock is still an hour behind.
+log "2b. kill -9 of a backend (crash restart of shared memory)"
+before=$(q -c "SELECT max(id) FROM ids")
+q -c "SELECT pg_sleep(60)" >/dev/null 2>&1 & sleeper=$!
+victim=""
+for _ in $(seq 1 50); do
+    victim=$(q -c "SELECT pid FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)'")
+    [ -n "$victim" ] && break; sleep 0.1
+done
+[ -n "$victim" ] || die "no backend to kill"
+kill -9 "$victim"
+wait "$sleeper" || true
+for _ in $(seq 1 100); do q -c "SELECT 1" >/dev/null 2>&1 && break; sleep 0.2; done
+grep -q "terminated by signal 9" "$DIR/server.log" || die "no crash restart logged"
+q -c "INSERT INTO ids (phase) SELECT 22 FROM generate_series(1, 5000)"
+read -r n lo < <(q -c "SELECT count(*), min(id) FROM ids WHERE phase = 22")
+[ "$n" = 5000 ] && [ "$lo" -gt "$before" ] || die "after backend crash: min new $lo <= max before $before"
+log "   crash restart after kill -9 of backend $victim: 5000 new IDs above $before"
 
 # 3. Clean restart, a day behind.
 log "3. clean restart with the clock 1 day behind"
