@@ -7,13 +7,7 @@ use pgrx::{pg_sys, PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::{Clock, SystemClock};
 use std::sync::atomic::Ordering;
 
-const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
-
-fn tstz(unix_ms: i64) -> Option<TimestampWithTimeZone> {
-    (unix_ms - PG_EPOCH_UNIX_MS)
-        .checked_mul(1000)
-        .and_then(|us| TimestampWithTimeZone::try_from(us).ok())
-}
+use crate::decode::unix_ms_to_timestamptz as tstz;
 
 /// One row describing this server's generator. Every counter covers the
 /// time since shared memory was created (server start or crash restart).

@@ -29,11 +29,16 @@ fn to_unix_ms(ts: TimestampWithTimeZone) -> i64 {
     micros.div_euclid(1000) + PG_EPOCH_UNIX_MS
 }
 
-fn from_unix_ms(ms: i64) -> TimestampWithTimeZone {
+/// Unix milliseconds as a finite timestamptz, if PostgreSQL can hold it.
+pub(crate) fn unix_ms_to_timestamptz(ms: i64) -> Option<TimestampWithTimeZone> {
     (ms - PG_EPOCH_UNIX_MS)
         .checked_mul(1000)
         .and_then(|us| TimestampWithTimeZone::try_from(us).ok())
         .filter(|ts| ts.is_finite())
+}
+
+fn from_unix_ms(ms: i64) -> TimestampWithTimeZone {
+    unix_ms_to_timestamptz(ms)
         .unwrap_or_else(|| errors::timestamp_out_of_range("snowflake timestamp"))
 }
 
