@@ -112,12 +112,7 @@ pub fn snowflake_stats() -> TableIterator<
 pub fn snowflake_accept_configuration() -> String {
     // SAFETY: plain catalog check of the current user.
     if !unsafe { pg_sys::superuser() } {
-        pg_sys::panic::ErrorReport::new(
-            PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-            "must be superuser to accept a snowflake_id configuration",
-            "snowflake_id",
-        )
-        .report(PgLogLevel::ERROR);
+        errors::not_superuser();
     }
     let Some(st) = shmem::state() else {
         errors::not_preloaded();
@@ -135,12 +130,13 @@ pub fn snowflake_accept_configuration() -> String {
         reservation::BLOCKED_STATE_FILE => "unusable state file replaced",
         _ => "configuration already accepted",
     };
-    pg_sys::panic::ErrorReport::new(
+    errors::report(
+        PgLogLevel::LOG,
         PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
         format!("snowflake_id: {what} by a superuser"),
-        "snowflake_id",
-    )
-    .report(PgLogLevel::LOG);
+        None,
+        None,
+    );
     format!(
         "{what}; state file \"{}\" rewritten, reserved until {}",
         reservation::state_path(),

@@ -5,12 +5,15 @@ use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::{format_epoch, GenError, IdError};
 
-fn raise(
+/// Build and send a report: the one place every message of this extension
+/// goes through. At ERROR and above it does not return.
+pub fn report(
+    level: PgLogLevel,
     code: PgSqlErrorCode,
     msg: impl Into<String>,
     detail: Option<String>,
     hint: Option<&str>,
-) -> ! {
+) {
     let mut r = ErrorReport::new(code, msg.into(), "snowflake_id");
     if let Some(d) = detail {
         r = r.set_detail(d);
@@ -18,7 +21,16 @@ fn raise(
     if let Some(h) = hint {
         r = r.set_hint(h);
     }
-    r.report(PgLogLevel::ERROR);
+    r.report(level);
+}
+
+fn raise(
+    code: PgSqlErrorCode,
+    msg: impl Into<String>,
+    detail: Option<String>,
+    hint: Option<&str>,
+) -> ! {
+    report(PgLogLevel::ERROR, code, msg, detail, hint);
     unreachable!("ERROR does not return")
 }
 
@@ -55,6 +67,27 @@ pub fn generation_blocked(msg: String, detail: String) -> ! {
         msg,
         Some(detail),
         Some("Restore the previous settings (or the state file) and restart, or accept the new state with SELECT snowflake_accept_configuration() as a superuser."),
+    )
+}
+
+pub fn not_superuser() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        "must be superuser to accept a snowflake_id configuration",
+        None,
+        None,
+    )
+}
+
+/// Writing the state file failed while `what`.
+pub fn state_file_write(path: &str, what: &str, e: std::io::Error) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_IO_ERROR,
+        format!("could not write snowflake_id state file \"{path}\": {e}"),
+        Some(format!(
+            "While {what}. No ID beyond the last durable reservation is issued."
+        )),
+        None,
     )
 }
 

@@ -96,29 +96,21 @@ fn report_clock_events(state: &GeneratorState, ev: &Events) {
         return;
     }
     if let Some(ns) = ev.step_back_ns {
-        pgrx::pg_sys::panic::ErrorReport::new(
+        errors::report(
+            PgLogLevel::WARNING,
             PgSqlErrorCode::ERRCODE_WARNING,
-            format!(
-                "system clock moved backwards by {:.3} s",
-                ns as f64 / 1e9
-            ),
-            "snowflake_id",
-        )
-        .set_detail(
-            "snowflake_nextval() continues from the last issued timestamp: IDs stay unique and increasing, and carry timestamps ahead of the clock until it catches up.",
-        )
-        .set_hint("Check the time synchronisation of this server (NTP, chrony, the hypervisor).")
-        .report(PgLogLevel::WARNING);
+            format!("system clock moved backwards by {:.3} s", ns as f64 / 1e9),
+            Some("snowflake_nextval() continues from the last issued timestamp: IDs stay unique and increasing, and carry timestamps ahead of the clock until it catches up.".into()),
+            Some("Check the time synchronisation of this server (NTP, chrony, the hypervisor)."),
+        );
     }
     if ev.reanchored {
-        pgrx::pg_sys::panic::ErrorReport::new(
+        errors::report(
+            PgLogLevel::WARNING,
             PgSqlErrorCode::ERRCODE_WARNING,
             "snowflake_id re-anchored its reference clock",
-            "snowflake_id",
-        )
-        .set_detail(
-            "IDs were further ahead of the clock than a burst can explain: the monotonic clock went backwards or snowflake_id.max_lead was lowered. Generation continues without waiting.",
-        )
-        .report(PgLogLevel::WARNING);
+            Some("IDs were further ahead of the clock than a burst can explain: the monotonic clock went backwards or snowflake_id.max_lead was lowered. Generation continues without waiting.".into()),
+            None,
+        );
     }
 }

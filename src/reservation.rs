@@ -14,7 +14,7 @@
 //! - **At start-up** (and after a crash, when shared memory is rebuilt) the
 //!   file is read; see [`startup_state`] for the outcomes.
 
-use crate::gucs;
+use crate::{errors, gucs};
 use pgrx::pg_sys;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::{
@@ -68,18 +68,21 @@ fn file_mode() -> u32 {
 }
 
 fn log(level: PgLogLevel, msg: String, detail: Option<String>, hint: Option<&str>) {
-    let mut r = pg_sys::panic::ErrorReport::new(
+    errors::report(
+        level,
         PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
         msg,
-        "snowflake_id",
+        detail,
+        hint,
     );
-    if let Some(d) = detail {
-        r = r.set_detail(d);
-    }
-    if let Some(h) = hint {
-        r = r.set_hint(h);
-    }
-    r.report(level);
+}
+
+/// A state that has reserved nothing yet: the first call renews.
+fn unreserved_state() -> GeneratorState {
+    let st = GeneratorState::new();
+    st.reserved_until_ms
+        .store(i64::MIN, std::sync::atomic::Ordering::Relaxed);
+    st
 }
 
 /// Build the shared state when shared memory is created (in the
@@ -106,10 +109,7 @@ pub fn startup_state(layout: &Layout) -> GeneratorState {
                 Some("This is expected on the first start with snowflake_id.".into()),
                 None,
             );
-            let st = GeneratorState::new();
-            st.reserved_until_ms
-                .store(i64::MIN, std::sync::atomic::Ordering::Relaxed);
-            st
+            unreserved_state()
         }
         Ok(Some(file)) => {
             let st = GeneratorState::resume_above(file.reserved_until_ms, layout, mono);
@@ -136,9 +136,7 @@ pub fn startup_state(layout: &Layout) -> GeneratorState {
             st
         }
         Err(e) => {
-            let st = GeneratorState::new();
-            st.reserved_until_ms
-                .store(i64::MIN, std::sync::atomic::Ordering::Relaxed);
+            let st = unreserved_state();
             st.blocked
                 .store(BLOCKED_STATE_FILE, std::sync::atomic::Ordering::Relaxed);
             log(
@@ -177,22 +175,6 @@ pub fn blocked_reason(code: u64, layout: &Layout) -> (String, String) {
     }
 }
 
-fn io_error(what: &str, e: std::io::Error) -> ! {
-    pg_sys::panic::ErrorReport::new(
-        PgSqlErrorCode::ERRCODE_IO_ERROR,
-        format!(
-            "could not write snowflake_id state file \"{}\": {e}",
-            state_path()
-        ),
-        "snowflake_id",
-    )
-    .set_detail(format!(
-        "While {what}. No ID beyond the last durable reservation is issued."
-    ))
-    .report(PgLogLevel::ERROR);
-    unreachable!()
-}
-
 /// Persist a reservation of at least `at_least_ms` (and `WINDOW_MS` beyond
 /// the frontier), then publish it. Must hold the renewal lock.
 pub fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -> i64 {
@@ -208,7 +190,7 @@ pub fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -
         reserved_until_ms: target,
     };
     if let Err(e) = file.store(&data_dir(), file_mode()) {
-        io_error("extending the reservation", e);
+        errors::state_file_write(&state_path(), "extending the reservation", e);
     }
     state.publish_reservation(target);
     target
