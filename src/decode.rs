@@ -21,7 +21,7 @@ const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
 
 /// A finite timestamptz as Unix milliseconds, rounding down to the
 /// millisecond.
-fn to_unix_ms(ts: TimestampWithTimeZone) -> i64 {
+pub(crate) fn to_unix_ms(ts: TimestampWithTimeZone) -> i64 {
     if !ts.is_finite() {
         errors::timestamp_out_of_range("timestamp");
     }
@@ -37,7 +37,7 @@ pub(crate) fn unix_ms_to_timestamptz(ms: i64) -> Option<TimestampWithTimeZone> {
         .filter(|ts| ts.is_finite())
 }
 
-fn from_unix_ms(ms: i64) -> TimestampWithTimeZone {
+pub(crate) fn from_unix_ms(ms: i64) -> TimestampWithTimeZone {
     unix_ms_to_timestamptz(ms)
         .unwrap_or_else(|| errors::timestamp_out_of_range("snowflake timestamp"))
 }

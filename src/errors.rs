@@ -3,7 +3,8 @@
 
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
-use snowflake_id_core::{format_epoch, GenError, IdError};
+use snowflake_id_core::base32::Base32Error;
+use snowflake_id_core::{format_epoch, FormatError, GenError, IdError, PRESET_NAMES};
 
 /// Build and send a report: the one place every message of this extension
 /// goes through. At ERROR and above it does not return.
@@ -119,11 +120,17 @@ pub fn id_error(e: IdError) -> ! {
             Some("Snowflake IDs are non-negative 64-bit integers.".into()),
             None,
         ),
+        IdError::OutsideFormat { id, bits } => raise(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!("ID {id} does not fit in a {bits}-bit layout"),
+            Some("Bits are set above the timestamp, worker and sequence fields.".into()),
+            Some("Check the layout: its field widths may be too narrow for this ID."),
+        ),
         IdError::BeforeEpoch { unix_ms, epoch_ms } => raise(
             PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
             "timestamp is before the snowflake epoch",
             Some(format!(
-                "The timestamp {} is before snowflake_id.epoch {}.",
+                "The timestamp {} is before the layout's epoch {}.",
                 format_epoch(unix_ms),
                 format_epoch(epoch_ms)
             )),
@@ -178,5 +185,61 @@ pub fn generator_error(e: GenError) -> ! {
             )),
             Some("Use a later snowflake_id.epoch or fewer worker and sequence bits; check that the system clock is right."),
         ),
+    }
+}
+
+/// A layout given by name or by explicit widths is invalid.
+pub fn invalid_format(e: &FormatError) -> ! {
+    let hint = match e {
+        FormatError::UnknownPreset(_) => {
+            format!("Use one of {PRESET_NAMES}, or give the epoch and field widths explicitly.")
+        }
+        _ => "Give an epoch between 1970 and 9999 and field widths that add up to at most 64 bits."
+            .to_string(),
+    };
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        e.to_string(),
+        None,
+        Some(&hint),
+    )
+}
+
+/// Encoding or decoding the base32 form failed; `input` is the text being
+/// decoded, if any.
+pub fn base32_error(e: Base32Error, input: Option<&str>) -> ! {
+    match e {
+        Base32Error::Negative(id) => id_error(IdError::NegativeId(id)),
+        Base32Error::OutOfRange => raise(
+            PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
+            format!(
+                "value \"{}\" is out of range for type bigint",
+                input.unwrap_or_default()
+            ),
+            None,
+            None,
+        ),
+        other => {
+            let detail = match other {
+                Base32Error::Empty => "The text has no base32 symbols.".to_string(),
+                Base32Error::TooLong(n) => {
+                    format!("The text has {n} symbols; an ID has at most 13.")
+                }
+                Base32Error::InvalidChar { ch, at } => format!(
+                    "Character {ch:?} at position {} is not a Crockford base32 symbol.",
+                    at + 1
+                ),
+                _ => other.to_string(),
+            };
+            raise(
+                PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
+                format!(
+                    "invalid input syntax for a base32 snowflake ID: \"{}\"",
+                    input.unwrap_or_default()
+                ),
+                Some(detail),
+                Some("Use the 13-symbol Crockford base32 form that snowflake_to_base32() returns."),
+            )
+        }
     }
 }

@@ -7,18 +7,25 @@
 //! - [`shmem`]: the shared generator state;
 //! - [`nextval`]: the generator, `snowflake_nextval()`;
 //! - [`decode`]: decoding, composing and range-bound functions;
+//! - [`formats`]: decoding foreign layouts, explicit-layout bounds;
+//! - [`text`]: JavaScript-safe text forms (decimal, base32);
+//! - [`convert`]: `snowflake_convert_column()`, the migration path;
+//! - [`admin`], [`reservation`], [`bgworker`]: stats, durability;
 //! - [`errors`]: SQLSTATEs and messages.
 
 use pgrx::prelude::*;
 
 pub mod admin;
 pub mod bgworker;
+pub mod convert;
 pub mod decode;
 pub mod errors;
+pub mod formats;
 pub mod gucs;
 pub mod nextval;
 pub mod reservation;
 pub mod shmem;
+pub mod text;
 
 ::pgrx::pg_module_magic!(name, version);
 

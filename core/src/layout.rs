@@ -67,16 +67,36 @@ impl fmt::Display for LayoutError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum IdError {
     NegativeId(i64),
-    BeforeEpoch { unix_ms: i64, epoch_ms: i64 },
-    PastEnd { unix_ms: i64, last_unix_ms: i64 },
-    WorkerOutOfRange { worker: i64, max: u64 },
-    SequenceOutOfRange { sequence: i64, max: u64 },
+    /// Bits are set above the fields of a format narrower than 64 bits.
+    OutsideFormat {
+        id: i64,
+        bits: u32,
+    },
+    BeforeEpoch {
+        unix_ms: i64,
+        epoch_ms: i64,
+    },
+    PastEnd {
+        unix_ms: i64,
+        last_unix_ms: i64,
+    },
+    WorkerOutOfRange {
+        worker: i64,
+        max: u64,
+    },
+    SequenceOutOfRange {
+        sequence: i64,
+        max: u64,
+    },
 }
 
 impl fmt::Display for IdError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             IdError::NegativeId(id) => write!(f, "snowflake ID must not be negative: {id}"),
+            IdError::OutsideFormat { id, bits } => {
+                write!(f, "ID {id} does not fit in a {bits}-bit layout")
+            }
             IdError::BeforeEpoch { .. } => {
                 write!(f, "timestamp is before the snowflake epoch")
             }

@@ -2,14 +2,17 @@
 //! generator state machine. No pgrx, no PostgreSQL: everything here is
 //! unit-tested with an injected clock (`cargo test -p snowflake_id_core`).
 
+pub mod base32;
 pub mod clock;
 pub mod epoch;
+pub mod format;
 pub mod generator;
 pub mod layout;
 pub mod state_file;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use epoch::{format_epoch, parse_epoch, EpochError};
+pub use format::{FieldOrder, Format, FormatError, PRESET_NAMES};
 pub use generator::{Attempt, Config, Events, GenError, GeneratorState};
 pub use layout::{IdError, Layout, LayoutError, Parts};
 pub use state_file::{compatibility, Compatibility, StateError, StateFile};

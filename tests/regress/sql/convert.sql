@@ -1,0 +1,159 @@
+-- snowflake_convert_column(): serial, IDENTITY ALWAYS, nextval() defaults,
+-- foreign keys (including a self-reference and a chain), a partitioned
+-- table, dependent views (with grants, options, comments and a view on a
+-- view), idempotence, and errors. The generated IDs vary, so the 'check'
+-- row is shown through a pattern.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS snowflake_id;
+RESET client_min_messages;
+SET TimeZone = 'UTC';
+CREATE FUNCTION pg_temp.err(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE st text; msg text; det text; hin text;
+BEGIN
+    EXECUTE q;
+    RETURN 'no error';
+EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
+                            det = PG_EXCEPTION_DETAIL, hin = PG_EXCEPTION_HINT;
+    RETURN st || ': ' || msg
+        || CASE WHEN det <> '' THEN E'\n  DETAIL: ' || det ELSE '' END
+        || CASE WHEN hin <> '' THEN E'\n  HINT: ' || hin ELSE '' END;
+END $$;
+-- Report rows with the run-dependent numbers masked.
+CREATE FUNCTION pg_temp.convert(t regclass, c name)
+RETURNS TABLE (step int, action text, object text, detail text) LANGUAGE sql AS $$
+    SELECT step, action, object,
+           regexp_replace(detail, '(next ID) [0-9]+', '\1 N') FROM snowflake_convert_column(t, c)
+$$;
+
+CREATE SCHEMA shop;
+CREATE TABLE shop.customers (id serial PRIMARY KEY, name text NOT NULL);
+CREATE TABLE shop.orders (
+    id int GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    customer_id int NOT NULL REFERENCES shop.customers,
+    total numeric NOT NULL);
+CREATE TABLE shop.order_items (
+    order_id int REFERENCES shop.orders ON DELETE CASCADE,
+    line smallint,
+    PRIMARY KEY (order_id, line));
+CREATE TABLE shop.shipments (
+    id serial PRIMARY KEY,
+    order_id int, line smallint,
+    FOREIGN KEY (order_id, line) REFERENCES shop.order_items);
+CREATE TABLE shop.categories (id serial PRIMARY KEY, parent_id int REFERENCES shop.categories, name text);
+INSERT INTO shop.customers (name) VALUES ('ada'), ('grace');
+INSERT INTO shop.orders (customer_id, total) VALUES (1, 10), (2, 20), (1, 30);
+INSERT INTO shop.order_items VALUES (1, 1), (1, 2), (3, 1);
+INSERT INTO shop.shipments (order_id, line) VALUES (1, 2);
+INSERT INTO shop.categories (parent_id, name) VALUES (NULL, 'root'), (1, 'child');
+CREATE ROLE regress_convert_reader;
+CREATE VIEW shop.order_summary WITH (security_barrier = true) AS
+    SELECT o.id, c.name, o.total FROM shop.orders o JOIN shop.customers c ON c.id = o.customer_id;
+COMMENT ON VIEW shop.order_summary IS 'orders with customer names';
+COMMENT ON COLUMN shop.order_summary.total IS 'order total';
+GRANT SELECT ON shop.order_summary TO regress_convert_reader;
+CREATE VIEW shop.big_orders AS SELECT * FROM shop.order_summary WHERE total > 15;
+CREATE VIEW shop.customer_names AS SELECT name FROM shop.customers;  -- does not use the key
+
+-- IDENTITY ALWAYS column, referenced by a composite FK chain and a view.
+SELECT * FROM pg_temp.convert('shop.orders', 'id');
+-- Idempotent: a second run changes nothing.
+SELECT * FROM pg_temp.convert('shop.orders', 'id');
+-- serial column referenced by orders.customer_id and used by the view.
+SELECT * FROM pg_temp.convert('shop.customers', 'id');
+-- Self-referencing FK.
+SELECT * FROM pg_temp.convert('shop.categories', 'id');
+
+-- Types and defaults afterwards.
+SELECT c.oid::regclass AS relation, a.attname, format_type(a.atttypid, a.atttypmod) AS type,
+       a.attidentity, pg_get_expr(d.adbin, d.adrelid) AS default
+  FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+  LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+ WHERE c.relnamespace = 'shop'::regnamespace AND c.relkind IN ('r', 'v')
+   AND a.attnum > 0 AND a.attname IN ('id', 'customer_id', 'order_id', 'parent_id', 'line')
+ ORDER BY c.oid::regclass::text, 2;
+-- The owned sequences are gone; the FKs are intact and validated.
+SELECT relname FROM pg_class WHERE relnamespace = 'shop'::regnamespace AND relkind = 'S';
+SELECT conrelid::regclass, conname, convalidated FROM pg_constraint
+ WHERE connamespace = 'shop'::regnamespace AND contype = 'f' ORDER BY conrelid::regclass::text, 2;
+-- The views are back with their options, grants and comments.
+SELECT c.oid::regclass, c.reloptions, c.relacl IS NOT NULL AND
+       has_table_privilege('regress_convert_reader', c.oid, 'SELECT') AS reader_can_select,
+       obj_description(c.oid, 'pg_class') AS comment
+  FROM pg_class c WHERE c.relnamespace = 'shop'::regnamespace AND c.relkind = 'v' ORDER BY c.oid::regclass::text;
+SELECT col_description('shop.order_summary'::regclass, 3);
+SELECT * FROM shop.big_orders ORDER BY id;
+-- Old rows keep their keys; new rows get snowflake IDs above them, and the
+-- FKs accept them.
+INSERT INTO shop.customers (name) VALUES ('linus');
+INSERT INTO shop.orders (customer_id, total)
+    SELECT id, 99 FROM shop.customers WHERE name = 'linus';
+INSERT INTO shop.order_items SELECT id, 1 FROM shop.orders WHERE total = 99;
+SELECT count(*) AS old_keys_kept FROM shop.orders WHERE id IN (1, 2, 3);
+SELECT id > 3 AS above_old, snowflake_worker_id(id) AS worker FROM shop.orders WHERE total = 99;
+SELECT count(*) FROM shop.order_items oi JOIN shop.orders o ON o.id = oi.order_id;
+
+-- A partitioned table with a serial key; partitions follow the parent.
+CREATE TABLE shop.events (id serial, at date NOT NULL, PRIMARY KEY (id, at)) PARTITION BY RANGE (at);
+CREATE TABLE shop.events_2025 PARTITION OF shop.events FOR VALUES FROM ('2025-01-01') TO ('2026-01-01');
+CREATE TABLE shop.events_2026 PARTITION OF shop.events FOR VALUES FROM ('2026-01-01') TO ('2027-01-01');
+INSERT INTO shop.events (at) VALUES ('2025-06-01'), ('2026-06-01');
+SELECT pg_temp.err($q$SELECT snowflake_convert_column('shop.events_2025', 'id')$q$);
+SELECT * FROM pg_temp.convert('shop.events', 'id');
+SELECT c.oid::regclass, format_type(a.atttypid, a.atttypmod), pg_get_expr(d.adbin, d.adrelid)
+  FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'id'
+  LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
+ WHERE c.oid IN ('shop.events'::regclass, 'shop.events_2025'::regclass, 'shop.events_2026'::regclass)
+ ORDER BY c.oid::regclass::text;
+INSERT INTO shop.events_2026 (at) VALUES ('2026-07-01');
+SELECT count(*) FILTER (WHERE id > 2) AS snowflake_rows, count(*) AS all_rows FROM shop.events;
+
+-- A nextval() default on a sequence shared with another table: the sequence stays.
+CREATE SEQUENCE shop.shared_seq;
+CREATE TABLE shop.legacy_a (id bigint PRIMARY KEY DEFAULT nextval('shop.shared_seq'));
+CREATE TABLE shop.legacy_b (id bigint PRIMARY KEY DEFAULT nextval('shop.shared_seq'));
+INSERT INTO shop.legacy_a DEFAULT VALUES;
+SELECT * FROM pg_temp.convert('shop.legacy_a', 'id');
+SELECT nextval('shop.shared_seq') AS shared_seq_still_works;
+-- A column with no default becomes a snowflake column too.
+CREATE TABLE shop.plain (id int PRIMARY KEY);
+SELECT * FROM pg_temp.convert('shop.plain', 'id');
+
+-- Existing values above the next ID: refused, and nothing changes.
+CREATE TABLE shop.future (id bigserial PRIMARY KEY);
+INSERT INTO shop.future VALUES (9223372036854775000);
+SELECT pg_temp.err($q$SELECT snowflake_convert_column('shop.future', 'id')$q$) ~ '^55000: existing values of column "id" of relation "shop.future" are not below the next snowflake ID' AS refused;
+SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'shop.future'::regclass;
+
+-- Errors.
+CREATE TABLE shop.texty (id text PRIMARY KEY, n int DEFAULT 7, g int GENERATED ALWAYS AS (n + 1) STORED);
+CREATE MATERIALIZED VIEW shop.mv AS SELECT id FROM shop.plain;
+CREATE TABLE shop.with_mv (id serial PRIMARY KEY);
+CREATE MATERIALIZED VIEW shop.mv2 AS SELECT id FROM shop.with_mv;
+SELECT pg_temp.err($q$SELECT snowflake_convert_column('shop.orders', 'nope')$q$);
+SELECT pg_temp.err($q$SELECT snowflake_convert_column('shop.texty', 'id')$q$);
+SELECT pg_temp.err($q$SELECT snowflake_convert_column('shop.texty', 'n')$q$);
+SELECT pg_temp.err($q$SELECT snowflake_convert_column('shop.texty', 'g')$q$);
+SELECT pg_temp.err($q$SELECT snowflake_convert_column('shop.order_summary', 'id')$q$);
+SELECT pg_temp.err($q$SELECT snowflake_convert_column('shop.with_mv', 'id')$q$);
+SELECT pg_temp.err($q$SELECT snowflake_convert_column('shop.no_such_table', 'id')$q$);
+SELECT count(*) FROM snowflake_convert_column(NULL, 'id');
+-- Not the owner.
+CREATE TABLE shop.owned (id serial PRIMARY KEY);
+GRANT USAGE ON SCHEMA shop TO regress_convert_reader;
+GRANT ALL ON shop.owned TO regress_convert_reader;
+SET ROLE regress_convert_reader;
+SELECT pg_temp.err($q$SELECT snowflake_convert_column('shop.owned', 'id')$q$);
+RESET ROLE;
+-- Owner of the table, but not of a table whose FK must be widened with it.
+CREATE TABLE shop.parent (id serial PRIMARY KEY);
+ALTER TABLE shop.parent OWNER TO regress_convert_reader;
+CREATE TABLE shop.child (parent_id int REFERENCES shop.parent);
+SET ROLE regress_convert_reader;
+SELECT pg_temp.err($q$SELECT snowflake_convert_column('shop.parent', 'id')$q$);
+RESET ROLE;
+
+DROP SCHEMA shop CASCADE;
+REVOKE ALL ON SCHEMA public FROM regress_convert_reader;
+DROP OWNED BY regress_convert_reader;
+DROP ROLE regress_convert_reader;
