@@ -29,6 +29,10 @@ if has lint; then
     strip() { grep -vE '^\s*--|^/\*|^\*/|^This file|^The ordering|^$' "$1"; }
     diff <(strip "$ROOT/sql/snowflake_id--$version.sql") <(strip "$ROOT/.run/schema.sql") >&2 \
         || die "sql/snowflake_id--$version.sql is stale: regenerate it with cargo pgrx schema pg$PG_MAJOR -o sql/snowflake_id--$version.sql"
+    # The README's re-keying recipe is the file the multinode test runs.
+    diff <(sed -n '/^<!-- BEGIN tests\/integration\/rekey.sql -->$/,/^<!-- END/p' "$ROOT/README.md" | sed '1,2d;$d' | sed '$d') \
+         "$ROOT/tests/integration/rekey.sql" >&2 \
+        || die "README.md's re-keying recipe differs from tests/integration/rekey.sql"
     SUMMARY+=("lint: ok")
 fi
 

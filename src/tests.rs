@@ -200,4 +200,51 @@ mod tests {
              snowflake_id.worker_id=42/sighup"
         );
     }
+
+    #[pg_test]
+    fn base32_round_trips_fresh_ids_in_order() {
+        use crate::text::{snowflake_from_base32, snowflake_to_base32};
+        let mut prev = String::new();
+        for _ in 0..5_000 {
+            let id = snowflake_nextval();
+            let code = snowflake_to_base32(id);
+            assert_eq!(code.len(), 13);
+            assert_eq!(snowflake_from_base32(&code), id);
+            assert!(code > prev, "{code} <= {prev}");
+            prev = code;
+        }
+    }
+
+    #[pg_test]
+    fn default_preset_is_the_server_layout() {
+        let same: bool = one("WITH i AS (SELECT snowflake_nextval() AS id) \
+             SELECT (SELECT row(d.*) FROM i, snowflake_decode(i.id, 'default') d) \
+                  = (SELECT row(d.*) FROM i, snowflake_decode(i.id) d) FROM i");
+        assert!(same);
+        // The explicit form with the server's own layout agrees as well.
+        let explicit: bool = one(
+            "WITH i AS (SELECT snowflake_nextval() AS id), \
+                  l AS (SELECT epoch, timestamp_bits, worker_bits, sequence_bits FROM snowflake_stats()) \
+             SELECT snowflake_min_id(snowflake_timestamp(i.id), l.epoch, l.timestamp_bits, l.worker_bits, l.sequence_bits) \
+                  = snowflake_min_id(snowflake_timestamp(i.id)) FROM i, l",
+        );
+        assert!(explicit);
+    }
+
+    #[pg_test]
+    fn convert_column_switches_a_serial_key() {
+        Spi::run(
+            "CREATE TABLE conv_t (id serial PRIMARY KEY, v text); \
+             INSERT INTO conv_t (v) VALUES ('a'), ('b');",
+        )
+        .unwrap();
+        let steps: i64 = one("SELECT count(*) FROM snowflake_convert_column('conv_t', 'id')");
+        assert_eq!(steps, 5); // drop default, drop sequence, widen, set default, check
+        let worker: i32 =
+            one("INSERT INTO conv_t (v) VALUES ('c') RETURNING snowflake_worker_id(id)");
+        assert_eq!(worker, 42);
+        let again: String =
+            one("SELECT string_agg(action, ',') FROM snowflake_convert_column('conv_t', 'id')");
+        assert_eq!(again, "unchanged,check");
+    }
 }
