@@ -114,22 +114,42 @@ mod tests {
         assert!(!text.contains("Seq Scan"), "{text}");
     }
 
-    /// Decoders STABLE (they read restart-only settings), generator
-    /// VOLATILE; all PARALLEL SAFE. (STRICT on the argument-less
-    /// snowflake_nextval() is pgrx's default and has no effect.)
+    /// Decoders of the server layout STABLE (they read restart-only
+    /// settings), explicit-layout decoders and text forms IMMUTABLE, the
+    /// generator VOLATILE, DDL and administration VOLATILE PARALLEL UNSAFE.
+    /// (STRICT on the argument-less functions is pgrx's default and has no
+    /// effect.)
     #[pg_test]
     fn markings_are_honest() {
         let rows: String = one(
-            "SELECT string_agg(proname || ':' || provolatile::text || proparallel::text || proisstrict::text, ',' ORDER BY proname)
-               FROM pg_proc WHERE proname LIKE 'snowflake\\_%'",
+            "SELECT string_agg(p.oid::regprocedure::text || ':' || provolatile::text || proparallel::text
+                               || proisstrict::text, E'\\n' ORDER BY p.oid::regprocedure::text COLLATE \"C\")
+               FROM pg_proc p WHERE proname LIKE 'snowflake\\_%'",
         );
-        assert_eq!(
-            rows,
-            "snowflake_accept_configuration:vutrue,snowflake_compose:sstrue,\
-             snowflake_decode:sstrue,snowflake_max_id:sstrue,\
-             snowflake_min_id:sstrue,snowflake_nextval:vstrue,snowflake_sequence:sstrue,\
-             snowflake_stats:vstrue,snowflake_timestamp:sstrue,snowflake_worker_id:sstrue"
-        );
+        let ts = "timestamp with time zone";
+        let explicit = format!("{ts},integer,integer,integer");
+        let expected = [
+            "snowflake_accept_configuration():vutrue".to_string(),
+            format!("snowflake_compose({ts},integer,integer):sstrue"),
+            "snowflake_convert_column(regclass,name):vutrue".to_string(),
+            "snowflake_decode(bigint):sstrue".to_string(),
+            "snowflake_decode(bigint,text):sstrue".to_string(),
+            format!("snowflake_decode(bigint,{explicit}):istrue"),
+            "snowflake_from_base32(text):istrue".to_string(),
+            format!("snowflake_max_id({ts}):sstrue"),
+            format!("snowflake_max_id({ts},{explicit}):istrue"),
+            format!("snowflake_min_id({ts}):sstrue"),
+            format!("snowflake_min_id({ts},{explicit}):istrue"),
+            "snowflake_nextval():vstrue".to_string(),
+            "snowflake_sequence(bigint):sstrue".to_string(),
+            "snowflake_stats():vstrue".to_string(),
+            "snowflake_timestamp(bigint):sstrue".to_string(),
+            "snowflake_to_base32(bigint):istrue".to_string(),
+            "snowflake_to_text(bigint):istrue".to_string(),
+            "snowflake_worker_id(bigint):sstrue".to_string(),
+        ]
+        .join("\n");
+        assert_eq!(rows, expected);
     }
 
     #[pg_test(error = "snowflake ID -1 is negative")]

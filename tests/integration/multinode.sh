@@ -286,3 +286,6 @@ detected=$(q $C -At -c "
 log "operator check over snowflake_stats(): duplicate worker ids -> $detected"
 [ "$detected" = "1: dup, s1" ] || die "duplicate-worker check did not name both servers: '$detected'"
 log "multinode: ok"
+trap - EXIT
+cleanup
+rm -rf "$BASE"   # self-cleaning on success; kept for inspection on failure
