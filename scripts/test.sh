@@ -6,13 +6,19 @@
 #   4. pg_regress suites against real clusters (preloaded; preloaded with
 #      worker_id unset; not preloaded)
 #   5. integration scripts in tests/integration/ (real clusters, pgbench)
-# Set SNOWFLAKE_TEST_LAYERS to a subset, e.g. "regress integration".
+# Layers 3-5 run once per supported PostgreSQL major (14-18 by default).
+# Quick loops: PG_VERSIONS="15 18" for a subset of majors, and
+# SNOWFLAKE_TEST_LAYERS for a subset of layers, e.g. "regress integration".
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 LAYERS=${SNOWFLAKE_TEST_LAYERS:-"lint unit pgtest regress integration"}
+read -r -a VERSIONS <<< "${PG_VERSIONS:-$PG_SUPPORTED}"
+for v in "${VERSIONS[@]}"; do
+    [[ " $PG_SUPPORTED " == *" $v "* ]] || die "PG_VERSIONS: $v is not a supported major ($PG_SUPPORTED)"
+done
 has() { [[ " $LAYERS " == *" $1 "* ]]; }
 
-bash "$ROOT/scripts/prereqs.sh"
+bash "$ROOT/scripts/prereqs.sh" "${VERSIONS[@]}"
 export PATH="$HOME/.cargo/bin:$PATH"
 cd "$ROOT"
 mkdir -p "$ROOT/.run"
@@ -42,31 +48,35 @@ if has unit; then
     SUMMARY+=("unit: $(grep -E '^test result' "$ROOT/.run/unit.log" | head -1)")
 fi
 
-if has pgtest; then
-    log "#[pg_test]s (library preloaded, worker_id 42)"
-    args=(); if is_root; then args=(--runas postgres --pgdata "$(state_dir "$ROOT/.run/pgtest" pgtest)/data"); fi
-    cargo pgrx test "pg$PG_MAJOR" "${args[@]}" 2>&1 | tee "$ROOT/.run/pgtest.log" | grep -E "^test result|FAILED|panicked" >&2
-    grep -q "^test result: ok" "$ROOT/.run/pgtest.log" || die "pg_test failed; see .run/pgtest.log"
-    SUMMARY+=("pg_test: $(grep -E '^test result' "$ROOT/.run/pgtest.log" | tail -1)")
-fi
+for v in "${VERSIONS[@]}"; do
+    select_pg "$v"
+    log "=== PostgreSQL $PG_MAJOR ($PG_CONFIG) ==="
+    if has pgtest; then
+        log "PostgreSQL $PG_MAJOR: #[pg_test]s (library preloaded, worker_id 42)"
+        args=(); if is_root; then args=(--runas postgres --pgdata "$(state_dir "$ROOT/.run/pgtest" pgtest)/data"); fi
+        cargo pgrx test "pg$PG_MAJOR" "${args[@]}" 2>&1 | tee "$ROOT/.run/pgtest-$PG_MAJOR.log" | grep -E "^test result|FAILED|panicked" >&2
+        grep -q "^test result: ok" "$ROOT/.run/pgtest-$PG_MAJOR.log" || die "pg_test failed; see .run/pgtest-$PG_MAJOR.log"
+        SUMMARY+=("PG $PG_MAJOR pg_test: $(grep -E '^test result' "$ROOT/.run/pgtest-$PG_MAJOR.log" | tail -1)")
+    fi
 
-# Everything below runs real clusters on the release build.
-if has regress || has integration; then
-    install_extension
-fi
+    # Everything below runs real clusters on the release build.
+    if has regress || has integration; then
+        install_extension
+    fi
 
-if has regress; then
-    bash "$ROOT/tests/regress/run.sh"
-    SUMMARY+=("pg_regress: $(cat "$ROOT/.run/regress.summary")")
-fi
+    if has regress; then
+        bash "$ROOT/tests/regress/run.sh"
+        SUMMARY+=("PG $PG_MAJOR pg_regress: $(cat "$ROOT/.run/regress.summary")")
+    fi
 
-if has integration; then
-    for t in "$ROOT"/tests/integration/*.sh; do
-        log "integration: $(basename "$t")"
-        bash "$t"
-        SUMMARY+=("integration $(basename "$t"): ok")
-    done
-fi
+    if has integration; then
+        for t in "$ROOT"/tests/integration/*.sh; do
+            log "PostgreSQL $PG_MAJOR: integration $(basename "$t")"
+            bash "$t"
+            SUMMARY+=("PG $PG_MAJOR integration $(basename "$t"): ok")
+        done
+    fi
+done
 
 log "all requested layers passed"
 printf '  %s\n' "${SUMMARY[@]}" >&2
