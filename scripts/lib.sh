@@ -19,10 +19,11 @@ declare -A PG_WHEEL=([14]=14.23.0 [16]=16.15.0 [17]=17.11.0 [18]=18.6.0)
 # /var/tmp.
 shared_dir() {
     local want="$1" name="$2"
-    if is_root && ! runuser -u postgres -- test -x "$(dirname "$want")" 2>/dev/null; then
-        want="/var/tmp/snowflake_id-$(printf '%s' "$ROOT" | md5sum | cut -c1-8)/$name"
-    fi
     mkdir -p "$want"
+    if is_root && ! runuser -u postgres -- test -x "$want" 2>/dev/null; then
+        want="/var/tmp/snowflake_id-$(printf '%s' "$ROOT" | md5sum | cut -c1-8)/$name"
+        mkdir -p "$want"
+    fi
     printf '%s\n' "$want"
 }
 

@@ -31,8 +31,9 @@ if [ "$(cargo pgrx --version 2>/dev/null | awk '{print $2}')" != "$PGRX_VERSION"
     cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
 fi
 
-# Register every requested major (arguments; default Debian's) with
-# cargo-pgrx, keeping those already registered. Wheels are fetched here.
+# Register every requested PostgreSQL with cargo-pgrx, keeping those already
+# registered. Arguments are majors (wheels are fetched here) or paths to a
+# pg_config; the default is Debian's PostgreSQL.
 majors=("$@"); [ ${#majors[@]} -gt 0 ] || majors=("$SYSTEM_PG_MAJOR")
 config="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
 declare -A want=()
@@ -44,7 +45,11 @@ if [ -f "$config" ]; then
 fi
 changed=0
 for m in "${majors[@]}"; do
-    pgc=$(pg_config_for "$m")
+    if [[ "$m" == */* ]]; then
+        pgc="$m"; m=$("$pgc" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+    else
+        pgc=$(pg_config_for "$m")
+    fi
     [ "${want[$m]:-}" = "$pgc" ] || { want[$m]="$pgc"; changed=1; }
 done
 if [ $changed = 1 ]; then

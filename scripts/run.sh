@@ -3,16 +3,29 @@
 # a local PostgreSQL with it preloaded, and show it working. Leaves the
 # server running. Re-running is safe: it rebuilds, restarts and re-demos.
 #
+#   PG_VERSION           PostgreSQL major to run: 14, 15, 16, 17 or 18 (default 18)
+#   PG_CONFIG            or: the pg_config of an existing PostgreSQL to use instead
 #   SNOWFLAKE_PORT       port of the local server (default 54329)
 #   SNOWFLAKE_WORKER_ID  its snowflake_id.worker_id (default 1)
 set -euo pipefail
+USER_PG_CONFIG=${PG_CONFIG:-}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 PORT=${SNOWFLAKE_PORT:-54329}
 WORKER_ID=${SNOWFLAKE_WORKER_ID:-1}
 
-bash "$ROOT/scripts/prereqs.sh"
+if [ -n "$USER_PG_CONFIG" ]; then
+    bash "$ROOT/scripts/prereqs.sh" "$USER_PG_CONFIG"
+    export PG_CONFIG="$USER_PG_CONFIG"
+else
+    bash "$ROOT/scripts/prereqs.sh" "${PG_VERSION:-18}"
+    select_pg "${PG_VERSION:-18}"
+fi
 export PATH="$HOME/.cargo/bin:$PATH"
-DIR=$(state_dir "$ROOT/.run" run)
+DIR=$(state_dir "$ROOT/.run/run-$PG_MAJOR" "run-$PG_MAJOR")
+for other in "$ROOT"/.run/run-* /var/tmp/snowflake_id-*/run-*; do   # one demo server at a time
+    [ -f "$other/data/PG_VERSION" ] && [ "$other" != "$DIR" ] || continue
+    (PG_CONFIG=$(pg_config_for "$(cat "$other/data/PG_VERSION")") && cluster_stop "$other") || true
+done
 cluster_stop "$DIR"            # a running server would keep the old library
 install_extension
 
@@ -58,8 +71,8 @@ SQL
 
 cat <<EOM
 
-snowflake_id is running (worker_id $WORKER_ID).
-  connect:  psql -h $DIR -p $PORT -U postgres
+snowflake_id is running on PostgreSQL $PG_MAJOR (worker_id $WORKER_ID).
+  connect:  ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH=$LD_LIBRARY_PATH }$(pgbin)/psql -h $DIR -p $PORT -U postgres
   stop:     bash scripts/stop.sh        (or: make stop)
   log:      $DIR/server.log
 EOM

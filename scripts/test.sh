@@ -5,13 +5,16 @@
 #   3. #[pg_test]s inside a server with the library preloaded
 #   4. pg_regress suites against real clusters (preloaded; preloaded with
 #      worker_id unset; not preloaded)
-#   5. integration scripts in tests/integration/ (real clusters, pgbench)
-# Layers 3-5 run once per supported PostgreSQL major (14-18 by default).
+#   5. upgrade check: every released version -> HEAD with ALTER EXTENSION
+#      UPDATE, regress suites in the upgraded database, catalog equal to a
+#      fresh install (tests/upgrade/run.sh)
+#   6. integration scripts in tests/integration/ (real clusters, pgbench)
+# Layers 3-6 run once per supported PostgreSQL major (14-18 by default).
 # Quick loops: PG_VERSIONS="15 18" for a subset of majors, and
 # SNOWFLAKE_TEST_LAYERS for a subset of layers, e.g. "regress integration".
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-LAYERS=${SNOWFLAKE_TEST_LAYERS:-"lint unit pgtest regress integration"}
+LAYERS=${SNOWFLAKE_TEST_LAYERS:-"lint unit pgtest regress upgrade integration"}
 read -r -a VERSIONS <<< "${PG_VERSIONS:-$PG_SUPPORTED}"
 for v in "${VERSIONS[@]}"; do
     [[ " $PG_SUPPORTED " == *" $v "* ]] || die "PG_VERSIONS: $v is not a supported major ($PG_SUPPORTED)"
@@ -60,13 +63,18 @@ for v in "${VERSIONS[@]}"; do
     fi
 
     # Everything below runs real clusters on the release build.
-    if has regress || has integration; then
+    if has regress || has upgrade || has integration; then
         install_extension
     fi
 
     if has regress; then
         bash "$ROOT/tests/regress/run.sh"
         SUMMARY+=("PG $PG_MAJOR pg_regress: $(cat "$ROOT/.run/regress.summary")")
+    fi
+
+    if has upgrade; then
+        bash "$ROOT/tests/upgrade/run.sh"
+        SUMMARY+=("PG $PG_MAJOR upgrade: $(cat "$ROOT/.run/upgrade.summary") earlier release(s) -> HEAD, catalog equal to a fresh install")
     fi
 
     if has integration; then

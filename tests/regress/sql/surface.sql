@@ -4,7 +4,7 @@
 -- IDs, compose as the inverse of decode, min/max bounds, and that a time
 -- range through the bounds is a primary-key index range scan.
 SET client_min_messages = warning;
-CREATE EXTENSION snowflake_id;
+CREATE EXTENSION IF NOT EXISTS snowflake_id;
 RESET client_min_messages;
 SET TimeZone = 'UTC';
 

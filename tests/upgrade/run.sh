@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Upgrade check: every earlier release must reach this version through
+# ALTER EXTENSION ... UPDATE and end up exactly like a fresh install.
+#
+# For each released install script sql/snowflake_id--<old>.sql (the 0.1.0
+# script is kept as the fixture until releases are tagged builds):
+#   1. install it next to this build's files and CREATE EXTENSION ... VERSION
+#      '<old>', with tables, data and a view that use the extension;
+#   2. ALTER EXTENSION snowflake_id UPDATE (to this version);
+#   3. run the regression suites in that upgraded database, and check the
+#      old rows and the view still work;
+#   4. compare the catalog (every function with its arguments, result,
+#      volatility, parallel safety, strictness, security, settings, body,
+#      ACL and comment) with a fresh CREATE EXTENSION: they must be equal.
+# A missing or incomplete upgrade script fails step 2 or step 4.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+DIR=$(state_dir "$ROOT/.run/upgrade" upgrade)
+PORT=${SNOWFLAKE_UPGRADE_PORT:-55560}
+PGREGRESS="$(dirname "$("$PG_CONFIG" --pgxs)")/../test/regress/pg_regress"
+EXTDIR="$("$PG_CONFIG" --sharedir)/extension"
+VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -1)
+trap 'cluster_stop "$DIR"' EXIT
+cluster_stop "$DIR"
+cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 42"
+cluster_start "$DIR" || { cat "$DIR/server.log" >&2; die "cluster did not start"; }
+
+# The extension directory holds exactly the repository's scripts: the
+# released install scripts (as packages of those releases left them) and
+# the upgrade scripts, with no stale copy from an earlier build.
+$SUDO rm -f "$EXTDIR"/snowflake_id--*--*.sql
+for f in "$ROOT"/sql/snowflake_id--*.sql; do
+    $SUDO cp "$f" "$EXTDIR/"
+done
+
+catalog() {  # the extension's functions as \df+ would show them, plus ACL and comment
+    pq "$DIR" "$PORT" -d "$1" -At -c "
+        SELECT p.oid::regprocedure::text, pg_get_function_result(p.oid),
+               p.provolatile, p.proparallel, p.proisstrict, p.prosecdef, p.proleakproof,
+               p.proconfig, l.lanname, md5(p.prosrc), p.probin, p.proacl,
+               obj_description(p.oid, 'pg_proc')
+          FROM pg_proc p
+          JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+          JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'snowflake_id'
+          JOIN pg_language l ON l.oid = p.prolang
+         ORDER BY p.oid::regprocedure::text COLLATE \"C\""
+}
+
+pq "$DIR" "$PORT" -c "CREATE DATABASE fresh"
+pq "$DIR" "$PORT" -d fresh -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id"
+catalog fresh > "$DIR/fresh.catalog"
+
+checked=0
+for f in "$ROOT"/sql/snowflake_id--*.sql; do
+    old=$(basename "$f" .sql); old=${old#snowflake_id--}
+    case "$old" in *--*) continue ;; "$VERSION") continue ;; esac
+    db="from_${old//./_}"
+    log "upgrade $old -> $VERSION"
+    pq "$DIR" "$PORT" -c "CREATE DATABASE $db"
+    pq "$DIR" "$PORT" -d "$db" <<SQL
+SET client_min_messages = warning;
+CREATE EXTENSION snowflake_id VERSION '$old';
+CREATE SCHEMA app;
+CREATE TABLE app.orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), note text);
+INSERT INTO app.orders (note) SELECT 'before upgrade' FROM generate_series(1, 1000);
+CREATE VIEW app.order_times AS SELECT id, snowflake_timestamp(id) AS ts FROM app.orders;
+SQL
+    pq "$DIR" "$PORT" -d "$db" -c "ALTER EXTENSION snowflake_id UPDATE" \
+        || die "ALTER EXTENSION snowflake_id UPDATE from $old failed: is sql/snowflake_id--$old--$VERSION.sql missing?"
+    got=$(pq "$DIR" "$PORT" -d "$db" -At -c "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'")
+    [ "$got" = "$VERSION" ] || die "after UPDATE from $old the extension is at $got, not $VERSION"
+    # Old rows, the view, and new rows all work after the upgrade.
+    read -r n view_n newer < <(pq "$DIR" "$PORT" -d "$db" -At -F ' ' -c "
+        INSERT INTO app.orders (note) VALUES ('after upgrade');
+        SELECT count(*), (SELECT count(*) FROM app.order_times WHERE ts IS NOT NULL),
+               (SELECT id FROM app.orders WHERE note = 'after upgrade')
+                 > (SELECT max(id) FROM app.orders WHERE note = 'before upgrade')
+          FROM app.orders")
+    [ "$n" = 1001 ] && [ "$view_n" = 1001 ] && [ "$newer" = t ] || die "data after the upgrade from $old is wrong ($n, $view_n, $newer)"
+    # The regression suites, in the upgraded database.
+    if ! "$PGREGRESS" --inputdir="$ROOT/tests/regress" --outputdir="$DIR" --bindir="$(pgbin)" \
+            --host="$DIR" --port="$PORT" --user=postgres --use-existing --dbname="$db" \
+            surface errors formats convert >"$DIR/regress.out" 2>&1; then
+        cat "$DIR/regress.out" "$DIR/regression.diffs" >&2 2>/dev/null || true
+        die "regression suites fail after the upgrade from $old"
+    fi
+    catalog "$db" > "$DIR/$db.catalog"
+    diff -u "$DIR/fresh.catalog" "$DIR/$db.catalog" >&2 \
+        || die "the catalog after upgrading from $old differs from a fresh install of $VERSION (above: - fresh, + upgraded)"
+    checked=$((checked + 1))
+done
+[ "$checked" -gt 0 ] || die "no earlier release found in sql/ to upgrade from"
+echo "$checked" > "$ROOT/.run/upgrade.summary"
+log "upgrade: $checked earlier release(s) upgrade to $VERSION with the same catalog as a fresh install"
