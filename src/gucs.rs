@@ -174,6 +174,9 @@ pub fn define() -> Vec<String> {
         GucFlags::UNIT_MS,
     );
 
+    // The only version-specific code: PostgreSQL 15 added
+    // MarkGUCPrefixReserved (an unknown snowflake_id.* setting is an
+    // error); on 14, EmitWarningsOnPlaceholders only warns about them.
     #[cfg(not(feature = "pg14"))]
     // SAFETY: plain C call with a static string.
     unsafe {
