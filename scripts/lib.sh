@@ -131,6 +131,17 @@ cluster_stop() {
     fi
 }
 
+# pgbench_clean OUTFILE: the run had no failed transaction. pgbench 15+
+# prints "number of failed transactions: N"; pgbench 14 has no such line
+# and instead aborts the client and prints the error.
+pgbench_clean() {
+    if grep -q "number of failed transactions" "$1"; then
+        grep -q "number of failed transactions: 0 " "$1"
+    else
+        grep -q "number of transactions actually processed" "$1" && ! grep -qiE "aborted|error" "$1"
+    fi
+}
+
 # psql against a cluster: pq DIR PORT [psql args...]
 pq() {
     local dir="$1" port="$2"; shift 2
