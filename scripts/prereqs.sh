@@ -46,7 +46,7 @@ fi
 changed=0
 for m in "${majors[@]}"; do
     if [[ "$m" == */* ]]; then
-        pgc="$m"; m=$("$pgc" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')
+        pgc="$m"; m=$(pg_major_of "$pgc")
     else
         pgc=$(pg_config_for "$m")
     fi

@@ -22,10 +22,7 @@ else
 fi
 export PATH="$HOME/.cargo/bin:$PATH"
 DIR=$(state_dir "$ROOT/.run/run-$PG_MAJOR" "run-$PG_MAJOR")
-for other in "$ROOT"/.run/run-* /var/tmp/snowflake_id-*/run-*; do   # one demo server at a time
-    [ -f "$other/data/PG_VERSION" ] && [ "$other" != "$DIR" ] || continue
-    (PG_CONFIG=$(pg_config_for "$(cat "$other/data/PG_VERSION")") && cluster_stop "$other") || true
-done
+stop_demo_servers "$DIR"   # one demo server at a time
 cluster_stop "$DIR"            # a running server would keep the old library
 install_extension
 

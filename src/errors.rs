@@ -208,38 +208,26 @@ pub fn invalid_format(e: &FormatError) -> ! {
 /// Encoding or decoding the base32 form failed; `input` is the text being
 /// decoded, if any.
 pub fn base32_error(e: Base32Error, input: Option<&str>) -> ! {
-    match e {
+    let input = input.unwrap_or_default();
+    let detail = match e {
         Base32Error::Negative(id) => id_error(IdError::NegativeId(id)),
         Base32Error::OutOfRange => raise(
             PgSqlErrorCode::ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE,
-            format!(
-                "value \"{}\" is out of range for type bigint",
-                input.unwrap_or_default()
-            ),
+            format!("value \"{input}\" is out of range for type bigint"),
             None,
             None,
         ),
-        other => {
-            let detail = match other {
-                Base32Error::Empty => "The text has no base32 symbols.".to_string(),
-                Base32Error::TooLong(n) => {
-                    format!("The text has {n} symbols; an ID has at most 13.")
-                }
-                Base32Error::InvalidChar { ch, at } => format!(
-                    "Character {ch:?} at position {} is not a Crockford base32 symbol.",
-                    at + 1
-                ),
-                _ => other.to_string(),
-            };
-            raise(
-                PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
-                format!(
-                    "invalid input syntax for a base32 snowflake ID: \"{}\"",
-                    input.unwrap_or_default()
-                ),
-                Some(detail),
-                Some("Use the 13-symbol Crockford base32 form that snowflake_to_base32() returns."),
-            )
-        }
-    }
+        Base32Error::Empty => "The text has no base32 symbols.".to_string(),
+        Base32Error::TooLong(n) => format!("The text has {n} symbols; an ID has at most 13."),
+        Base32Error::InvalidChar { ch, at } => format!(
+            "Character {ch:?} at position {} is not a Crockford base32 symbol.",
+            at + 1
+        ),
+    };
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
+        format!("invalid input syntax for a base32 snowflake ID: \"{input}\""),
+        Some(detail),
+        Some("Use the 13-symbol Crockford base32 form that snowflake_to_base32() returns."),
+    )
 }

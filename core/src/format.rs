@@ -204,7 +204,8 @@ impl Format {
         })
     }
 
-    fn offset_of(&self, unix_ms: i64) -> Result<u64, IdError> {
+    /// Unix milliseconds as an in-range offset from the epoch.
+    pub(crate) fn offset_of(&self, unix_ms: i64) -> Result<u64, IdError> {
         if unix_ms < self.epoch_ms {
             return Err(IdError::BeforeEpoch {
                 unix_ms,

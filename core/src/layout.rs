@@ -10,6 +10,7 @@
 //! The widths of the worker and sequence fields are configurable; the
 //! timestamp takes whatever is left of the 63 usable bits.
 
+use crate::format::Format;
 use std::fmt;
 
 /// Bits available to the three fields (bit 63 is the sign bit and stays 0).
@@ -219,22 +220,15 @@ impl Layout {
         id >> (self.worker_bits + self.sequence_bits)
     }
 
+    /// The same layout as a general [`Format`]: decoding and range bounds
+    /// are written once there, for local and foreign layouts alike.
+    fn format(&self) -> Format {
+        Format::from(*self)
+    }
+
     /// Convert Unix milliseconds to an in-range offset from the epoch.
     pub fn offset_of(&self, unix_ms: i64) -> Result<u64, IdError> {
-        if unix_ms < self.epoch_ms {
-            return Err(IdError::BeforeEpoch {
-                unix_ms,
-                epoch_ms: self.epoch_ms,
-            });
-        }
-        let off = (unix_ms as i128 - self.epoch_ms as i128) as u128;
-        if off > self.max_timestamp() as u128 {
-            return Err(IdError::PastEnd {
-                unix_ms,
-                last_unix_ms: self.last_unix_ms(),
-            });
-        }
-        Ok(off as u64)
+        self.format().offset_of(unix_ms)
     }
 
     /// `value` as an in-range field value, or the error `err` builds.
@@ -259,27 +253,17 @@ impl Layout {
 
     /// Split an ID into its parts. Every non-negative `bigint` decodes.
     pub fn decode(&self, id: i64) -> Result<Parts, IdError> {
-        if id < 0 {
-            return Err(IdError::NegativeId(id));
-        }
-        let (ts, worker, sequence) = self.split(id as u64);
-        Ok(Parts {
-            unix_ms: self.epoch_ms.saturating_add(ts.min(i64::MAX as u64) as i64),
-            worker,
-            sequence,
-        })
+        self.format().decode(id)
     }
 
     /// The smallest ID any worker could mint in the millisecond `unix_ms`.
     pub fn min_id(&self, unix_ms: i64) -> Result<i64, IdError> {
-        let ts = self.offset_of(unix_ms)?;
-        Ok(self.pack(ts, 0, 0) as i64)
+        self.format().min_id(unix_ms)
     }
 
     /// The largest ID any worker could mint in the millisecond `unix_ms`.
     pub fn max_id(&self, unix_ms: i64) -> Result<i64, IdError> {
-        let ts = self.offset_of(unix_ms)?;
-        Ok(self.pack(ts, self.max_worker(), self.max_sequence()) as i64)
+        self.format().max_id(unix_ms)
     }
 
     /// First sequence number used when a millisecond is opened by the wall
