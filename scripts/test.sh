@@ -9,12 +9,15 @@
 #      UPDATE, regress suites in the upgraded database, catalog equal to a
 #      fresh install (tests/upgrade/run.sh)
 #   6. integration scripts in tests/integration/ (real clusters, pgbench)
-# Layers 3-6 run once per supported PostgreSQL major (14-18 by default).
+#   7. packages: scripts/package.sh builds the tarball and .deb, and
+#      tests/package/run.sh installs them into a clean PostgreSQL with no
+#      Rust on PATH and runs the regression suites there
+# Layers 3-7 run once per supported PostgreSQL major (14-18 by default).
 # Quick loops: PG_VERSIONS="15 18" for a subset of majors, and
 # SNOWFLAKE_TEST_LAYERS for a subset of layers, e.g. "regress integration".
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-LAYERS=${SNOWFLAKE_TEST_LAYERS:-"lint unit pgtest regress upgrade integration"}
+LAYERS=${SNOWFLAKE_TEST_LAYERS:-"lint unit pgtest regress upgrade integration package"}
 read -r -a VERSIONS <<< "${PG_VERSIONS:-$PG_SUPPORTED}"
 for v in "${VERSIONS[@]}"; do
     [[ " $PG_SUPPORTED " == *" $v "* ]] || die "PG_VERSIONS: $v is not a supported major ($PG_SUPPORTED)"
@@ -83,6 +86,14 @@ for v in "${VERSIONS[@]}"; do
             bash "$t"
             SUMMARY+=("PG $PG_MAJOR integration $(basename "$t"): ok")
         done
+    fi
+
+    # Last: on Debian's PostgreSQL it replaces the development install with
+    # the .deb and removes that again.
+    if has package; then
+        SNOWFLAKE_PREREQS_DONE=1 bash "$ROOT/scripts/package.sh" "$PG_MAJOR"
+        bash "$ROOT/tests/package/run.sh" "$PG_MAJOR"
+        SUMMARY+=("PG $PG_MAJOR packages: $(cat "$ROOT/.run/package.summary")")
     fi
 done
 

