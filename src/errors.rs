@@ -103,6 +103,15 @@ pub fn worker_out_of_range(worker: u64, max: u64) -> ! {
     )
 }
 
+pub fn negative_count(count: i32) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("number of IDs requested must not be negative: {count}"),
+        None,
+        None,
+    )
+}
+
 pub fn timestamp_out_of_range(what: &str) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,

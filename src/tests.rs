@@ -141,6 +141,7 @@ mod tests {
             format!("snowflake_min_id({ts}):sstrue"),
             format!("snowflake_min_id({ts},{explicit}):istrue"),
             "snowflake_nextval():vstrue".to_string(),
+            "snowflake_nextval(integer):vstrue".to_string(),
             "snowflake_sequence(bigint):sstrue".to_string(),
             "snowflake_stats():vstrue".to_string(),
             "snowflake_timestamp(bigint):sstrue".to_string(),
@@ -150,6 +151,31 @@ mod tests {
         ]
         .join("\n");
         assert_eq!(rows, expected);
+    }
+
+    /// The bulk form: `count` unique, increasing IDs of this worker, all
+    /// above the single IDs issued before and below those issued after.
+    #[pg_test]
+    fn bulk_nextval_is_a_block_of_the_same_generator() {
+        let before = snowflake_nextval();
+        let ok: bool = one(&format!(
+            "SELECT count(*) = 100000 AND count(DISTINCT id) = 100000
+                    AND bool_and(snowflake_worker_id(id) = 42)
+                    AND min(id) > {before}
+                    AND bool_and(id > prev)
+               FROM (SELECT id, lag(id, 1, {before}::bigint) OVER (ORDER BY n) AS prev
+                       FROM ROWS FROM (snowflake_nextval(100000)) WITH ORDINALITY AS t(id, n)) x"
+        ));
+        assert!(ok);
+        let max: i64 = one("SELECT max(id) FROM snowflake_nextval(5) id");
+        assert!(snowflake_nextval() > max);
+        let none: i64 = one("SELECT count(*) FROM snowflake_nextval(0)");
+        assert_eq!(none, 0);
+    }
+
+    #[pg_test(error = "number of IDs requested must not be negative: -1")]
+    fn bulk_nextval_rejects_negative_counts() {
+        Spi::run("SELECT snowflake_nextval(-1)").unwrap();
     }
 
     #[pg_test(error = "snowflake ID -1 is negative")]

@@ -111,6 +111,40 @@ pub enum Attempt {
     Reserve(i64),
 }
 
+/// A run of consecutive IDs of one worker, issued by one compare-and-swap:
+/// `count` IDs at consecutive timeline positions starting at `first`
+/// (see [`Layout::position`]), crossing millisecond boundaries as needed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Block {
+    pub first: i64,
+    pub count: u64,
+}
+
+impl Block {
+    /// The IDs of the block, in increasing order.
+    pub fn ids(self, layout: Layout) -> impl Iterator<Item = i64> {
+        let first = layout.position(self.first as u64);
+        let worker = layout.split(self.first as u64).1;
+        (first..first + self.count).map(move |p| layout.at_position(p, worker) as i64)
+    }
+
+    /// The last ID of the block.
+    pub fn last(self, layout: &Layout) -> i64 {
+        let (_, worker, _) = layout.split(self.first as u64);
+        layout.at_position(layout.position(self.first as u64) + self.count - 1, worker) as i64
+    }
+}
+
+/// What one block attempt produced (see [`GeneratorState::try_next_block`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockAttempt {
+    Issued(Block),
+    /// Back-pressure: sleep this many milliseconds, then try again.
+    Wait(u64),
+    /// Persist a reservation up to this Unix ms first, then retry.
+    Reserve(i64),
+}
+
 /// Things that happened during a call, for logging and statistics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Events {
@@ -301,13 +335,36 @@ impl GeneratorState {
 
     /// One attempt at issuing an ID. Lock-free: it retries its CAS only when
     /// another process issued an ID in between.
+    #[inline]
     pub fn try_next(
         &self,
         cfg: &Config,
         clock: &impl Clock,
         ev: &mut Events,
     ) -> Result<Attempt, GenError> {
+        Ok(match self.try_next_block(cfg, clock, ev, 1)? {
+            BlockAttempt::Issued(b) => Attempt::Issued(b.first),
+            BlockAttempt::Wait(ms) => Attempt::Wait(ms),
+            BlockAttempt::Reserve(ms) => Attempt::Reserve(ms),
+        })
+    }
+
+    /// One attempt at issuing up to `want` consecutive IDs with a single
+    /// compare-and-swap (at least one). The block starts where a single ID
+    /// would and continues at the next timeline positions, borrowing future
+    /// milliseconds as needed; it is cut short where it would pass the lead
+    /// bound or the layout's last millisecond, so it may hold fewer than
+    /// `want` IDs. It waits for a reservation covering its whole end.
+    #[inline(always)]
+    pub fn try_next_block(
+        &self,
+        cfg: &Config,
+        clock: &impl Clock,
+        ev: &mut Events,
+        want: u64,
+    ) -> Result<BlockAttempt, GenError> {
         let layout = &cfg.layout;
+        let want = want.max(1);
         loop {
             let last = self.last_id.load(Ordering::Acquire);
             let wall = clock.wall_ns();
@@ -338,7 +395,12 @@ impl GeneratorState {
                 }
             };
             let cand_ts = layout.timestamp_of(cand);
-            if cand_ts > now {
+            let first_pos = layout.position(cand);
+            let mut end_pos = first_pos
+                .saturating_add(want - 1)
+                .min(layout.max_position());
+            let mut end_ts = end_pos >> layout.sequence_bits();
+            if end_ts > now {
                 let m = mono.unwrap_or_else(|| clock.mono_ns());
                 let reference = self.reference_ms(m, now as i64, layout);
                 let limit = reference.saturating_add(cfg.max_lead_ms as i64);
@@ -349,7 +411,7 @@ impl GeneratorState {
                         self.counters
                             .backpressure_waits
                             .fetch_add(1, Ordering::Relaxed);
-                        return Ok(Attempt::Wait(excess));
+                        return Ok(BlockAttempt::Wait(excess));
                     }
                     // Not a burst: re-anchor the reference clock so that
                     // this ID is exactly at the bound, and go on.
@@ -359,24 +421,33 @@ impl GeneratorState {
                     ev.reanchored = true;
                     continue;
                 }
+                if end_ts as i64 > limit {
+                    // A block stops at the bound (limit >= cand_ts here).
+                    end_ts = limit as u64;
+                    end_pos = ((end_ts + 1) << layout.sequence_bits()) - 1;
+                }
             }
-            let cand_unix_ms = layout.epoch_ms() + cand_ts as i64;
-            if cand_unix_ms > self.reserved_until_ms.load(Ordering::Acquire) {
+            let end_unix_ms = layout.epoch_ms() + end_ts as i64;
+            if end_unix_ms > self.reserved_until_ms.load(Ordering::Acquire) {
                 self.counters
                     .reservation_waits
                     .fetch_add(1, Ordering::Relaxed);
-                return Ok(Attempt::Reserve(cand_unix_ms));
+                return Ok(BlockAttempt::Reserve(end_unix_ms));
             }
+            let end = layout.at_position(end_pos, cfg.worker);
             if self
                 .last_id
-                .compare_exchange_weak(last, cand, Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange_weak(last, end, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
-                if wrapped {
-                    ev.overflows += 1;
+                // Milliseconds borrowed: the first ID's wrap, and every
+                // millisecond boundary the block crosses.
+                let borrowed = wrapped as u64 + (end_ts - cand_ts);
+                if borrowed > 0 {
+                    ev.overflows += borrowed as u32;
                     self.counters
                         .sequence_overflows
-                        .fetch_add(1, Ordering::Relaxed);
+                        .fetch_add(borrowed, Ordering::Relaxed);
                 }
                 if cand_ts == now && now > last_ts {
                     // IDs are back on the wall clock: any debt from a step
@@ -387,7 +458,10 @@ impl GeneratorState {
                         self.resync_reference(wall - m);
                     }
                 }
-                return Ok(Attempt::Issued(cand as i64));
+                return Ok(BlockAttempt::Issued(Block {
+                    first: cand as i64,
+                    count: end_pos - first_pos + 1,
+                }));
             }
         }
     }
@@ -407,6 +481,28 @@ impl GeneratorState {
                 Attempt::Issued(id) => return Ok(id),
                 Attempt::Wait(ms) => sleep_ms(ms),
                 Attempt::Reserve(ms) => {
+                    unreachable!("reservation to {ms} requested without a host")
+                }
+            }
+        }
+    }
+
+    /// Issue a block of up to `want` IDs (see [`Self::try_next_block`]),
+    /// sleeping through back-pressure. Like [`Self::next_id`], only for
+    /// states without a durable reservation.
+    pub fn next_block(
+        &self,
+        cfg: &Config,
+        clock: &impl Clock,
+        ev: &mut Events,
+        want: u64,
+        mut sleep_ms: impl FnMut(u64),
+    ) -> Result<Block, GenError> {
+        loop {
+            match self.try_next_block(cfg, clock, ev, want)? {
+                BlockAttempt::Issued(b) => return Ok(b),
+                BlockAttempt::Wait(ms) => sleep_ms(ms),
+                BlockAttempt::Reserve(ms) => {
                     unreachable!("reservation to {ms} requested without a host")
                 }
             }
@@ -817,6 +913,151 @@ mod tests {
             prev = id;
         }
         assert!(c.layout.decode(prev).unwrap().unix_ms > reserved);
+    }
+
+    fn block(st: &GeneratorState, c: &Config, clock: &ManualClock, want: u64) -> BlockAttempt {
+        st.try_next_block(c, clock, &mut Events::default(), want)
+            .unwrap()
+    }
+
+    #[test]
+    fn block_is_one_cas_of_consecutive_ids() {
+        let st = GeneratorState::new();
+        let c = cfg(1000);
+        let clock = ManualClock::new(T0, M0);
+        let (before, _) = issue(&st, &c, &clock);
+        let BlockAttempt::Issued(b) = block(&st, &c, &clock, 10_000) else {
+            panic!("block not issued")
+        };
+        assert_eq!(b.count, 10_000);
+        let ids: Vec<i64> = b.ids(c.layout).collect();
+        assert_eq!(ids.len(), 10_000);
+        assert!(ids[0] > before);
+        assert!(ids.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(*ids.last().unwrap(), b.last(&c.layout));
+        // The state is the block's last ID: the next single ID follows it.
+        assert_eq!(st.last_issued(), Some(b.last(&c.layout)));
+        let (after, _) = issue(&st, &c, &clock);
+        assert!(after > b.last(&c.layout));
+        // Every ID is this worker's, and the block crossed into borrowed
+        // milliseconds: 10,000 IDs need 3 of 4096.
+        let parts: Vec<_> = ids.iter().map(|id| c.layout.decode(*id).unwrap()).collect();
+        assert!(parts.iter().all(|p| p.worker == 42));
+        assert_eq!(parts.last().unwrap().unix_ms - parts[0].unix_ms, 2);
+        assert_eq!(st.counters.sequence_overflows.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn block_stops_at_the_lead_bound() {
+        let st = GeneratorState::new();
+        let c = cfg(2);
+        let clock = ManualClock::new(T0, M0);
+        let BlockAttempt::Issued(b) = block(&st, &c, &clock, 1_000_000) else {
+            panic!("block not issued")
+        };
+        // At most now + 2 ms: the rest of this millisecond and two more.
+        let last = c.layout.decode(b.last(&c.layout)).unwrap();
+        assert_eq!(last.unix_ms, T0 / MS + 2);
+        assert_eq!(last.sequence, 4095);
+        assert!(b.count < 3 * 4096 + 4096 && b.count > 2 * 4096);
+        // The clock has not moved: the next attempt must wait.
+        assert!(matches!(block(&st, &c, &clock, 10), BlockAttempt::Wait(1)));
+        clock.advance(MS);
+        let BlockAttempt::Issued(b2) = block(&st, &c, &clock, 1_000_000) else {
+            panic!("block not issued after the clock moved")
+        };
+        assert_eq!(b2.count, 4096);
+        assert!(b2.first > b.last(&c.layout));
+    }
+
+    #[test]
+    fn block_waits_for_a_reservation_covering_its_end() {
+        let st = GeneratorState::new();
+        let c = cfg(1000);
+        let clock = ManualClock::new(T0, M0);
+        st.publish_reservation(T0 / MS + 1);
+        // 20,000 IDs reach now + 4 ms: the whole end must be reserved.
+        assert_eq!(
+            block(&st, &c, &clock, 20_000),
+            BlockAttempt::Reserve(T0 / MS + 4)
+        );
+        assert_eq!(st.last_issued(), None);
+        st.publish_reservation(T0 / MS + 4);
+        let BlockAttempt::Issued(b) = block(&st, &c, &clock, 20_000) else {
+            panic!("block not issued")
+        };
+        assert_eq!(b.count, 20_000);
+    }
+
+    #[test]
+    fn block_stops_at_the_end_of_the_layout() {
+        let st = GeneratorState::new();
+        let l = Layout::new(T0 / MS, 10, 12).unwrap();
+        let c = Config {
+            layout: l,
+            worker: 3,
+            max_lead_ms: 1000,
+        };
+        // The clock in the layout's last millisecond.
+        let end_ns = l.last_unix_ms() * MS;
+        let clock = ManualClock::new(end_ns, M0);
+        let BlockAttempt::Issued(b) = block(&st, &c, &clock, 1_000_000) else {
+            panic!("block not issued")
+        };
+        assert_eq!(
+            b.last(&l) as u64,
+            l.pack(l.max_timestamp(), 3, l.max_sequence())
+        );
+        assert!(b.count <= 4096);
+        assert!(matches!(
+            st.try_next_block(&c, &clock, &mut Events::default(), 5),
+            Err(GenError::Exhausted { .. })
+        ));
+    }
+
+    /// Blocks and single IDs from many threads at once: unique, and
+    /// increasing within each thread.
+    #[test]
+    fn stress_blocks_and_singles() {
+        let st = Arc::new(GeneratorState::new());
+        let c = cfg(1000);
+        let clock: Arc<dyn Clock + Send + Sync> = Arc::new(SystemClock);
+        let handles: Vec<_> = (0..8u64)
+            .map(|t| {
+                let (st, clock) = (st.clone(), clock.clone());
+                std::thread::spawn(move || {
+                    let mut out = Vec::new();
+                    let mut ev = Events::default();
+                    let sleep = |ms| std::thread::sleep(std::time::Duration::from_millis(ms));
+                    for i in 0..3_000u64 {
+                        if t % 2 == 0 {
+                            let want = 1 + (i * 37 + t) % 300;
+                            let b = st.next_block(&c, &clock, &mut ev, want, sleep).unwrap();
+                            assert!(b.count >= 1 && b.count <= want);
+                            out.extend(b.ids(c.layout));
+                        } else {
+                            out.push(st.next_id(&c, &clock, &mut ev, sleep).unwrap());
+                        }
+                    }
+                    out
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for h in handles {
+            let ids = h.join().unwrap();
+            assert!(
+                ids.windows(2).all(|w| w[0] < w[1]),
+                "per-thread order violated"
+            );
+            all.extend(ids);
+        }
+        let n = all.len();
+        assert!(n > 4 * 3_000 * 100, "blocks were too small: {n} IDs");
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "duplicate IDs");
+        assert_eq!(st.last_issued(), all.last().copied());
     }
 
     fn stress(clock: Arc<dyn Clock + Send + Sync>, threads: usize, per_thread: usize, lead: u64) {

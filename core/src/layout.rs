@@ -278,6 +278,31 @@ impl Layout {
         splitmix64(ts ^ (worker << 44)) & mask(span_bits)
     }
 
+    /// An ID's place on its worker's timeline:
+    /// `timestamp * 2^sequence_bits + sequence`. Consecutive IDs of one
+    /// worker have consecutive positions, across millisecond boundaries.
+    #[inline]
+    pub fn position(&self, id: u64) -> u64 {
+        let (ts, _, seq) = self.split(id);
+        (ts << self.sequence_bits()) | seq
+    }
+
+    /// The ID of `worker` at timeline position `pos` (see [`Self::position`]).
+    #[inline]
+    pub fn at_position(&self, pos: u64, worker: u64) -> u64 {
+        self.pack(
+            pos >> self.sequence_bits(),
+            worker,
+            pos & self.max_sequence(),
+        )
+    }
+
+    /// The last position the layout can represent.
+    #[inline]
+    pub fn max_position(&self) -> u64 {
+        (self.max_timestamp() << self.sequence_bits()) | self.max_sequence()
+    }
+
     /// The next ID to issue after `last` for `worker`, given the wall clock
     /// offset `now`. Returns the ID and whether the sequence wrapped (so a
     /// future millisecond was borrowed).

@@ -13,6 +13,6 @@ pub mod state_file;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use epoch::{format_epoch, parse_epoch, EpochError};
 pub use format::{FieldOrder, Format, FormatError, PRESET_NAMES};
-pub use generator::{Attempt, Config, Events, GenError, GeneratorState};
+pub use generator::{Attempt, Block, BlockAttempt, Config, Events, GenError, GeneratorState};
 pub use layout::{IdError, Layout, LayoutError, Parts};
 pub use state_file::{compatibility, Compatibility, StateError, StateFile};

@@ -22,6 +22,8 @@ SELECT pg_temp.err('SELECT * FROM snowflake_decode(-1)');
 SELECT pg_temp.err('SELECT snowflake_timestamp(-9223372036854775808)');
 SELECT pg_temp.err('SELECT snowflake_worker_id(-5)');
 SELECT pg_temp.err('SELECT snowflake_sequence(-5)');
+-- A negative number of IDs.
+SELECT pg_temp.err('SELECT snowflake_nextval(-1)');
 -- compose with parts out of range.
 SELECT pg_temp.err($q$SELECT snowflake_compose('2025-01-01+00', 1024, 0)$q$);
 SELECT pg_temp.err($q$SELECT snowflake_compose('2025-01-01+00', -1, 0)$q$);

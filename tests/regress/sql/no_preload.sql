@@ -25,6 +25,8 @@ SELECT snowflake_nextval();
 \set VERBOSITY sqlstate
 SELECT snowflake_nextval();
 \set VERBOSITY default
+-- The bulk form refuses the same way.
+SELECT snowflake_nextval(3);
 -- Without preload the worker id is still known, and unset here.
 SHOW snowflake_id.worker_id;
 CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval());

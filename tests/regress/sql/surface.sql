@@ -64,6 +64,24 @@ SELECT * FROM orders
  WHERE id BETWEEN snowflake_min_id('2024-06-01 00:00+00')
               AND snowflake_max_id('2024-06-01 01:00+00');
 
+-- Bulk generation: snowflake_nextval(count) returns count increasing IDs
+-- of this worker, after every ID issued before and before every later one.
+CREATE TEMP TABLE bulk AS
+SELECT id, n FROM ROWS FROM (snowflake_nextval(50000)) WITH ORDINALITY AS t(id, n);
+SELECT count(*) AS ids, count(DISTINCT id) AS distinct_ids,
+       bool_and(snowflake_worker_id(id) = 42) AS all_worker_42,
+       min(id) > (SELECT max(id) FROM orders) AS after_earlier_ids
+  FROM bulk;
+SELECT bool_and(id > prev) AS increasing
+  FROM (SELECT id, lag(id) OVER (ORDER BY n) AS prev FROM bulk) x WHERE prev IS NOT NULL;
+SELECT snowflake_nextval() > (SELECT max(id) FROM bulk) AS later_ids_above;
+-- Keys for a bulk load, and the empty and NULL requests.
+INSERT INTO orders (id, n)
+SELECT id, -n FROM ROWS FROM (snowflake_nextval(1000)) WITH ORDINALITY AS t(id, n);
+SELECT count(*) AS bulk_rows FROM orders WHERE n < 0;
+SELECT count(*) AS zero FROM snowflake_nextval(0);
+SELECT count(*) AS null_count FROM snowflake_nextval(NULL);
+
 -- Volatility and parallel safety.
 SELECT proname, provolatile, proparallel, pg_get_function_result(oid) AS result
-  FROM pg_proc WHERE proname LIKE 'snowflake\_%' ORDER BY proname;
+  FROM pg_proc WHERE proname LIKE 'snowflake\_%' ORDER BY proname, pronargs;

@@ -9,4 +9,6 @@ SELECT snowflake_nextval();
 \set VERBOSITY sqlstate
 SELECT snowflake_nextval();
 \set VERBOSITY default
+-- The bulk form refuses the same way.
+SELECT snowflake_nextval(3);
 SELECT snowflake_worker_id(4194324487);

@@ -1,0 +1,297 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark of primary-key generators in one cluster and one
+# run, interleaved and repeated; prints Markdown tables of medians and
+# ratios (see bench/README.md).
+#
+#   bash bench/run.sh            full run (about 25 minutes on 2 cores)
+#   bash bench/run.sh --smoke    every workload at toy sizes (CI: the runner
+#                                must not rot; the numbers mean nothing)
+#
+#   PG_VERSION   PostgreSQL major (default 18, the only one with uuidv7())
+#   BENCH_REPS   repetitions per measurement (default 3; medians reported)
+#   BENCH_PORT   port of the benchmark cluster (default 55610)
+#   BENCH_OUT    where the Markdown report goes (default .run/bench/report.md)
+set -euo pipefail
+SMOKE=0; [ "${1:-}" = "--smoke" ] && SMOKE=1
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+[ -n "${SNOWFLAKE_PREREQS_DONE:-}" ] || bash "$ROOT/scripts/prereqs.sh" "${PG_VERSION:-18}"
+select_pg "${PG_VERSION:-18}"
+export PATH="$HOME/.cargo/bin:$PATH"
+PORT=${BENCH_PORT:-55610}
+REPS=${BENCH_REPS:-3}
+if [ $SMOKE = 1 ]; then
+    REPS=1; N1=10000; N10=20000; NINS=10000; NRANGE=20000; PGB_T=1; CLIENTS="1 2"
+else
+    N1=1000000; N10=10000000; NINS=1000000; NRANGE=10000000; PGB_T=${BENCH_PGBENCH_SECONDS:-5}; CLIENTS="1 2 8 32"
+fi
+DIR=$(state_dir "$ROOT/.run/bench" bench)
+OUT=${BENCH_OUT:-$DIR/report.md}
+cleanup() { cluster_stop "$DIR"; }
+trap cleanup EXIT
+
+[ -n "${BENCH_NO_INSTALL:-}" ] || install_extension
+cluster_stop "$DIR"
+cluster_init "$DIR" "$PORT" \
+    "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 1" \
+    "shared_buffers = '1GB'" "max_wal_size = '8GB'" "checkpoint_timeout = '30min'" \
+    "autovacuum = off" "synchronous_commit = off" "jit = off" "max_parallel_workers_per_gather = 0"
+cluster_start "$DIR" || { tail -20 "$DIR/server.log" >&2; die "benchmark server did not start"; }
+q() { "$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -v ON_ERROR_STOP=1 -d bench "$@"; }
+"$(pgbin)/createdb" -h "$DIR" -p "$PORT" -U postgres bench
+
+# --- generators ----------------------------------------------------------
+# name | SQL expression | column type
+GENS=(
+    "snowflake_nextval()|snowflake_nextval()|bigint"
+    "nextval (bigserial)|nextval('bench_seq')|bigint"
+    "Instagram next_id() (PL/pgSQL)|bench_next_id()|bigint"
+    "gen_random_uuid()|gen_random_uuid()|uuid"
+)
+if [ "$PG_MAJOR" -ge 18 ]; then GENS+=("uuidv7()|uuidv7()|uuid"); fi
+FLOOR="floor (constant)|42::bigint|bigint"
+q <<'SQL'
+SET client_min_messages = warning;
+CREATE EXTENSION snowflake_id;
+CREATE SEQUENCE bench_seq;
+CREATE SEQUENCE bench_ig_seq;
+-- Instagram's published ID function (2012), shard 5.
+CREATE FUNCTION bench_next_id(OUT result bigint) LANGUAGE plpgsql AS $$
+DECLARE
+    our_epoch bigint := 1314220021721;
+    seq_id bigint;
+    now_millis bigint;
+    shard_id int := 5;
+BEGIN
+    SELECT nextval('bench_ig_seq') % 1024 INTO seq_id;
+    SELECT FLOOR(EXTRACT(EPOCH FROM clock_timestamp()) * 1000) INTO now_millis;
+    result := (now_millis - our_epoch) << 23;
+    result := result | (shard_id << 10);
+    result := result | (seq_id);
+END $$;
+-- Server-side wall time of one statement, in ms.
+CREATE FUNCTION bench_ms(q text) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE t0 timestamptz := clock_timestamp();
+BEGIN
+    EXECUTE q;
+    RETURN extract(epoch FROM clock_timestamp() - t0) * 1000;
+END $$;
+SQL
+
+median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'; }
+fmt() { awk -v x="$1" -v d="${2:-0}" 'BEGIN {printf "%.*f", d, x}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "n/a"}'; }
+declare -A R=()   # results: R[workload|generator] = list of samples
+
+# rotate LIST-ITEMS by REP so that no generator always runs first.
+rotated() { local rep="$1"; shift; local n=$#; local i; for ((i = 0; i < n; i++)); do
+    local k=$(( (i + rep) % n + 1 )); printf '%s\n' "${!k}"; done; }
+
+# --- 1. generation in one backend ---------------------------------------
+log "1. generation in one backend: N = $N1 and $N10, $REPS interleaved repetitions"
+for n in "$N1" "$N10"; do
+    for ((rep = 0; rep < REPS; rep++)); do
+        while IFS= read -r g; do
+            IFS='|' read -r name expr _ <<< "$g"
+            if [ "$name" = "bulk" ]; then
+                sql="SELECT count(*) FROM snowflake_nextval($n)"
+            else
+                sql="SELECT count($expr) FROM generate_series(1, $n)"
+            fi
+            ms=$(q -c "SELECT bench_ms(\$q\$$sql\$q\$)")
+            R["gen$n|$name"]+="$ms "
+            sleep 0.2
+        done < <(rotated "$rep" "${GENS[@]}" "$FLOOR" "bulk|bulk|")
+    done
+done
+
+# Sustained rate at the lead bound: 10M IDs with max_lead = 100ms, so the
+# bound is hit after a fraction of the burst. Clock-backed rate = IDs not
+# borrowed from the future (N - lead at the end * 4096) per ms of wall time.
+log "1b. 10M-ID burst against the lead bound (max_lead = 100ms)"
+q -c "ALTER SYSTEM SET snowflake_id.max_lead = '100ms'" -c "SELECT pg_reload_conf()" >/dev/null
+sleep 1.5
+ceiling_per_ms=$(q -c "SELECT snowflake_sequence(snowflake_max_id(now())) + 1")
+for ((rep = 0; rep < REPS; rep++)); do
+    sleep 1.2   # let the lead of the previous burst drain
+    line=$(q <<SQL
+SELECT pg_backend_pid() AS pid \gset
+SELECT split_part(pg_read_file('/proc/' || :pid || '/stat'), ' ', 14)::bigint
+     + split_part(pg_read_file('/proc/' || :pid || '/stat'), ' ', 15)::bigint AS t0 \gset
+SELECT waits AS w0 FROM (SELECT backpressure_waits AS waits FROM snowflake_stats()) s \gset
+SELECT bench_ms('SELECT count(snowflake_nextval()) FROM generate_series(1, $N10)') AS ms,
+       extract(epoch FROM snowflake_timestamp(snowflake_nextval()) - clock_timestamp()) * 1000 AS lead \gset
+SELECT :ms, :lead,
+       split_part(pg_read_file('/proc/' || :pid || '/stat'), ' ', 14)::bigint
+     + split_part(pg_read_file('/proc/' || :pid || '/stat'), ' ', 15)::bigint - :t0,
+       (SELECT backpressure_waits FROM snowflake_stats()) - :w0;
+SQL
+)
+    IFS='|' read -r ms lead ticks waits <<< "$line"
+    cpu=$(( ticks * 1000 / $(getconf CLK_TCK) ))
+    R["lead|ms"]+="$ms "; R["lead|lead"]+="$lead "; R["lead|cpu"]+="$cpu "; R["lead|waits"]+="$waits "
+done
+q -c "ALTER SYSTEM RESET snowflake_id.max_lead" -c "SELECT pg_reload_conf()" >/dev/null
+
+# --- 2. concurrent calls ------------------------------------------------
+log "2. pgbench -M prepared 'SELECT f()': clients $CLIENTS, ${PGB_T}s each, $REPS repetitions"
+for c in $CLIENTS; do
+    j=$(( c < 2 ? c : 2 ))
+    for ((rep = 0; rep < REPS; rep++)); do
+        while IFS= read -r g; do
+            IFS='|' read -r name expr _ <<< "$g"
+            echo "SELECT $expr;" > "$DIR/select.sql"
+            "$(pgbin)/pgbench" -n -M prepared -h "$DIR" -p "$PORT" -U postgres -c "$c" -j "$j" -T "$PGB_T" \
+                -f "$DIR/select.sql" bench > "$DIR/pgbench.out" 2>&1 || { cat "$DIR/pgbench.out" >&2; die "pgbench failed for $name"; }
+            pgbench_clean "$DIR/pgbench.out" || { cat "$DIR/pgbench.out" >&2; die "pgbench had failures for $name"; }
+            tps=$(sed -nE 's/^tps = ([0-9.]+) .*without initial connection time.*/\1/p' "$DIR/pgbench.out")
+            [ -n "$tps" ] || { cat "$DIR/pgbench.out" >&2; die "no tps from pgbench"; }
+            R["pgb$c|$name"]+="$tps "
+        done < <(rotated "$rep" "${GENS[@]}" "$FLOOR")
+    done
+done
+
+# --- 3. inserts ---------------------------------------------------------
+log "3. inserts: $NINS rows in one statement and with pgbench -c 8; index size after load and after 20% churn"
+tbl() { echo "ins_$1"; }
+idx=0; declare -A TBL=()
+for g in "${GENS[@]}"; do
+    IFS='|' read -r name expr type <<< "$g"
+    t="ins_$idx"; TBL[$name]=$t; idx=$((idx + 1))
+    q -c "CREATE TABLE $t (id $type PRIMARY KEY DEFAULT $expr, v int NOT NULL)"
+done
+for ((rep = 0; rep < REPS; rep++)); do
+    while IFS= read -r g; do
+        IFS='|' read -r name _ _ <<< "$g"; t=${TBL[$name]}
+        q -c "TRUNCATE $t" -c "CHECKPOINT"
+        ms=$(q -c "SELECT bench_ms('INSERT INTO $t (v) SELECT i FROM generate_series(1, $NINS) i')")
+        R["ins1|$name"]+="$ms "
+    done < <(rotated "$rep" "${GENS[@]}")
+done
+for g in "${GENS[@]}"; do
+    IFS='|' read -r name _ _ <<< "$g"; t=${TBL[$name]}
+    R["size_load|$name"]=$(q -c "SELECT pg_relation_size('${t}_pkey')")
+    q -c "SELECT setseed(0.5)" -c "DELETE FROM $t WHERE random() < 0.2" -c "VACUUM $t" \
+      -c "INSERT INTO $t (v) SELECT i FROM generate_series(1, $((NINS / 5))) i" >/dev/null
+    R["size_churn|$name"]=$(q -c "SELECT pg_relation_size('${t}_pkey')")
+done
+per_client=$((NINS / 8))
+for ((rep = 0; rep < REPS; rep++)); do
+    while IFS= read -r g; do
+        IFS='|' read -r name _ _ <<< "$g"; t=${TBL[$name]}
+        q -c "TRUNCATE $t" -c "CHECKPOINT"
+        echo "INSERT INTO $t (v) VALUES (:client_id);" > "$DIR/insert.sql"
+        start=$(date +%s%N)
+        "$(pgbin)/pgbench" -n -M prepared -h "$DIR" -p "$PORT" -U postgres -c 8 -j 2 -t "$per_client" \
+            -f "$DIR/insert.sql" bench > "$DIR/pgbench.out" 2>&1 || { cat "$DIR/pgbench.out" >&2; die "pgbench insert failed for $name"; }
+        pgbench_clean "$DIR/pgbench.out" || { cat "$DIR/pgbench.out" >&2; die "pgbench insert had failures for $name"; }
+        R["ins8|$name"]+="$(( ($(date +%s%N) - start) / 1000000 )) "
+        [ "$(q -c "SELECT count(*) FROM $t")" = $((per_client * 8)) ] || die "pgbench inserted the wrong number of rows into $t"
+    done < <(rotated "$rep" "${GENS[@]}")
+done
+
+# --- 4. range scan ------------------------------------------------------
+log "4. range scan: one hour of $NRANGE rows over 10 days, snowflake bounds vs created_at index"
+q <<SQL
+SET client_min_messages = warning;
+CREATE TABLE rs_snowflake (id bigint PRIMARY KEY, payload int NOT NULL);
+INSERT INTO rs_snowflake
+SELECT snowflake_compose(timestamptz '2026-01-01 00:00+00' + i * (interval '10 days' / $NRANGE), 1, 0), i
+  FROM generate_series(0, $NRANGE - 1) i;
+CREATE TABLE rs_created_at (id bigserial PRIMARY KEY, created_at timestamptz NOT NULL, payload int NOT NULL);
+INSERT INTO rs_created_at (created_at, payload)
+SELECT timestamptz '2026-01-01 00:00+00' + i * (interval '10 days' / $NRANGE), i
+  FROM generate_series(0, $NRANGE - 1) i;
+CREATE INDEX ON rs_created_at (created_at);
+VACUUM ANALYZE rs_snowflake;
+VACUUM ANALYZE rs_created_at;
+SQL
+hours=5
+for ((rep = 0; rep < REPS; rep++)); do
+    for ((h = 0; h < hours; h++)); do
+        a="timestamptz '2026-01-01 00:00+00' + interval '$((h * 41 + rep * 7 + 3)) hours'"
+        b="$a + interval '1 hour'"
+        s1="SELECT count(*), sum(payload) FROM rs_snowflake WHERE id >= snowflake_min_id($a) AND id < snowflake_min_id($b)"
+        s2="SELECT count(*), sum(payload) FROM rs_created_at WHERE created_at >= $a AND created_at < $b"
+        [ "$(q -c "$s1")" = "$(q -c "$s2")" ] || die "range scans disagree for hour $h"
+        if (( (rep + h) % 2 )); then order=("$s1" "$s2"); else order=("$s2" "$s1"); fi
+        for s in "${order[@]}"; do
+            ms=$(q -c "SELECT bench_ms(\$q\$$s\$q\$)")
+            if [ "$s" = "$s1" ]; then R["range|sf"]+="$ms "; else R["range|ca"]+="$ms "; fi
+        done
+    done
+done
+q -c "EXPLAIN (COSTS OFF) SELECT count(*) FROM rs_snowflake WHERE id >= snowflake_min_id(now()) AND id < snowflake_min_id(now() + interval '1 hour')" \
+    | grep -q "Index" || die "the snowflake range scan does not use the primary-key index"
+R["range_size|sf"]=$(q -c "SELECT pg_total_relation_size('rs_snowflake')")
+R["range_size|ca"]=$(q -c "SELECT pg_total_relation_size('rs_created_at')")
+
+# --- report -------------------------------------------------------------
+med() { printf '%s\n' ${R["$1"]} | median; }
+mib() { awk -v b="$1" 'BEGIN {printf "%.1f MiB", b / 1048576}'; }
+cpu_model=$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)
+{
+echo "## Benchmark results"
+echo
+echo "PostgreSQL $("$PG_CONFIG" --version | cut -d' ' -f2), snowflake_id $(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -1), $(nproc) cores ($cpu_model), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM."
+echo "Medians of $REPS interleaved repetitions$([ $SMOKE = 1 ] && echo ' — SMOKE MODE, toy sizes: these numbers mean nothing')."
+echo "Command: \`bash bench/run.sh$([ $SMOKE = 1 ] && echo ' --smoke')\`."
+for n in "$N1" "$N10"; do
+    echo
+    echo "### 1. Generation, \`SELECT count(f()) FROM generate_series(1, $n)\`"
+    echo
+    echo "| generator | ms | IDs/ms | vs nextval (× faster) | vs floor (× slower) | share of format ceiling ($ceiling_per_ms/ms) |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    nv=$(med "gen$n|nextval (bigserial)"); fl=$(med "gen$n|floor (constant)")
+    for g in "${GENS[@]}" "$FLOOR" "bulk|bulk|"; do
+        IFS='|' read -r name _ _ <<< "$g"
+        ms=$(med "gen$n|$name"); rate=$(awk -v n="$n" -v ms="$ms" 'BEGIN {printf "%.0f", n / ms}')
+        label=$name; [ "$name" = "bulk" ] && label="\`snowflake_nextval($n)\` (bulk, \`count(*)\`)"
+        share=""; [[ "$name" == snowflake* || "$name" == bulk ]] && share="$(awk -v r="$rate" -v c="$ceiling_per_ms" 'BEGIN {printf "%.0f%%", 100 * r / c}')"
+        echo "| $label | $(fmt "$ms" 1) | $rate | $(ratio "$nv" "$ms") | $(ratio "$ms" "$fl") | $share |"
+    done
+done
+echo
+echo "### 1b. $N10 IDs against the lead bound (\`max_lead = 100ms\`)"
+echo
+ms=$(med "lead|ms"); lead=$(med "lead|lead"); cpu=$(med "lead|cpu"); waits=$(med "lead|waits")
+eff=$(awk -v n="$N10" -v c="$ceiling_per_ms" -v lead="$lead" -v ms="$ms" 'BEGIN {printf "%.0f%%", 100 * (n / c - lead) / ms}')
+echo "| wall ms | lead at end (ms) | clock-backed rate / ceiling | backend CPU ms | back-pressure waits |"
+echo "|---:|---:|---:|---:|---:|"
+echo "| $(fmt "$ms" 0) | $(fmt "$lead" 0) | $eff | $cpu | $waits |"
+echo
+echo "Clock-backed rate = (N / ceiling − lead at end) / wall time: the IDs not borrowed from the future, per ms. CPU well below wall time means the backend sleeps at the bound instead of spinning."
+echo
+echo "### 2. pgbench \`-M prepared\`, \`SELECT f();\` (TPS, ${PGB_T}s runs)"
+echo
+printf '| generator |'; for c in $CLIENTS; do printf ' %s client%s |' "$c" "$([ "$c" = 1 ] || echo s)"; done; echo
+printf '|---|'; for c in $CLIENTS; do printf -- '---:|'; done; echo
+for g in "${GENS[@]}" "$FLOOR"; do
+    IFS='|' read -r name _ _ <<< "$g"
+    printf '| %s |' "$name"
+    for c in $CLIENTS; do
+        t=$(med "pgb$c|$name"); fl=$(med "pgb$c|floor (constant)"); nv=$(med "pgb$c|nextval (bigserial)")
+        printf ' %s (%s× floor, %s× nextval) |' "$(fmt "$t" 0)" "$(ratio "$t" "$fl")" "$(ratio "$t" "$nv")"
+    done
+    echo
+done
+echo
+echo "### 3. Inserts, $NINS rows into \`(id PRIMARY KEY DEFAULT f(), v int)\`"
+echo
+echo "| generator | one statement ms | vs bigserial | pgbench 8 clients ms | PK index after load | vs bigserial | vs gen_random_uuid | after 20% delete + insert |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+bs1=$(med "ins1|nextval (bigserial)"); bss=${R["size_load|nextval (bigserial)"]}; us=${R["size_load|gen_random_uuid()"]}
+for g in "${GENS[@]}"; do
+    IFS='|' read -r name _ _ <<< "$g"
+    ms=$(med "ins1|$name"); s=${R["size_load|$name"]}
+    echo "| $name | $(fmt "$ms" 0) | $(ratio "$ms" "$bs1")× | $(med "ins8|$name") | $(mib "$s") | $(ratio "$s" "$bss")× | $(ratio "$s" "$us")× | $(mib "${R["size_churn|$name"]}") |"
+done
+echo
+echo "### 4. Range scan: one hour out of $NRANGE rows over 10 days"
+echo
+echo "| access path | ms (median of $((REPS * hours)) hours) | table + indexes |"
+echo "|---|---:|---:|"
+echo "| \`id\` between \`snowflake_min_id\` bounds (primary key only) | $(fmt "$(med "range|sf")" 2) | $(mib "${R["range_size|sf"]}") |"
+echo "| \`created_at\` column with its own index | $(fmt "$(med "range|ca")" 2) | $(mib "${R["range_size|ca"]}") |"
+} > "$OUT"
+cat "$OUT"
+log "report written to $OUT"
