@@ -231,7 +231,8 @@ fn keeps_configured_value(name: &CStr, configured: &str) -> bool {
 
 /// Layout of a server that preloads the library: its parameters are
 /// POSTMASTER, so it is computed once (in the postmaster) and inherited.
-static FROZEN_LAYOUT: OnceLock<Result<Layout, String>> = OnceLock::new();
+/// Only a valid layout is cached (an invalid one stops the server first).
+static FROZEN_LAYOUT: OnceLock<Layout> = OnceLock::new();
 
 type LayoutKey = (Option<CString>, i32, i32);
 /// Layout of a backend that loaded the library on demand: its parameters
@@ -259,7 +260,11 @@ pub fn compute_layout() -> Result<Layout, String> {
 #[inline]
 pub fn layout() -> Result<Layout, String> {
     if crate::shmem::is_preloaded() {
-        return FROZEN_LAYOUT.get_or_init(compute_layout).clone();
+        if let Some(l) = FROZEN_LAYOUT.get() {
+            return Ok(*l);
+        }
+        let l = compute_layout()?;
+        return Ok(*FROZEN_LAYOUT.get_or_init(|| l));
     }
     let key = (EPOCH.get(), WORKER_BITS.get(), SEQUENCE_BITS.get());
     let mut cache = RELOADABLE_LAYOUT.lock();

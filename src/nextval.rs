@@ -103,7 +103,7 @@ pub fn snowflake_nextval_bulk(count: i32) -> SetOfIterator<'static, i64> {
 
 /// The shared generator and this call's configuration, or the ERROR that
 /// explains why IDs cannot be generated here.
-#[inline]
+#[inline(always)]
 fn generator() -> (&'static GeneratorState, Config) {
     let Some(state) = shmem::state() else {
         errors::not_preloaded();

@@ -309,18 +309,20 @@ impl Layout {
     ///
     /// The result is the smallest ID that is greater than `last` and carries
     /// `worker`, except that a millisecond the wall clock has newly reached
-    /// starts at [`Layout::start_sequence`]. Because it is always greater
+    /// (later than `last`'s) starts at [`Layout::start_sequence`]. Because it is always greater
     /// than `last`, a change of `worker` at run time keeps IDs increasing.
     #[inline]
     pub fn successor(&self, last: u64, now: u64, worker: u64) -> Result<(u64, bool), u64> {
         if now > self.max_timestamp() {
             return Err(now);
         }
-        let fresh = self.pack(now, worker, self.start_sequence(now, worker));
-        if fresh > last {
-            return Ok((fresh, false));
-        }
         let (lt, lw, ls) = self.split(last);
+        if now > lt || (now == lt && worker > lw) {
+            // A millisecond new to this worker: its start sequence is
+            // greater than `last`. Otherwise (the hot path: same worker,
+            // same millisecond) the hash is not computed at all.
+            return Ok((self.pack(now, worker, self.start_sequence(now, worker)), false));
+        }
         let (ts, seq, wrapped) = if lw == worker {
             if ls < self.max_sequence() {
                 (lt, ls + 1, false)
