@@ -6,6 +6,7 @@
 //! - [`gucs`]: configuration parameters;
 //! - [`shmem`]: the shared generator state;
 //! - [`nextval`]: the generator, `snowflake_nextval()`;
+//! - [`fastclock`]: its clock (a per-backend millisecond cache on an invariant TSC);
 //! - [`decode`]: decoding, composing and range-bound functions;
 //! - [`formats`]: decoding foreign layouts, explicit-layout bounds;
 //! - [`text`]: JavaScript-safe text forms (decimal, base32);
@@ -20,6 +21,7 @@ pub mod bgworker;
 pub mod convert;
 pub mod decode;
 pub mod errors;
+pub mod fastclock;
 pub mod formats;
 pub mod gucs;
 pub mod nextval;
@@ -46,6 +48,7 @@ pub extern "C-unwind" fn _PG_init() {
         errors::invalid_layout(&msg);
     }
     shmem::init();
+    fastclock::detect();
     // Freeze the layout in the postmaster; every backend inherits it.
     let _ = gucs::layout();
     bgworker::register();

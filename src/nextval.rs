@@ -1,11 +1,11 @@
 //! `snowflake_nextval()`: the generator, as SQL.
 
-use crate::{errors, gucs, reservation, shmem};
+use crate::{errors, fastclock, gucs, reservation, shmem};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::{
-    Attempt, Block, BlockAttempt, Clock, Config, Events, GeneratorState, SystemClock,
+    Attempt, Block, BlockAttempt, Clock, Config, Events, GenError, GeneratorState, SystemClock,
 };
 use std::sync::atomic::Ordering;
 
@@ -31,13 +31,10 @@ use std::sync::atomic::Ordering;
 pub fn snowflake_nextval() -> i64 {
     let (state, cfg) = generator();
     let mut ev = Events::default();
-    let result = loop {
-        match state.try_next(&cfg, &SystemClock, &mut ev) {
-            Ok(Attempt::Issued(id)) => break Ok(id),
-            Ok(Attempt::Wait(ms)) => sleep_ms(ms),
-            Ok(Attempt::Reserve(upto_ms)) => reserve(state, &cfg, upto_ms),
-            Err(e) => break Err(e),
-        }
+    let result = if fastclock::in_use() {
+        fastclock::cached(|clock| next_one(state, &cfg, clock, &mut ev))
+    } else {
+        next_one(state, &cfg, &SystemClock, &mut ev)
     };
     if ev.step_back_ns.is_some() || ev.reanchored {
         report_clock_events(state, &ev);
@@ -99,6 +96,25 @@ pub fn snowflake_nextval_bulk(count: i32) -> SetOfIterator<'static, i64> {
     }
     let layout = cfg.layout;
     SetOfIterator::new(blocks.into_iter().flat_map(move |b| b.ids(layout)))
+}
+
+/// One ID: lock-free attempts, sleeping through back-pressure and waiting
+/// for reservations.
+#[inline(always)]
+fn next_one(
+    state: &GeneratorState,
+    cfg: &Config,
+    clock: &impl Clock,
+    ev: &mut Events,
+) -> Result<i64, GenError> {
+    loop {
+        match state.try_next(cfg, clock, ev) {
+            Ok(Attempt::Issued(id)) => return Ok(id),
+            Ok(Attempt::Wait(ms)) => sleep_ms(ms),
+            Ok(Attempt::Reserve(upto_ms)) => reserve(state, cfg, upto_ms),
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The shared generator and this call's configuration, or the ERROR that

@@ -10,10 +10,17 @@
 use parking_lot::Mutex;
 
 pub trait Clock {
-    /// Wall-clock time in nanoseconds since 1970-01-01 UTC.
+    /// Wall-clock time in nanoseconds since 1970-01-01 UTC. May be a cached
+    /// reading, stale by less than the rest of its millisecond (see
+    /// [`MillisCache`]): the millisecond is always the current one.
     fn wall_ns(&self) -> i64;
     /// A system-wide monotonic clock in nanoseconds (any origin).
     fn mono_ns(&self) -> i64;
+    /// The wall clock read now, never cached: for measurements that need
+    /// sub-millisecond precision.
+    fn wall_ns_exact(&self) -> i64 {
+        self.wall_ns()
+    }
 }
 
 /// The real clocks, read through libc's `clock_gettime` (a vDSO call on
@@ -113,6 +120,168 @@ impl<C: Clock + ?Sized> Clock for &C {
     fn mono_ns(&self) -> i64 {
         (**self).mono_ns()
     }
+    fn wall_ns_exact(&self) -> i64 {
+        (**self).wall_ns_exact()
+    }
+}
+
+/// A counter of CPU cycles that runs at a constant rate and is synchronised
+/// across CPUs (x86-64's invariant TSC).
+pub trait Cycles {
+    fn cycles(&self) -> u64;
+}
+
+/// The time-stamp counter. Only use it where the operating system says it
+/// is invariant and its clock source (see the extension's `fastclock`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tsc;
+
+impl Cycles for Tsc {
+    #[inline]
+    fn cycles(&self) -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        {
+            // SAFETY: RDTSC has no preconditions on x86-64.
+            unsafe { core::arch::x86_64::_rdtsc() }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            0
+        }
+    }
+}
+
+/// Skips most wall-clock reads: after a real read, a cycle counter tells
+/// when the millisecond of that reading ends, and until then the reading
+/// is reused. IDs only need the current *millisecond*, and a cycle-counter
+/// read costs a fraction of `clock_gettime`.
+///
+/// The millisecond returned is always the current one, because the end of
+/// the millisecond is computed conservatively:
+/// - the counter is read *before* the clock, so the time left in the
+///   millisecond is at least what the clock reading says;
+/// - the rate is measured against the monotonic clock over at least
+///   [`Self::CALIBRATION_NS`], and 98% of it is used (a rate too low only
+///   ends the cache early);
+/// - the last [`Self::MARGIN_NS`] of every millisecond are always read for
+///   real;
+/// - the rate is re-measured every [`Self::RECHECK_NS`]; if it moved by more
+///   than 1%, or the counter went backwards, caching stops for good.
+///
+/// A wall-clock step is seen at the next real read, within a millisecond.
+/// Process-local (a backend's own cache; `Cell`s, not shared memory).
+#[derive(Debug)]
+pub struct MillisCache {
+    enabled: std::cell::Cell<bool>,
+    /// Counter value before which `wall` is in the current millisecond.
+    until: std::cell::Cell<u64>,
+    wall: std::cell::Cell<i64>,
+    /// Calibration anchor: (counter, monotonic ns); counter 0 = none yet.
+    anchor: std::cell::Cell<(u64, i64)>,
+    /// Measured counter rate in cycles per ms (0 = not calibrated).
+    measured_per_ms: std::cell::Cell<u64>,
+}
+
+impl MillisCache {
+    pub const CALIBRATION_NS: i64 = 20_000_000;
+    pub const RECHECK_NS: i64 = 1_000_000_000;
+    pub const MARGIN_NS: i64 = 20_000;
+
+    /// A cache; `enabled = false` makes every read a real one.
+    pub const fn new(enabled: bool) -> Self {
+        MillisCache {
+            enabled: std::cell::Cell::new(enabled),
+            until: std::cell::Cell::new(0),
+            wall: std::cell::Cell::new(0),
+            anchor: std::cell::Cell::new((0, 0)),
+            measured_per_ms: std::cell::Cell::new(0),
+        }
+    }
+
+    /// Whether readings are being reused (enabled and calibrated).
+    pub fn active(&self) -> bool {
+        self.enabled.get() && self.measured_per_ms.get() != 0
+    }
+
+    /// The wall clock: the last reading while its millisecond lasts, else a
+    /// real one.
+    #[inline]
+    pub fn wall_ns(&self, clock: &impl Clock, counter: &impl Cycles) -> i64 {
+        if self.measured_per_ms.get() != 0 && counter.cycles() < self.until.get() {
+            return self.wall.get();
+        }
+        self.refresh(clock, counter)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refresh(&self, clock: &impl Clock, counter: &impl Cycles) -> i64 {
+        if !self.enabled.get() {
+            return clock.wall_ns_exact();
+        }
+        let c = counter.cycles();
+        let w = clock.wall_ns_exact();
+        let m = clock.mono_ns();
+        self.calibrate(c, m);
+        let per_ms = self.measured_per_ms.get() / 100 * 98;
+        let left_ns = 1_000_000 - w.rem_euclid(1_000_000) - Self::MARGIN_NS;
+        self.until.set(if per_ms != 0 && left_ns > 0 {
+            c.saturating_add((left_ns as u64).saturating_mul(per_ms) / 1_000_000)
+        } else {
+            0
+        });
+        self.wall.set(w);
+        w
+    }
+
+    fn calibrate(&self, c: u64, m: i64) {
+        let (ac, am) = self.anchor.get();
+        if ac == 0 || c == 0 {
+            self.anchor.set((c, m));
+            return;
+        }
+        if c < ac || m < am {
+            return self.disable();
+        }
+        let dt = m - am;
+        let known = self.measured_per_ms.get();
+        if (known == 0 && dt >= Self::CALIBRATION_NS) || dt >= Self::RECHECK_NS {
+            let rate = ((c - ac) as u128 * 1_000_000 / dt as u128) as u64;
+            if known != 0 && rate.abs_diff(known) > known / 100 {
+                return self.disable();
+            }
+            self.measured_per_ms.set(rate);
+            self.anchor.set((c, m));
+        }
+    }
+
+    fn disable(&self) {
+        self.enabled.set(false);
+        self.measured_per_ms.set(0);
+        self.until.set(0);
+    }
+}
+
+/// A [`Clock`] whose wall readings go through a [`MillisCache`].
+pub struct CachedClock<'a, C: Clock, T: Cycles> {
+    pub cache: &'a MillisCache,
+    pub clock: C,
+    pub counter: T,
+}
+
+impl<C: Clock, T: Cycles> Clock for CachedClock<'_, C, T> {
+    #[inline]
+    fn wall_ns(&self) -> i64 {
+        self.cache.wall_ns(&self.clock, &self.counter)
+    }
+    #[inline]
+    fn mono_ns(&self) -> i64 {
+        self.clock.mono_ns()
+    }
+    #[inline]
+    fn wall_ns_exact(&self) -> i64 {
+        self.clock.wall_ns_exact()
+    }
 }
 
 #[cfg(test)]
@@ -128,6 +297,125 @@ mod tests {
         let m1 = c.mono_ns();
         let m2 = c.mono_ns();
         assert!(m2 >= m1);
+    }
+
+    /// A counter driven by the test: `rate` cycles per ns of the manual
+    /// clock's monotonic time, plus a settable skew.
+    struct FakeCounter<'a> {
+        clock: &'a ManualClock,
+        rate_num: u64,
+        rate_den: u64,
+        base: std::cell::Cell<u64>,
+    }
+    impl Cycles for FakeCounter<'_> {
+        fn cycles(&self) -> u64 {
+            self.base.get() + self.clock.mono_ns() as u64 * self.rate_num / self.rate_den
+        }
+    }
+
+    const MS: i64 = 1_000_000;
+
+    #[test]
+    fn cache_never_returns_a_stale_millisecond() {
+        // 2.9 cycles per ns; the monotonic clock starts at 5 s.
+        let clock = ManualClock::new(1_700_000_000_000 * MS + 123_456, 5_000 * MS);
+        let counter = FakeCounter {
+            clock: &clock,
+            rate_num: 29,
+            rate_den: 10,
+            base: 1_000.into(),
+        };
+        let cache = MillisCache::new(true);
+        let mut cached = 0;
+        let mut x: u64 = 12345;
+        for _ in 0..200_000 {
+            // Irregular steps of 0 .. 40 us.
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            clock.advance(((x >> 33) % 40_000) as i64);
+            let got = cache.wall_ns(&clock, &counter);
+            let truth = clock.wall_ns();
+            assert_eq!(
+                got.div_euclid(MS),
+                truth.div_euclid(MS),
+                "stale millisecond"
+            );
+            assert!(got <= truth);
+            if got != truth {
+                cached += 1;
+            }
+        }
+        assert!(cache.active());
+        // Most reads were served from the cache.
+        assert!(cached > 150_000, "only {cached} cached reads");
+    }
+
+    #[test]
+    fn cache_sees_a_wall_clock_step_within_a_millisecond() {
+        let clock = ManualClock::new(1_700_000_000_000 * MS, 5_000 * MS);
+        let counter = FakeCounter {
+            clock: &clock,
+            rate_num: 3,
+            rate_den: 1,
+            base: 1.into(),
+        };
+        let cache = MillisCache::new(true);
+        for _ in 0..100 {
+            clock.advance(MS / 2);
+            cache.wall_ns(&clock, &counter);
+        }
+        assert!(cache.active());
+        clock.step_wall(-3_600_000 * MS);
+        clock.advance(MS);
+        assert_eq!(cache.wall_ns(&clock, &counter), clock.wall_ns());
+    }
+
+    #[test]
+    fn cache_stops_when_the_counter_rate_changes() {
+        let clock = ManualClock::new(1_700_000_000_000 * MS, 5_000 * MS);
+        let counter = FakeCounter {
+            clock: &clock,
+            rate_num: 3,
+            rate_den: 1,
+            base: 1.into(),
+        };
+        let cache = MillisCache::new(true);
+        for _ in 0..100 {
+            clock.advance(MS / 2);
+            cache.wall_ns(&clock, &counter);
+        }
+        assert!(cache.active());
+        // The counter jumps ahead (a VM migrated to another host): the next
+        // recheck sees a different rate, and caching stops.
+        counter.base.set(counter.base.get() + 10_000_000_000);
+        for _ in 0..3_000 {
+            clock.advance(MS / 2);
+            let got = cache.wall_ns(&clock, &counter);
+            assert_eq!(got.div_euclid(MS), clock.wall_ns().div_euclid(MS));
+        }
+        assert!(!cache.active());
+        for _ in 0..100 {
+            clock.advance(1_000);
+            assert_eq!(cache.wall_ns(&clock, &counter), clock.wall_ns());
+        }
+    }
+
+    #[test]
+    fn disabled_cache_always_reads_the_clock() {
+        let clock = ManualClock::new(1_700_000_000_000 * MS, 5_000 * MS);
+        let counter = FakeCounter {
+            clock: &clock,
+            rate_num: 3,
+            rate_den: 1,
+            base: 1.into(),
+        };
+        let cache = MillisCache::new(false);
+        for _ in 0..1_000 {
+            clock.advance(10_000);
+            assert_eq!(cache.wall_ns(&clock, &counter), clock.wall_ns());
+        }
+        assert!(!cache.active());
     }
 
     #[test]

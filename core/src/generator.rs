@@ -58,6 +58,10 @@ const UNSET: i64 = i64::MIN;
 pub struct GeneratorState {
     /// The last ID issued (0 = none yet).
     pub last_id: AtomicU64,
+    /// The wall-clock ms in which a caller last measured the clocks while
+    /// the wall clock was behind the last ID (beside `last_id`, which every
+    /// caller has just read; written at most once per ms).
+    pub behind_seen_ms: AtomicI64,
     /// Largest lower bound of `wall_ns - mono_ns` seen so far.
     pub max_offset: AtomicI64,
     /// A lower bound of the current `wall_ns - mono_ns`, for step detection.
@@ -171,6 +175,7 @@ impl GeneratorState {
     pub const fn new() -> Self {
         GeneratorState {
             last_id: AtomicU64::new(0),
+            behind_seen_ms: AtomicI64::new(UNSET),
             max_offset: AtomicI64::new(UNSET),
             ref_offset: AtomicI64::new(UNSET),
             last_warning_ms: AtomicI64::new(UNSET),
@@ -274,6 +279,18 @@ impl GeneratorState {
         }
     }
 
+    /// True for the first caller that finds the wall clock behind the last
+    /// ID in wall-clock millisecond `unix_ms` (see `try_next_block`).
+    #[inline]
+    fn first_behind_read(&self, unix_ms: i64) -> bool {
+        let seen = self.behind_seen_ms.load(Ordering::Relaxed);
+        seen != unix_ms
+            && self
+                .behind_seen_ms
+                .compare_exchange(seen, unix_ms, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+
     /// Record a `wall - mono` measurement; detect backward steps.
     #[inline]
     fn observe(&self, wall: i64, mono_after: i64, clock: &impl Clock, ev: &mut Events) {
@@ -290,7 +307,7 @@ impl GeneratorState {
             // Maybe a backward step, maybe just a reader preempted between
             // its two clock reads. Confirm with an upper bound.
             let m1 = clock.mono_ns();
-            let w = clock.wall_ns();
+            let w = clock.wall_ns_exact();
             let m2 = clock.mono_ns();
             let hi = w - m1;
             if hi < r - STEP_TOLERANCE_NS
@@ -377,11 +394,14 @@ impl GeneratorState {
             }
             let now = (unix_ms - layout.epoch_ms()) as u64;
             let last_ts = layout.timestamp_of(last);
-            // The monotonic clock is read only when the millisecond changes
-            // or the wall clock is behind; the same-millisecond path is one
-            // clock read and one CAS.
+            // The monotonic clock is read when the wall clock reaches a new
+            // millisecond, and while it is behind the last ID (a burst, or
+            // a step back) by the first caller in each wall-clock
+            // millisecond, server-wide: a step is seen within a
+            // millisecond, and the rest of a burst, like the
+            // same-millisecond path, costs one wall-clock read and one CAS.
             let mut mono = None;
-            if now != last_ts {
+            if now > last_ts || (now < last_ts && self.first_behind_read(unix_ms)) {
                 let m = clock.mono_ns();
                 self.observe(wall, m, clock, ev);
                 mono = Some(m);
@@ -1062,6 +1082,58 @@ mod tests {
         all.dedup();
         assert_eq!(all.len(), n, "duplicate IDs");
         assert_eq!(st.last_issued(), all.last().copied());
+    }
+
+    /// Threads as backends: each with its own millisecond cache over the
+    /// real clocks and the CPU's counter (caching only where the counter is
+    /// usable; the IDs must be right either way).
+    #[test]
+    fn stress_with_per_thread_millisecond_caches() {
+        use crate::clock::{CachedClock, MillisCache, Tsc};
+        let st = Arc::new(GeneratorState::new());
+        let c = cfg(1000);
+        let handles: Vec<_> = (0..8)
+            .map(|_| {
+                let st = st.clone();
+                std::thread::spawn(move || {
+                    let cache = MillisCache::new(cfg!(target_arch = "x86_64"));
+                    let clock = CachedClock {
+                        cache: &cache,
+                        clock: SystemClock,
+                        counter: Tsc,
+                    };
+                    let mut ev = Events::default();
+                    let mut out = Vec::with_capacity(200_000);
+                    for _ in 0..200_000 {
+                        let id = st
+                            .next_id(&c, &clock, &mut ev, |ms| {
+                                std::thread::sleep(std::time::Duration::from_millis(ms))
+                            })
+                            .unwrap();
+                        // The ID is never more than max_lead ahead of the
+                        // real clock, and its millisecond is not before the
+                        // one the cache reported.
+                        let real_ms = SystemClock.wall_ns().div_euclid(MS);
+                        assert!(c.layout.decode(id).unwrap().unix_ms <= real_ms + 1001);
+                        out.push(id);
+                    }
+                    out
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for h in handles {
+            let ids = h.join().unwrap();
+            assert!(
+                ids.windows(2).all(|w| w[0] < w[1]),
+                "per-thread order violated"
+            );
+            all.extend(ids);
+        }
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "duplicate IDs");
     }
 
     fn stress(clock: Arc<dyn Clock + Send + Sync>, threads: usize, per_thread: usize, lead: u64) {

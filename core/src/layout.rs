@@ -321,7 +321,10 @@ impl Layout {
             // A millisecond new to this worker: its start sequence is
             // greater than `last`. Otherwise (the hot path: same worker,
             // same millisecond) the hash is not computed at all.
-            return Ok((self.pack(now, worker, self.start_sequence(now, worker)), false));
+            return Ok((
+                self.pack(now, worker, self.start_sequence(now, worker)),
+                false,
+            ));
         }
         let (ts, seq, wrapped) = if lw == worker {
             if ls < self.max_sequence() {

@@ -10,7 +10,7 @@ pub mod generator;
 pub mod layout;
 pub mod state_file;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{CachedClock, Clock, Cycles, ManualClock, MillisCache, SystemClock, Tsc};
 pub use epoch::{format_epoch, parse_epoch, EpochError};
 pub use format::{FieldOrder, Format, FormatError, PRESET_NAMES};
 pub use generator::{Attempt, Block, BlockAttempt, Config, Events, GenError, GeneratorState};
