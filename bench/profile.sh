@@ -12,7 +12,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 [ -n "${SNOWFLAKE_PREREQS_DONE:-}" ] || bash "$ROOT/scripts/prereqs.sh" "${PG_VERSION:-18}"
 select_pg "${PG_VERSION:-18}"
 export PATH="$HOME/.cargo/bin:$PATH"
-command -v valgrind >/dev/null || { $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq valgrind >/dev/null; }
 N=${BENCH_PROFILE_N:-200000}
 DIR=$(state_dir "$ROOT/.run/profile" profile)
 [ -n "${BENCH_NO_INSTALL:-}" ] || install_extension

@@ -152,7 +152,6 @@ done
 
 # --- 3. inserts ---------------------------------------------------------
 log "3. inserts: $NINS rows in one statement and with pgbench -c 8; index size after load and after 20% churn"
-tbl() { echo "ins_$1"; }
 idx=0; declare -A TBL=()
 for g in "${GENS[@]}"; do
     IFS='|' read -r name expr type <<< "$g"
@@ -232,7 +231,7 @@ cpu_model=$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)
 {
 echo "## Benchmark results"
 echo
-echo "PostgreSQL $("$PG_CONFIG" --version | cut -d' ' -f2), snowflake_id $(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -1), $(nproc) cores ($cpu_model), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM."
+echo "PostgreSQL $("$PG_CONFIG" --version | cut -d' ' -f2), snowflake_id $(project_version), $(nproc) cores ($cpu_model), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM."
 echo "Medians of $REPS interleaved repetitions$([ $SMOKE = 1 ] && echo ' — SMOKE MODE, toy sizes: these numbers mean nothing')."
 echo "Command: \`bash bench/run.sh$([ $SMOKE = 1 ] && echo ' --smoke')\`."
 for n in "$N1" "$N10"; do

@@ -32,6 +32,9 @@ shared_dir() {
     printf '%s\n' "$want"
 }
 
+# The extension's version (Cargo.toml).
+project_version() { sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -1; }
+
 # The major version of a pg_config.
 pg_major_of() { "$1" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/'; }
 

@@ -21,7 +21,7 @@ done
 [ -n "${SNOWFLAKE_PREREQS_DONE:-}" ] || bash "$ROOT/scripts/prereqs.sh" "${VERSIONS[@]}"
 export PATH="$HOME/.cargo/bin:$PATH"
 
-VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -1)
+VERSION=$(project_version)
 DEB_REVISION=1
 MAINTAINER="${DEBFULLNAME:-snowflake_id developers} <${DEBEMAIL:-snowflake-id@example.org}>"
 ARCH=$(uname -m)

@@ -39,7 +39,7 @@ if has lint; then
     cargo clippy --workspace --all-targets --features pg_test -q -- -D warnings
     # sql/snowflake_id--<version>.sql is the committed install script of this
     # version (the base for upgrade scripts); it must match the code.
-    version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+    version=$(project_version)
     cargo pgrx schema "pg$PG_MAJOR" -o "$ROOT/.run/schema.sql" >/dev/null 2>&1
     strip() { grep -vE '^\s*--|^/\*|^\*/|^This file|^The ordering|^$' "$1"; }
     diff <(strip "$ROOT/sql/snowflake_id--$version.sql") <(strip "$ROOT/.run/schema.sql") >&2 \

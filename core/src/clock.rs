@@ -351,6 +351,15 @@ mod tests {
         assert!(cached > 150_000, "only {cached} cached reads");
     }
 
+    /// 50 ms of reads every half millisecond: enough to calibrate.
+    fn calibrate(cache: &MillisCache, clock: &ManualClock, counter: &impl Cycles) {
+        for _ in 0..100 {
+            clock.advance(MS / 2);
+            cache.wall_ns(clock, counter);
+        }
+        assert!(cache.active());
+    }
+
     #[test]
     fn cache_sees_a_wall_clock_step_within_a_millisecond() {
         let clock = ManualClock::new(1_700_000_000_000 * MS, 5_000 * MS);
@@ -361,11 +370,7 @@ mod tests {
             base: 1.into(),
         };
         let cache = MillisCache::new(true);
-        for _ in 0..100 {
-            clock.advance(MS / 2);
-            cache.wall_ns(&clock, &counter);
-        }
-        assert!(cache.active());
+        calibrate(&cache, &clock, &counter);
         clock.step_wall(-3_600_000 * MS);
         clock.advance(MS);
         assert_eq!(cache.wall_ns(&clock, &counter), clock.wall_ns());
@@ -381,11 +386,7 @@ mod tests {
             base: 1.into(),
         };
         let cache = MillisCache::new(true);
-        for _ in 0..100 {
-            clock.advance(MS / 2);
-            cache.wall_ns(&clock, &counter);
-        }
-        assert!(cache.active());
+        calibrate(&cache, &clock, &counter);
         // The counter jumps ahead (a VM migrated to another host): the next
         // recheck sees a different rate, and caching stops.
         counter.base.set(counter.base.get() + 10_000_000_000);

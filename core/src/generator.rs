@@ -1067,20 +1067,9 @@ mod tests {
                 })
             })
             .collect();
-        let mut all = Vec::new();
-        for h in handles {
-            let ids = h.join().unwrap();
-            assert!(
-                ids.windows(2).all(|w| w[0] < w[1]),
-                "per-thread order violated"
-            );
-            all.extend(ids);
-        }
+        let all = join_unique_ordered(handles);
         let n = all.len();
         assert!(n > 4 * 3_000 * 100, "blocks were too small: {n} IDs");
-        all.sort_unstable();
-        all.dedup();
-        assert_eq!(all.len(), n, "duplicate IDs");
         assert_eq!(st.last_issued(), all.last().copied());
     }
 
@@ -1110,9 +1099,8 @@ mod tests {
                                 std::thread::sleep(std::time::Duration::from_millis(ms))
                             })
                             .unwrap();
-                        // The ID is never more than max_lead ahead of the
-                        // real clock, and its millisecond is not before the
-                        // one the cache reported.
+                        // The ID is never more than max_lead (+1 ms for the
+                        // millisecond in progress) ahead of the real clock.
                         let real_ms = SystemClock.wall_ns().div_euclid(MS);
                         assert!(c.layout.decode(id).unwrap().unix_ms <= real_ms + 1001);
                         out.push(id);
@@ -1121,6 +1109,13 @@ mod tests {
                 })
             })
             .collect();
+        join_unique_ordered(handles);
+    }
+
+    /// Join the threads of a stress test: each thread's IDs must strictly
+    /// increase, and no ID may repeat across threads. Returns all of them,
+    /// sorted.
+    fn join_unique_ordered(handles: Vec<std::thread::JoinHandle<Vec<i64>>>) -> Vec<i64> {
         let mut all = Vec::new();
         for h in handles {
             let ids = h.join().unwrap();
@@ -1134,6 +1129,7 @@ mod tests {
         all.sort_unstable();
         all.dedup();
         assert_eq!(all.len(), n, "duplicate IDs");
+        all
     }
 
     fn stress(clock: Arc<dyn Clock + Send + Sync>, threads: usize, per_thread: usize, lead: u64) {
@@ -1158,19 +1154,8 @@ mod tests {
                 })
             })
             .collect();
-        let mut all = Vec::with_capacity(threads * per_thread);
-        for h in handles {
-            let ids = h.join().unwrap();
-            assert!(
-                ids.windows(2).all(|w| w[0] < w[1]),
-                "per-thread order violated"
-            );
-            all.extend(ids);
-        }
-        let n = all.len();
-        all.sort_unstable();
-        all.dedup();
-        assert_eq!(all.len(), n, "duplicate IDs");
+        let all = join_unique_ordered(handles);
+        assert_eq!(all.len(), threads * per_thread);
         assert!(all
             .iter()
             .all(|id| c.layout.decode(*id).unwrap().worker == 42));

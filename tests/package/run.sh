@@ -13,7 +13,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 major=${1:-$PG_MAJOR}
-VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -1)
+VERSION=$(project_version)
 DIST=$(shared_dir "${SNOWFLAKE_DIST:-$ROOT/dist}" dist)
 name="snowflake_id-$VERSION-pg$major-linux-$(uname -m)"
 pkg="postgresql-$major-snowflake-id"
@@ -73,10 +73,8 @@ SUMMARY="tarball: clean PostgreSQL $ver, regress ok"
 # 3. The Debian package.
 log "PostgreSQL $major: .deb checks (lintian, metadata, contents)"
 # initial-upload-closes-no-bugs concerns uploads to the Debian archive only.
-lintian --fail-on error,warning --suppress-tags initial-upload-closes-no-bugs "$deb" 2>&1 \
-    | grep -v 'running with root privileges' >&2 || true
-lintian --fail-on error,warning --suppress-tags initial-upload-closes-no-bugs "$deb" >/dev/null 2>&1 \
-    || die "lintian reports errors or warnings for $(basename "$deb")"
+lintian --fail-on error,warning --suppress-tags initial-upload-closes-no-bugs "$deb" > "$BASE/lintian.out" 2>&1 \
+    || { grep -v 'running with root privileges' "$BASE/lintian.out" >&2; die "lintian reports errors or warnings for $(basename "$deb")"; }
 [ "$(dpkg-deb -f "$deb" Package)" = "$pkg" ] || die "wrong package name in $(basename "$deb")"
 dpkg-deb -f "$deb" Depends | grep -qE "(^|, )postgresql-$major(,|$)" || die "$(basename "$deb") does not depend on postgresql-$major"
 rm -rf "$BASE/deb" && mkdir -p "$BASE/deb" && dpkg-deb -x "$deb" "$BASE/deb"

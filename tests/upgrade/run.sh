@@ -19,7 +19,7 @@ DIR=$(state_dir "$ROOT/.run/upgrade" upgrade)
 PORT=${SNOWFLAKE_UPGRADE_PORT:-55560}
 PGREGRESS="$(dirname "$("$PG_CONFIG" --pgxs)")/../test/regress/pg_regress"
 EXTDIR="$("$PG_CONFIG" --sharedir)/extension"
-VERSION=$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -1)
+VERSION=$(project_version)
 trap 'cluster_stop "$DIR"' EXIT
 cluster_stop "$DIR"
 cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 42"
