@@ -5,7 +5,8 @@
 # and callgrind counts the instructions inside each generator's C function
 # (inclusive of everything it calls) per call, and of the whole statement
 # per row. The difference of the per-row statement costs against the
-# constant floor is what a generator adds to a query.
+# floor (bench/floor.c, a C function returning a constant, called the same
+# way) is what a generator adds to a query.
 #   bash bench/profile.sh        (PG_VERSION, default 18; BENCH_PROFILE_N, default 200000)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
@@ -19,14 +20,16 @@ rm -rf "$DIR/data"
 as_pg "$(pgbin)/initdb" -D "$DIR/data" -U postgres -A trust --no-sync >/dev/null
 printf "shared_preload_libraries = 'snowflake_id'\nsnowflake_id.worker_id = 1\njit = off\n" | as_pg tee -a "$DIR/data/postgresql.conf" >/dev/null
 single() { as_pg env ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$LD_LIBRARY_PATH"} "$@" "$(pgbin)/postgres" --single -D "$DIR/data" -j postgres; }
-printf 'CREATE EXTENSION snowflake_id;\nCREATE SEQUENCE s;\n' | single >/dev/null
+FLOOR_SO=$(build_bench_floor "$DIR")
+printf "CREATE EXTENSION snowflake_id;\nCREATE SEQUENCE s;\nCREATE FUNCTION bench_floor() RETURNS bigint AS '%s', 'bench_floor' LANGUAGE C VOLATILE;\n" "$FLOOR_SO" | single >/dev/null
 
 # name | expression | C function callgrind should count
 GENS=("snowflake_nextval()|snowflake_nextval()|snowflake_nextval_wrapper"
       "nextval (bigserial)|nextval('s')|nextval_oid"
       "gen_random_uuid()|gen_random_uuid()|gen_random_uuid")
 [ "$PG_MAJOR" -ge 18 ] && GENS+=("uuidv7()|uuidv7()|uuidv7")
-GENS+=("floor (constant)|42::bigint|")
+GENS+=("floor (constant function)|bench_floor()|bench_floor"
+      "constant expression (no call)|42::bigint|")
 declare -A STMT=() FN=()
 for g in "${GENS[@]}"; do
     IFS='|' read -r name expr fn <<< "$g"
@@ -41,12 +44,12 @@ for g in "${GENS[@]}"; do
     total=$(callgrind_annotate "$out" 2>/dev/null | sed -nE 's/^([0-9,]+) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
     STMT[$name]=$(awk -v t="$total" -v n="$N" 'BEGIN {printf "%.0f", t / n}')
     if [ -n "$fn" ]; then
-        incl=$(callgrind_annotate --inclusive=yes "$out" 2>/dev/null | grep -E "[: ]$fn( |\$|\[)" | head -1 | awk '{print $1}' | tr -d ,)
+        incl=$(callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null | grep -E "[: ]$fn( |\$|\[)" | head -1 | awk '{print $1}' | tr -d ,)
         FN[$name]=$(awk -v t="${incl:-0}" -v n="$N" 'BEGIN {printf "%.0f", t / n}')
     fi
     cp "$out" "$DIR/callgrind.$(echo "$name" | tr -c 'a-z0-9' '_')"; rm -f "$out"
 done
-fl=${STMT["floor (constant)"]}
+fl=${STMT["floor (constant function)"]}
 echo "| generator | instructions per call (inside the C function) | instructions per row (statement) | added to the floor per row |"
 echo "|---|---:|---:|---:|"
 for g in "${GENS[@]}"; do

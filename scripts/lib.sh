@@ -116,6 +116,16 @@ as_pg() {
     if is_root; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
+# Build bench/floor.c (the benchmarks' constant C function) for the selected
+# PostgreSQL into DIR (owned by postgres); prints the library's path.
+build_bench_floor() {
+    local out="$1/bench_floor.so"
+    "${CC:-clang}" -O2 -fPIC -shared -Wno-ignored-attributes -I"$("$PG_CONFIG" --includedir-server)" \
+        "$ROOT/bench/floor.c" -o "$out" || die "could not build bench/floor.c"
+    if is_root; then chown postgres:postgres "$out"; fi
+    printf '%s\n' "$out"
+}
+
 # A directory PostgreSQL's OS user owns: a shared_dir, owned by postgres
 # and private to it.
 state_dir() {

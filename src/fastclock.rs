@@ -16,10 +16,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// Decided in the postmaster (`_PG_init`), inherited by every backend.
 static USABLE: AtomicBool = AtomicBool::new(false);
 
-thread_local! {
-    /// This backend's cache (backends are single-threaded processes).
-    static CACHE: MillisCache = const { MillisCache::new(true) };
-}
+/// This backend's cache. A plain static, not a thread-local (whose lookup
+/// is a function call in a shared library): every backend is its own
+/// single-threaded process with its own copy, forked from a postmaster
+/// that never reads it.
+static CACHE: MillisCache = MillisCache::new(true);
 
 /// Decide whether the counter may be used on this machine.
 pub fn detect() {
@@ -55,11 +56,9 @@ fn tsc_is_the_clock_source() -> bool {
 /// Run `f` with this backend's cached clock (only when [`in_use`]).
 #[inline(always)]
 pub fn cached<R>(f: impl FnOnce(&CachedClock<'_, SystemClock, Tsc>) -> R) -> R {
-    CACHE.with(|cache| {
-        f(&CachedClock {
-            cache,
-            clock: SystemClock,
-            counter: Tsc,
-        })
+    f(&CachedClock {
+        cache: &CACHE,
+        clock: SystemClock,
+        counter: Tsc,
     })
 }

@@ -278,17 +278,42 @@ pub fn layout() -> Result<Layout, String> {
     }
 }
 
-/// The layout, or an ERROR.
+/// The layout, or an ERROR. The frozen layout of a preloading server
+/// (the hot path of `snowflake_nextval()`) is one load.
+#[inline(always)]
 pub fn layout_or_error() -> Layout {
+    match FROZEN_LAYOUT.get() {
+        Some(l) => *l,
+        None => layout_slow(),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn layout_slow() -> Layout {
     layout().unwrap_or_else(|msg| errors::invalid_layout(&msg))
 }
 
+/// The value of an integer GUC, read directly. `GucSetting::get` first
+/// checks that it runs on the thread that loaded the library; these are
+/// only called from SQL functions, which PostgreSQL runs on its only
+/// thread, so the hot path skips that check (a thread-local lookup).
+#[inline(always)]
+fn int_guc(setting: &GucSetting<i32>) -> i32 {
+    // SAFETY: the variable is PostgreSQL's GUC storage, written only by
+    // PostgreSQL's GUC code on this backend's (only) thread, never while
+    // this function runs.
+    unsafe { *setting.as_ptr() }
+}
+
 /// The configured worker id, if set.
+#[inline(always)]
 pub fn worker_id() -> Option<u64> {
-    let w = WORKER_ID.get();
+    let w = int_guc(&WORKER_ID);
     (w >= 0).then_some(w as u64)
 }
 
+#[inline(always)]
 pub fn max_lead_ms() -> u64 {
-    MAX_LEAD_MS.get().max(0) as u64
+    int_guc(&MAX_LEAD_MS).max(0) as u64
 }

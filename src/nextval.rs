@@ -80,7 +80,7 @@ pub fn snowflake_nextval_bulk(count: i32) -> SetOfIterator<'static, i64> {
                 left -= b.count;
                 blocks.push(b);
             }
-            Ok(BlockAttempt::Wait(ms)) => sleep_ms(ms),
+            Ok(BlockAttempt::Wait(us)) => sleep_us(us),
             Ok(BlockAttempt::Reserve(upto_ms)) => reserve(state, &cfg, upto_ms),
             Err(e) => {
                 failure = Some(e);
@@ -110,7 +110,7 @@ fn next_one(
     loop {
         match state.try_next(cfg, clock, ev) {
             Ok(Attempt::Issued(id)) => return Ok(id),
-            Ok(Attempt::Wait(ms)) => sleep_ms(ms),
+            Ok(Attempt::Wait(us)) => sleep_us(us),
             Ok(Attempt::Reserve(upto_ms)) => reserve(state, cfg, upto_ms),
             Err(e) => return Err(e),
         }
@@ -154,19 +154,36 @@ fn reserve(state: &GeneratorState, cfg: &Config, upto_ms: i64) {
     }
 }
 
-/// Back-pressure: sleep on our latch, so that the wait is interruptible,
-/// visible in pg_stat_activity, and ends if the postmaster dies.
-fn sleep_ms(ms: u64) {
-    // SAFETY: MyLatch is this backend's latch; WaitLatch/ResetLatch are the
-    // standard way to sleep in a backend.
+/// Back-pressure: sleep `us` microseconds, until the reference clock
+/// admits the next ID. Whole milliseconds are slept on our latch, so that
+/// the wait is interruptible and ends if the postmaster dies; the rest (a
+/// wait is usually a fraction of a millisecond: the rest of the current
+/// one) with `pg_usleep`, because a latch timeout is whole milliseconds
+/// and sleeping to the end of one would waste most of the next. Either
+/// way the wait shows in `pg_stat_activity` as `Extension`.
+#[cold]
+fn sleep_us(us: u64) {
+    let ms = us / 1000;
+    let rest = us % 1000;
+    // SAFETY: MyLatch is this backend's latch; WaitLatch/ResetLatch and
+    // pg_usleep are the standard ways to sleep in a backend.
+    // my_wait_event_info always points at valid storage (this backend's
+    // PGPROC entry, or a local variable before there is one).
     unsafe {
-        pg_sys::WaitLatch(
-            pg_sys::MyLatch,
-            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
-            ms as _,
-            pg_sys::PG_WAIT_EXTENSION,
-        );
-        pg_sys::ResetLatch(pg_sys::MyLatch);
+        if ms > 0 {
+            pg_sys::WaitLatch(
+                pg_sys::MyLatch,
+                (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+                ms as _,
+                pg_sys::PG_WAIT_EXTENSION,
+            );
+            pg_sys::ResetLatch(pg_sys::MyLatch);
+        }
+        if rest > 0 {
+            *pg_sys::my_wait_event_info = pg_sys::PG_WAIT_EXTENSION;
+            pg_sys::pg_usleep(rest as _);
+            *pg_sys::my_wait_event_info = 0;
+        }
     }
     pgrx::check_for_interrupts!();
 }

@@ -8,6 +8,10 @@
 //! Both are read in nanoseconds. Tests inject [`ManualClock`].
 
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+
+/// Every access to a [`MillisCache`] (process-local, one thread at a time).
+const R: Ordering = Ordering::Relaxed;
 
 pub trait Clock {
     /// Wall-clock time in nanoseconds since 1970-01-01 UTC. May be a cached
@@ -20,6 +24,11 @@ pub trait Clock {
     /// sub-millisecond precision.
     fn wall_ns_exact(&self) -> i64 {
         self.wall_ns()
+    }
+    /// [`Self::wall_ns`] in whole milliseconds since 1970-01-01 UTC.
+    #[inline]
+    fn wall_ms(&self) -> i64 {
+        self.wall_ns().div_euclid(1_000_000)
     }
 }
 
@@ -123,6 +132,9 @@ impl<C: Clock + ?Sized> Clock for &C {
     fn wall_ns_exact(&self) -> i64 {
         (**self).wall_ns_exact()
     }
+    fn wall_ms(&self) -> i64 {
+        (**self).wall_ms()
+    }
 }
 
 /// A counter of CPU cycles that runs at a constant rate and is synchronised
@@ -169,17 +181,26 @@ impl Cycles for Tsc {
 ///   than 1%, or the counter went backwards, caching stops for good.
 ///
 /// A wall-clock step is seen at the next real read, within a millisecond.
-/// Process-local (a backend's own cache; `Cell`s, not shared memory).
+///
+/// Process-local: one per backend, never in shared memory. Its fields are
+/// atomics only so that it can be a plain `static` (no thread-local lookup
+/// on the hot path); every access is `Relaxed`, which compiles to ordinary
+/// loads and stores. One cache must be used by one thread at a time (a
+/// PostgreSQL backend is single-threaded; the tests give each thread its
+/// own).
 #[derive(Debug)]
 pub struct MillisCache {
-    enabled: std::cell::Cell<bool>,
+    enabled: AtomicBool,
     /// Counter value before which `wall` is in the current millisecond.
-    until: std::cell::Cell<u64>,
-    wall: std::cell::Cell<i64>,
-    /// Calibration anchor: (counter, monotonic ns); counter 0 = none yet.
-    anchor: std::cell::Cell<(u64, i64)>,
+    until: AtomicU64,
+    /// The last real reading, in ns and in ms.
+    wall: AtomicI64,
+    wall_ms: AtomicI64,
+    /// Calibration anchor: counter and monotonic ns; counter 0 = none yet.
+    anchor_cycles: AtomicU64,
+    anchor_mono: AtomicI64,
     /// Measured counter rate in cycles per ms (0 = not calibrated).
-    measured_per_ms: std::cell::Cell<u64>,
+    measured_per_ms: AtomicU64,
 }
 
 impl MillisCache {
@@ -190,75 +211,95 @@ impl MillisCache {
     /// A cache; `enabled = false` makes every read a real one.
     pub const fn new(enabled: bool) -> Self {
         MillisCache {
-            enabled: std::cell::Cell::new(enabled),
-            until: std::cell::Cell::new(0),
-            wall: std::cell::Cell::new(0),
-            anchor: std::cell::Cell::new((0, 0)),
-            measured_per_ms: std::cell::Cell::new(0),
+            enabled: AtomicBool::new(enabled),
+            until: AtomicU64::new(0),
+            wall: AtomicI64::new(0),
+            wall_ms: AtomicI64::new(0),
+            anchor_cycles: AtomicU64::new(0),
+            anchor_mono: AtomicI64::new(0),
+            measured_per_ms: AtomicU64::new(0),
         }
     }
 
     /// Whether readings are being reused (enabled and calibrated).
     pub fn active(&self) -> bool {
-        self.enabled.get() && self.measured_per_ms.get() != 0
+        self.enabled.load(R) && self.measured_per_ms.load(R) != 0
     }
 
     /// The wall clock: the last reading while its millisecond lasts, else a
     /// real one.
     #[inline]
     pub fn wall_ns(&self, clock: &impl Clock, counter: &impl Cycles) -> i64 {
-        if self.measured_per_ms.get() != 0 && counter.cycles() < self.until.get() {
-            return self.wall.get();
+        if self.measured_per_ms.load(R) != 0 && counter.cycles() < self.until.load(R) {
+            return self.wall.load(R);
         }
         self.refresh(clock, counter)
+    }
+
+    /// [`Self::wall_ns`] in whole milliseconds (kept with the reading, so
+    /// the hot path does not divide).
+    #[inline]
+    pub fn wall_ms(&self, clock: &impl Clock, counter: &impl Cycles) -> i64 {
+        if self.measured_per_ms.load(R) != 0 && counter.cycles() < self.until.load(R) {
+            return self.wall_ms.load(R);
+        }
+        self.refresh(clock, counter).div_euclid(1_000_000)
     }
 
     #[cold]
     #[inline(never)]
     fn refresh(&self, clock: &impl Clock, counter: &impl Cycles) -> i64 {
-        if !self.enabled.get() {
+        if !self.enabled.load(R) {
             return clock.wall_ns_exact();
         }
         let c = counter.cycles();
         let w = clock.wall_ns_exact();
         let m = clock.mono_ns();
         self.calibrate(c, m);
-        let per_ms = self.measured_per_ms.get() / 100 * 98;
+        let per_ms = self.measured_per_ms.load(R) / 100 * 98;
         let left_ns = 1_000_000 - w.rem_euclid(1_000_000) - Self::MARGIN_NS;
-        self.until.set(if per_ms != 0 && left_ns > 0 {
-            c.saturating_add((left_ns as u64).saturating_mul(per_ms) / 1_000_000)
-        } else {
-            0
-        });
-        self.wall.set(w);
+        // The reading is stored before `until` admits it.
+        self.until.store(0, R);
+        self.wall.store(w, R);
+        self.wall_ms.store(w.div_euclid(1_000_000), R);
+        self.until.store(
+            if per_ms != 0 && left_ns > 0 {
+                c.saturating_add((left_ns as u64).saturating_mul(per_ms) / 1_000_000)
+            } else {
+                0
+            },
+            R,
+        );
         w
     }
 
     fn calibrate(&self, c: u64, m: i64) {
-        let (ac, am) = self.anchor.get();
+        let (ac, am) = (self.anchor_cycles.load(R), self.anchor_mono.load(R));
         if ac == 0 || c == 0 {
-            self.anchor.set((c, m));
+            self.anchor_cycles.store(c, R);
+            self.anchor_mono.store(m, R);
             return;
         }
         if c < ac || m < am {
             return self.disable();
         }
         let dt = m - am;
-        let known = self.measured_per_ms.get();
+        let known = self.measured_per_ms.load(R);
         if (known == 0 && dt >= Self::CALIBRATION_NS) || dt >= Self::RECHECK_NS {
             let rate = ((c - ac) as u128 * 1_000_000 / dt as u128) as u64;
             if known != 0 && rate.abs_diff(known) > known / 100 {
                 return self.disable();
             }
-            self.measured_per_ms.set(rate);
-            self.anchor.set((c, m));
+            self.measured_per_ms.store(rate, R);
+            self.anchor_cycles.store(c, R);
+            self.anchor_mono.store(m, R);
         }
     }
 
     fn disable(&self) {
-        self.enabled.set(false);
-        self.measured_per_ms.set(0);
-        self.until.set(0);
+        self.enabled.store(false, R);
+        self.measured_per_ms.store(0, R);
+        self.until.store(0, R);
     }
 }
 
@@ -273,6 +314,10 @@ impl<C: Clock, T: Cycles> Clock for CachedClock<'_, C, T> {
     #[inline]
     fn wall_ns(&self) -> i64 {
         self.cache.wall_ns(&self.clock, &self.counter)
+    }
+    #[inline]
+    fn wall_ms(&self) -> i64 {
+        self.cache.wall_ms(&self.clock, &self.counter)
     }
     #[inline]
     fn mono_ns(&self) -> i64 {
@@ -342,6 +387,8 @@ mod tests {
                 "stale millisecond"
             );
             assert!(got <= truth);
+            // The millisecond form, from the cache or a real read.
+            assert_eq!(cache.wall_ms(&clock, &counter), truth.div_euclid(MS));
             if got != truth {
                 cached += 1;
             }

@@ -108,7 +108,8 @@ pub struct Config {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Attempt {
     Issued(i64),
-    /// Back-pressure: sleep this many milliseconds, then try again.
+    /// Back-pressure: sleep this many microseconds (until the reference
+    /// clock admits the next ID), then try again.
     Wait(u64),
     /// The next ID needs a reservation up to this Unix ms to be persisted
     /// first; extend it (see [`GeneratorState::renewal_target`]) and retry.
@@ -143,7 +144,7 @@ impl Block {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BlockAttempt {
     Issued(Block),
-    /// Back-pressure: sleep this many milliseconds, then try again.
+    /// Back-pressure: sleep this many microseconds, then try again.
     Wait(u64),
     /// Persist a reservation up to this Unix ms first, then retry.
     Reserve(i64),
@@ -339,21 +340,75 @@ impl GeneratorState {
         }
     }
 
-    /// The reference clock in ms since the epoch (see the module docs).
+    /// The reference clock in Unix ns (see the module docs): never behind
+    /// the wall clock.
     #[inline]
-    fn reference_ms(&self, mono: i64, wall_ms_off: i64, layout: &Layout) -> i64 {
-        let off = self.max_offset.load(Ordering::Acquire);
-        if off == UNSET {
-            return wall_ms_off;
+    fn reference_ns(&self, mono: i64, wall: i64) -> i64 {
+        match self.max_offset.load(Ordering::Acquire) {
+            UNSET => wall,
+            off => mono.saturating_add(off).max(wall),
         }
-        let r = (mono.saturating_add(off)).div_euclid(1_000_000) - layout.epoch_ms();
-        r.max(wall_ms_off)
     }
 
     /// One attempt at issuing an ID. Lock-free: it retries its CAS only when
     /// another process issued an ID in between.
-    #[inline]
+    ///
+    /// The common case (the next sequence number in the last ID's
+    /// millisecond, for the same worker, within the lead bound) takes a
+    /// short path: one wall-clock read, a few compares and the CAS. It
+    /// issues exactly the ID that [`Self::try_next_block`] with a count of
+    /// 1 would (a test checks this from every kind of state), and leaves
+    /// everything else to it.
+    #[inline(always)]
     pub fn try_next(
+        &self,
+        cfg: &Config,
+        clock: &impl Clock,
+        ev: &mut Events,
+    ) -> Result<Attempt, GenError> {
+        if let Some(id) = self.try_next_same_millisecond(cfg, clock) {
+            return Ok(Attempt::Issued(id));
+        }
+        self.try_next_general(cfg, clock, ev)
+    }
+
+    /// The short path of [`Self::try_next`]: `None` whenever anything but
+    /// "last ID + 1" could be the answer, or the CAS lost a race.
+    #[inline(always)]
+    fn try_next_same_millisecond(&self, cfg: &Config, clock: &impl Clock) -> Option<i64> {
+        let layout = &cfg.layout;
+        let last = self.last_id.load(Ordering::Acquire);
+        let unix_ms = clock.wall_ms();
+        let (last_ts, last_worker, last_seq) = layout.split(last);
+        if last_worker != cfg.worker || last_seq == layout.max_sequence() {
+            return None; // another worker's ID, or a new millisecond needed
+        }
+        let now = unix_ms.checked_sub(layout.epoch_ms())?;
+        if now != last_ts as i64 {
+            // The wall clock is behind the last ID (a burst, or a step
+            // back): only when the clocks were measured in this wall-clock
+            // millisecond already, and the ID is within the lead bound
+            // without consulting the reference clock.
+            if now > last_ts as i64
+                || now < 0
+                || self.behind_seen_ms.load(Ordering::Relaxed) != unix_ms
+                || last_ts > (now as u64).saturating_add(cfg.max_lead_ms)
+            {
+                return None;
+            }
+        }
+        if layout.epoch_ms() + last_ts as i64 > self.reserved_until_ms.load(Ordering::Acquire) {
+            return None;
+        }
+        self.last_id
+            .compare_exchange(last, last + 1, Ordering::AcqRel, Ordering::Relaxed)
+            .ok()
+            .map(|_| (last + 1) as i64)
+    }
+
+    /// [`Self::try_next`] beyond the short path: a block of one.
+    #[inline(never)]
+    fn try_next_general(
         &self,
         cfg: &Config,
         clock: &impl Clock,
@@ -361,7 +416,7 @@ impl GeneratorState {
     ) -> Result<Attempt, GenError> {
         Ok(match self.try_next_block(cfg, clock, ev, 1)? {
             BlockAttempt::Issued(b) => Attempt::Issued(b.first),
-            BlockAttempt::Wait(ms) => Attempt::Wait(ms),
+            BlockAttempt::Wait(us) => Attempt::Wait(us),
             BlockAttempt::Reserve(ms) => Attempt::Reserve(ms),
         })
     }
@@ -426,7 +481,8 @@ impl GeneratorState {
             // the clock costs one clock read per ID, like any other call.
             if end_ts > now.saturating_add(cfg.max_lead_ms) {
                 let m = mono.unwrap_or_else(|| clock.mono_ns());
-                let reference = self.reference_ms(m, now as i64, layout);
+                let reference_ns = self.reference_ns(m, wall);
+                let reference = reference_ns.div_euclid(1_000_000) - layout.epoch_ms();
                 let limit = reference.saturating_add(cfg.max_lead_ms as i64);
                 if cand_ts as i64 > limit {
                     let excess = (cand_ts as i64 - limit) as u64;
@@ -435,7 +491,16 @@ impl GeneratorState {
                         self.counters
                             .backpressure_waits
                             .fetch_add(1, Ordering::Relaxed);
-                        return Ok(BlockAttempt::Wait(excess));
+                        // The ID is admitted when the reference clock
+                        // reaches the start of millisecond
+                        // cand_ts - max_lead: sleep exactly until then
+                        // (rounded up to a microsecond), not to the end
+                        // of a whole millisecond.
+                        let admit_ns = (cand_ts as i64 - cfg.max_lead_ms as i64
+                            + layout.epoch_ms())
+                        .saturating_mul(1_000_000);
+                        let wait_ns = admit_ns.saturating_sub(reference_ns).max(1);
+                        return Ok(BlockAttempt::Wait((wait_ns as u64).div_ceil(1_000)));
                     }
                     // Not a burst: re-anchor the reference clock so that
                     // this ID is exactly at the bound, and go on.
@@ -490,7 +555,7 @@ impl GeneratorState {
         }
     }
 
-    /// Issue an ID, sleeping through back-pressure with `sleep_ms`. Only
+    /// Issue an ID, sleeping through back-pressure with `sleep_us`. Only
     /// for states without a durable reservation (tests, tools): a
     /// reservation request is a logic error here.
     pub fn next_id(
@@ -498,12 +563,12 @@ impl GeneratorState {
         cfg: &Config,
         clock: &impl Clock,
         ev: &mut Events,
-        mut sleep_ms: impl FnMut(u64),
+        mut sleep_us: impl FnMut(u64),
     ) -> Result<i64, GenError> {
         loop {
             match self.try_next(cfg, clock, ev)? {
                 Attempt::Issued(id) => return Ok(id),
-                Attempt::Wait(ms) => sleep_ms(ms),
+                Attempt::Wait(us) => sleep_us(us),
                 Attempt::Reserve(ms) => {
                     unreachable!("reservation to {ms} requested without a host")
                 }
@@ -520,12 +585,12 @@ impl GeneratorState {
         clock: &impl Clock,
         ev: &mut Events,
         want: u64,
-        mut sleep_ms: impl FnMut(u64),
+        mut sleep_us: impl FnMut(u64),
     ) -> Result<Block, GenError> {
         loop {
             match self.try_next_block(cfg, clock, ev, want)? {
                 BlockAttempt::Issued(b) => return Ok(b),
-                BlockAttempt::Wait(ms) => sleep_ms(ms),
+                BlockAttempt::Wait(us) => sleep_us(us),
                 BlockAttempt::Reserve(ms) => {
                     unreachable!("reservation to {ms} requested without a host")
                 }
@@ -698,8 +763,9 @@ mod tests {
                     last = id;
                     issued += 1;
                 }
-                Attempt::Wait(ms) => {
-                    assert_eq!(ms, 1);
+                Attempt::Wait(us) => {
+                    // The clock is at the start of a millisecond: a whole one.
+                    assert_eq!(us, 1000);
                     waits += 1;
                     break;
                 }
@@ -720,7 +786,23 @@ mod tests {
         }
         assert_eq!(st.lead_ms(&c.layout, T0 / MS + 1).unwrap(), 5);
         let mut ev = Events::default();
+        assert_eq!(
+            st.try_next(&c, &clock, &mut ev).unwrap(),
+            Attempt::Wait(1000)
+        );
+        // 0.3 ms later only the rest of the millisecond is left to wait.
+        clock.advance(300_000);
+        assert_eq!(
+            st.try_next(&c, &clock, &mut ev).unwrap(),
+            Attempt::Wait(700)
+        );
+        clock.advance(699_999);
         assert_eq!(st.try_next(&c, &clock, &mut ev).unwrap(), Attempt::Wait(1));
+        clock.advance(1);
+        assert!(matches!(
+            st.try_next(&c, &clock, &mut ev).unwrap(),
+            Attempt::Issued(_)
+        ));
     }
 
     #[test]
@@ -798,14 +880,14 @@ mod tests {
         let mut ev = Events::default();
         let mut slept = 0;
         for _ in 0..20_000 {
-            st.next_id(&c, &clock, &mut ev, |ms| {
-                slept += ms;
-                clock.advance(ms as i64 * MS)
+            st.next_id(&c, &clock, &mut ev, |us| {
+                slept += us;
+                clock.advance(us as i64 * 1_000)
             })
             .unwrap();
         }
         assert!(ev.reanchored);
-        assert!(slept < 50, "slept {slept} ms");
+        assert!(slept < 50_000, "slept {slept} µs");
     }
 
     #[test]
@@ -944,6 +1026,120 @@ mod tests {
             .unwrap()
     }
 
+    /// A copy of every field of a state (for comparing two runs).
+    fn snapshot(st: &GeneratorState) -> [i64; 13] {
+        let c = &st.counters;
+        [
+            st.last_id.load(Ordering::Relaxed) as i64,
+            st.behind_seen_ms.load(Ordering::Relaxed),
+            st.max_offset.load(Ordering::Relaxed),
+            st.ref_offset.load(Ordering::Relaxed),
+            st.last_warning_ms.load(Ordering::Relaxed),
+            st.reserved_until_ms.load(Ordering::Relaxed),
+            st.blocked.load(Ordering::Relaxed) as i64,
+            c.sequence_overflows.load(Ordering::Relaxed) as i64,
+            c.clock_steps_back.load(Ordering::Relaxed) as i64,
+            c.largest_step_back_ns.load(Ordering::Relaxed),
+            c.backpressure_waits.load(Ordering::Relaxed) as i64,
+            c.reservation_waits.load(Ordering::Relaxed) as i64,
+            c.reservations_written.load(Ordering::Relaxed) as i64,
+        ]
+    }
+
+    fn restore(v: &[i64; 13]) -> GeneratorState {
+        let st = GeneratorState::new();
+        st.last_id.store(v[0] as u64, Ordering::Relaxed);
+        st.behind_seen_ms.store(v[1], Ordering::Relaxed);
+        st.max_offset.store(v[2], Ordering::Relaxed);
+        st.ref_offset.store(v[3], Ordering::Relaxed);
+        st.last_warning_ms.store(v[4], Ordering::Relaxed);
+        st.reserved_until_ms.store(v[5], Ordering::Relaxed);
+        st
+    }
+
+    /// The short path of `try_next` issues exactly what the general
+    /// algorithm (a block of one) would, and changes the state exactly as
+    /// it would, from random states of every kind: the last ID in this,
+    /// an earlier or a later millisecond, of this or a neighbouring worker,
+    /// at any sequence including the last; the clocks measured in this
+    /// millisecond or not; reservations and lead bounds that do and do not
+    /// cover the next ID; clock readings anywhere within a millisecond.
+    #[test]
+    fn short_path_agrees_with_the_general_algorithm() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut rnd = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let layout = Layout::default_layout();
+        let (mut short, mut general) = (0, 0);
+        for _ in 0..200_000 {
+            let wall = T0 + rnd(MS as u64) as i64;
+            let unix_ms = wall / MS;
+            let now = (unix_ms - layout.epoch_ms()) as u64;
+            let last_ts = now + rnd(8) - 3; // 3 ms behind to 4 ahead
+            let worker = 41 + rnd(3);
+            let seq = match rnd(4) {
+                0 => layout.max_sequence(),
+                1 => layout.max_sequence() - 1,
+                _ => rnd(layout.max_sequence() + 1),
+            };
+            let c = Config {
+                layout,
+                worker: 42,
+                max_lead_ms: [0, 1, 2, 5, 1000][rnd(5) as usize],
+            };
+            let mut v = snapshot(&GeneratorState::new());
+            v[0] = layout.pack(last_ts, worker, seq) as i64;
+            v[1] = if rnd(2) == 0 { unix_ms } else { unix_ms - 1 };
+            v[2] = if rnd(4) == 0 {
+                UNSET
+            } else {
+                wall - M0 - rnd(2) as i64 * MS
+            };
+            v[3] = v[2];
+            v[5] = match rnd(3) {
+                0 => i64::MAX,
+                1 => layout.epoch_ms() + last_ts as i64,
+                _ => layout.epoch_ms() + last_ts as i64 - 1,
+            };
+            let clock = ManualClock::new(wall, M0);
+            let (a, b) = (restore(&v), restore(&v));
+            let mut ev = Events::default();
+            match a.try_next_same_millisecond(&c, &clock) {
+                Some(id) => {
+                    short += 1;
+                    let want = b.try_next_block(&c, &clock, &mut ev, 1).unwrap();
+                    assert_eq!(
+                        want,
+                        BlockAttempt::Issued(Block {
+                            first: id,
+                            count: 1
+                        }),
+                        "state {v:?}, config {c:?}"
+                    );
+                    assert_eq!(ev, Events::default(), "state {v:?}");
+                    assert_eq!(snapshot(&a), snapshot(&b), "state {v:?}");
+                }
+                None => {
+                    general += 1;
+                    assert_eq!(
+                        snapshot(&a),
+                        v,
+                        "the short path gave up but changed the state"
+                    );
+                }
+            }
+        }
+        // Both paths were exercised (the test can not pass vacuously).
+        assert!(
+            short > 5_000 && general > 5_000,
+            "{short} short, {general} general"
+        );
+    }
+
     #[test]
     fn block_is_one_cas_of_consecutive_ids() {
         let st = GeneratorState::new();
@@ -985,7 +1181,10 @@ mod tests {
         assert_eq!(last.sequence, 4095);
         assert!(b.count < 3 * 4096 + 4096 && b.count > 2 * 4096);
         // The clock has not moved: the next attempt must wait.
-        assert!(matches!(block(&st, &c, &clock, 10), BlockAttempt::Wait(1)));
+        assert!(matches!(
+            block(&st, &c, &clock, 10),
+            BlockAttempt::Wait(1000)
+        ));
         clock.advance(MS);
         let BlockAttempt::Issued(b2) = block(&st, &c, &clock, 1_000_000) else {
             panic!("block not issued after the clock moved")
@@ -1052,7 +1251,7 @@ mod tests {
                 std::thread::spawn(move || {
                     let mut out = Vec::new();
                     let mut ev = Events::default();
-                    let sleep = |ms| std::thread::sleep(std::time::Duration::from_millis(ms));
+                    let sleep = |us| std::thread::sleep(std::time::Duration::from_micros(us));
                     for i in 0..3_000u64 {
                         if t % 2 == 0 {
                             let want = 1 + (i * 37 + t) % 300;
@@ -1095,8 +1294,8 @@ mod tests {
                     let mut out = Vec::with_capacity(200_000);
                     for _ in 0..200_000 {
                         let id = st
-                            .next_id(&c, &clock, &mut ev, |ms| {
-                                std::thread::sleep(std::time::Duration::from_millis(ms))
+                            .next_id(&c, &clock, &mut ev, |us| {
+                                std::thread::sleep(std::time::Duration::from_micros(us))
                             })
                             .unwrap();
                         // The ID is never more than max_lead (+1 ms for the
@@ -1144,8 +1343,8 @@ mod tests {
                     let mut ev = Events::default();
                     for _ in 0..per_thread {
                         let id = st
-                            .next_id(&c, &clock, &mut ev, |ms| {
-                                std::thread::sleep(std::time::Duration::from_millis(ms))
+                            .next_id(&c, &clock, &mut ev, |us| {
+                                std::thread::sleep(std::time::Duration::from_micros(us))
                             })
                             .unwrap();
                         out.push(id);
