@@ -20,8 +20,8 @@ rm -rf "$DIR/data"
 as_pg "$(pgbin)/initdb" -D "$DIR/data" -U postgres -A trust --no-sync >/dev/null
 printf "shared_preload_libraries = 'snowflake_id'\nsnowflake_id.worker_id = 1\njit = off\n" | as_pg tee -a "$DIR/data/postgresql.conf" >/dev/null
 single() { as_pg env ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$LD_LIBRARY_PATH"} "$@" "$(pgbin)/postgres" --single -D "$DIR/data" -j postgres; }
-FLOOR_SO=$(build_bench_floor "$DIR")
-printf "CREATE EXTENSION snowflake_id;\nCREATE SEQUENCE s;\nCREATE FUNCTION bench_floor() RETURNS bigint AS '%s', 'bench_floor' LANGUAGE C VOLATILE;\n" "$FLOOR_SO" | single >/dev/null
+floor_sql=$(bench_floor_sql "$DIR")
+printf 'CREATE EXTENSION snowflake_id;\nCREATE SEQUENCE s;\n%s\n' "$floor_sql" | single >/dev/null
 
 # name | expression | C function callgrind should count
 GENS=("snowflake_nextval()|snowflake_nextval()|snowflake_nextval_wrapper"

@@ -58,11 +58,8 @@ if [ "$PG_MAJOR" -ge 18 ]; then GENS+=("uuidv7()|uuidv7()|uuid"); fi
 # The constant expression without a call is reported beside it.
 FLOOR="floor (constant function)|bench_floor()|bigint"
 NOCALL="constant expression (no call)|42::bigint|bigint"
-FLOOR_SO=$(build_bench_floor "$DIR")
-q <<SQL
-CREATE FUNCTION bench_floor() RETURNS bigint
-    AS '$FLOOR_SO', 'bench_floor' LANGUAGE C VOLATILE PARALLEL SAFE;
-SQL
+floor_sql=$(bench_floor_sql "$DIR")
+q -c "$floor_sql"
 q <<'SQL'
 SET client_min_messages = warning;
 CREATE EXTENSION snowflake_id;

@@ -117,13 +117,13 @@ as_pg() {
 }
 
 # Build bench/floor.c (the benchmarks' constant C function) for the selected
-# PostgreSQL into DIR (owned by postgres); prints the library's path.
-build_bench_floor() {
+# PostgreSQL into DIR (owned by postgres); prints the SQL that declares it.
+bench_floor_sql() {
     local out="$1/bench_floor.so"
     "${CC:-clang}" -O2 -fPIC -shared -Wno-ignored-attributes -I"$("$PG_CONFIG" --includedir-server)" \
         "$ROOT/bench/floor.c" -o "$out" || die "could not build bench/floor.c"
     if is_root; then chown postgres:postgres "$out"; fi
-    printf '%s\n' "$out"
+    printf "CREATE FUNCTION bench_floor() RETURNS bigint AS '%s', 'bench_floor' LANGUAGE C VOLATILE PARALLEL SAFE;\n" "$out"
 }
 
 # A directory PostgreSQL's OS user owns: a shared_dir, owned by postgres

@@ -5,7 +5,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::{
-    Attempt, Block, BlockAttempt, Clock, Config, Events, GenError, GeneratorState, SystemClock,
+    Attempt, Block, Clock, Config, Events, GenError, GeneratorState, SystemClock,
 };
 use std::sync::atomic::Ordering;
 
@@ -75,13 +75,13 @@ pub fn snowflake_nextval_bulk(count: i32) -> SetOfIterator<'static, i64> {
     let mut ev = Events::default();
     let mut failure = None;
     while left > 0 {
-        match state.try_next_block(&cfg, &SystemClock, &mut ev, left) {
-            Ok(BlockAttempt::Issued(b)) => {
+        match until_issued(state, &cfg, || {
+            state.try_next_block(&cfg, &SystemClock, &mut ev, left)
+        }) {
+            Ok(b) => {
                 left -= b.count;
                 blocks.push(b);
             }
-            Ok(BlockAttempt::Wait(us)) => sleep_us(us),
-            Ok(BlockAttempt::Reserve(upto_ms)) => reserve(state, &cfg, upto_ms),
             Err(e) => {
                 failure = Some(e);
                 break;
@@ -107,12 +107,22 @@ fn next_one(
     clock: &impl Clock,
     ev: &mut Events,
 ) -> Result<i64, GenError> {
+    until_issued(state, cfg, || state.try_next(cfg, clock, ev))
+}
+
+/// Repeat `attempt` until it issues (an ID or a block), sleeping through
+/// back-pressure and renewing the reservation when asked to.
+#[inline(always)]
+fn until_issued<T>(
+    state: &GeneratorState,
+    cfg: &Config,
+    mut attempt: impl FnMut() -> Result<Attempt<T>, GenError>,
+) -> Result<T, GenError> {
     loop {
-        match state.try_next(cfg, clock, ev) {
-            Ok(Attempt::Issued(id)) => return Ok(id),
-            Ok(Attempt::Wait(us)) => sleep_us(us),
-            Ok(Attempt::Reserve(upto_ms)) => reserve(state, cfg, upto_ms),
-            Err(e) => return Err(e),
+        match attempt()? {
+            Attempt::Issued(x) => return Ok(x),
+            Attempt::Wait(us) => sleep_us(us),
+            Attempt::Reserve(upto_ms) => reserve(state, cfg, upto_ms),
         }
     }
 }

@@ -226,11 +226,18 @@ impl MillisCache {
         self.enabled.load(R) && self.measured_per_ms.load(R) != 0
     }
 
+    /// Whether the millisecond of the last real reading is still the
+    /// current one (always false before calibration).
+    #[inline(always)]
+    fn last_reading_current(&self, counter: &impl Cycles) -> bool {
+        self.measured_per_ms.load(R) != 0 && counter.cycles() < self.until.load(R)
+    }
+
     /// The wall clock: the last reading while its millisecond lasts, else a
     /// real one.
     #[inline]
     pub fn wall_ns(&self, clock: &impl Clock, counter: &impl Cycles) -> i64 {
-        if self.measured_per_ms.load(R) != 0 && counter.cycles() < self.until.load(R) {
+        if self.last_reading_current(counter) {
             return self.wall.load(R);
         }
         self.refresh(clock, counter)
@@ -240,7 +247,7 @@ impl MillisCache {
     /// the hot path does not divide).
     #[inline]
     pub fn wall_ms(&self, clock: &impl Clock, counter: &impl Cycles) -> i64 {
-        if self.measured_per_ms.load(R) != 0 && counter.cycles() < self.until.load(R) {
+        if self.last_reading_current(counter) {
             return self.wall_ms.load(R);
         }
         self.refresh(clock, counter).div_euclid(1_000_000)
@@ -352,6 +359,17 @@ mod tests {
         rate_den: u64,
         base: std::cell::Cell<u64>,
     }
+    impl<'a> FakeCounter<'a> {
+        /// A 3 GHz counter driven by `clock`.
+        fn three_per_ns(clock: &'a ManualClock) -> Self {
+            FakeCounter {
+                clock,
+                rate_num: 3,
+                rate_den: 1,
+                base: 1.into(),
+            }
+        }
+    }
     impl Cycles for FakeCounter<'_> {
         fn cycles(&self) -> u64 {
             self.base.get() + self.clock.mono_ns() as u64 * self.rate_num / self.rate_den
@@ -410,12 +428,7 @@ mod tests {
     #[test]
     fn cache_sees_a_wall_clock_step_within_a_millisecond() {
         let clock = ManualClock::new(1_700_000_000_000 * MS, 5_000 * MS);
-        let counter = FakeCounter {
-            clock: &clock,
-            rate_num: 3,
-            rate_den: 1,
-            base: 1.into(),
-        };
+        let counter = FakeCounter::three_per_ns(&clock);
         let cache = MillisCache::new(true);
         calibrate(&cache, &clock, &counter);
         clock.step_wall(-3_600_000 * MS);
@@ -426,12 +439,7 @@ mod tests {
     #[test]
     fn cache_stops_when_the_counter_rate_changes() {
         let clock = ManualClock::new(1_700_000_000_000 * MS, 5_000 * MS);
-        let counter = FakeCounter {
-            clock: &clock,
-            rate_num: 3,
-            rate_den: 1,
-            base: 1.into(),
-        };
+        let counter = FakeCounter::three_per_ns(&clock);
         let cache = MillisCache::new(true);
         calibrate(&cache, &clock, &counter);
         // The counter jumps ahead (a VM migrated to another host): the next
@@ -452,12 +460,7 @@ mod tests {
     #[test]
     fn disabled_cache_always_reads_the_clock() {
         let clock = ManualClock::new(1_700_000_000_000 * MS, 5_000 * MS);
-        let counter = FakeCounter {
-            clock: &clock,
-            rate_num: 3,
-            rate_den: 1,
-            base: 1.into(),
-        };
+        let counter = FakeCounter::three_per_ns(&clock);
         let cache = MillisCache::new(false);
         for _ in 0..1_000 {
             clock.advance(10_000);

@@ -104,10 +104,11 @@ pub struct Config {
     pub max_lead_ms: u64,
 }
 
-/// What one attempt produced.
+/// What one attempt produced: an ID ([`GeneratorState::try_next`]) or a
+/// [`Block`] ([`GeneratorState::try_next_block`]), or what to do first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Attempt {
-    Issued(i64),
+pub enum Attempt<T = i64> {
+    Issued(T),
     /// Back-pressure: sleep this many microseconds (until the reference
     /// clock admits the next ID), then try again.
     Wait(u64),
@@ -141,13 +142,34 @@ impl Block {
 }
 
 /// What one block attempt produced (see [`GeneratorState::try_next_block`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BlockAttempt {
-    Issued(Block),
-    /// Back-pressure: sleep this many microseconds, then try again.
-    Wait(u64),
-    /// Persist a reservation up to this Unix ms first, then retry.
-    Reserve(i64),
+pub type BlockAttempt = Attempt<Block>;
+
+impl<T> Attempt<T> {
+    /// The same outcome with the issued value converted.
+    #[inline]
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Attempt<U> {
+        match self {
+            Attempt::Issued(x) => Attempt::Issued(f(x)),
+            Attempt::Wait(us) => Attempt::Wait(us),
+            Attempt::Reserve(ms) => Attempt::Reserve(ms),
+        }
+    }
+}
+
+/// Repeat `attempt` until it issues, sleeping through back-pressure with
+/// `sleep_us`. For states without a durable reservation (tests, tools): a
+/// reservation request is a logic error here.
+fn until_issued<T>(
+    mut attempt: impl FnMut() -> Result<Attempt<T>, GenError>,
+    mut sleep_us: impl FnMut(u64),
+) -> Result<T, GenError> {
+    loop {
+        match attempt()? {
+            Attempt::Issued(x) => return Ok(x),
+            Attempt::Wait(us) => sleep_us(us),
+            Attempt::Reserve(ms) => unreachable!("reservation to {ms} requested without a host"),
+        }
+    }
 }
 
 /// Things that happened during a call, for logging and statistics.
@@ -414,11 +436,7 @@ impl GeneratorState {
         clock: &impl Clock,
         ev: &mut Events,
     ) -> Result<Attempt, GenError> {
-        Ok(match self.try_next_block(cfg, clock, ev, 1)? {
-            BlockAttempt::Issued(b) => Attempt::Issued(b.first),
-            BlockAttempt::Wait(us) => Attempt::Wait(us),
-            BlockAttempt::Reserve(ms) => Attempt::Reserve(ms),
-        })
+        Ok(self.try_next_block(cfg, clock, ev, 1)?.map(|b| b.first))
     }
 
     /// One attempt at issuing up to `want` consecutive IDs with a single
@@ -563,17 +581,9 @@ impl GeneratorState {
         cfg: &Config,
         clock: &impl Clock,
         ev: &mut Events,
-        mut sleep_us: impl FnMut(u64),
+        sleep_us: impl FnMut(u64),
     ) -> Result<i64, GenError> {
-        loop {
-            match self.try_next(cfg, clock, ev)? {
-                Attempt::Issued(id) => return Ok(id),
-                Attempt::Wait(us) => sleep_us(us),
-                Attempt::Reserve(ms) => {
-                    unreachable!("reservation to {ms} requested without a host")
-                }
-            }
-        }
+        until_issued(|| self.try_next(cfg, clock, ev), sleep_us)
     }
 
     /// Issue a block of up to `want` IDs (see [`Self::try_next_block`]),
@@ -585,17 +595,9 @@ impl GeneratorState {
         clock: &impl Clock,
         ev: &mut Events,
         want: u64,
-        mut sleep_us: impl FnMut(u64),
+        sleep_us: impl FnMut(u64),
     ) -> Result<Block, GenError> {
-        loop {
-            match self.try_next_block(cfg, clock, ev, want)? {
-                BlockAttempt::Issued(b) => return Ok(b),
-                BlockAttempt::Wait(us) => sleep_us(us),
-                BlockAttempt::Reserve(ms) => {
-                    unreachable!("reservation to {ms} requested without a host")
-                }
-            }
-        }
+        until_issued(|| self.try_next_block(cfg, clock, ev, want), sleep_us)
     }
 
     /// Server-wide rate limiter for clock-step warnings: true at most once
