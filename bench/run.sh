@@ -3,14 +3,15 @@
 # run, interleaved and repeated; prints Markdown tables of medians and
 # ratios (see bench/README.md).
 #
-#   bash bench/run.sh            full run (about 25 minutes on 2 cores)
+#   bash bench/run.sh            full run (about 45 minutes on 2 cores)
 #   bash bench/run.sh --smoke    every workload at toy sizes (CI: the runner
 #                                must not rot; the numbers mean nothing)
 #
 #   PG_VERSION   PostgreSQL major (default 18, the only one with uuidv7())
 #   BENCH_REPS   repetitions per measurement (default 3; medians reported)
 #   BENCH_PORT   port of the benchmark cluster (default 55610)
-#   BENCH_OUT    where the Markdown report goes (default .run/bench/report.md)
+#   BENCH_OUT    where the Markdown report goes (default .run/bench/report.md);
+#                every sample goes beside it, in report.samples.txt
 #   BENCH_WORKLOADS  which workloads to run and report (default "1 1b 2 3 4")
 set -euo pipefail
 SMOKE=0; [ "${1:-}" = "--smoke" ] && SMOKE=1
@@ -30,6 +31,8 @@ want() { [[ "$WORKLOADS" == *" $1 "* ]]; }
 # Workload 1 at N = 1M is short and the most sensitive to this machine's
 # noise: at least 9 repetitions.
 REPS1=$REPS; [ $SMOKE = 1 ] || REPS1=$(( REPS > 9 ? REPS : 9 ))
+# So is pgbench (workload 2): at least 9 there too.
+REPS2=$REPS1
 DIR=$(state_dir "$ROOT/.run/bench" bench)
 OUT=${BENCH_OUT:-$DIR/report.md}
 cleanup() { cluster_stop "$DIR"; }
@@ -153,11 +156,24 @@ q -c "ALTER SYSTEM RESET snowflake_id.max_lead" -c "SELECT pg_reload_conf()" >/d
 fi
 
 # --- 2. concurrent calls ------------------------------------------------
+# A 5 s pgbench sample on this kind of machine moves by 10-20% with the
+# neighbours' load, which drifts over the half minute a repetition takes.
+# So snowflake_nextval() and the floor always run back to back (their order
+# alternating), the rest rotate around them, and every ratio in this table
+# is the median of the per-repetition ratios: each compares two runs made
+# under the same conditions. The TPS columns stay plain medians.
+pgbench_order() {
+    local rep=$1 pair=("${GENS[0]}" "$FLOOR")
+    (( rep % 2 )) && pair=("$FLOOR" "${GENS[0]}")
+    while IFS= read -r g; do
+        if [ "$g" = PAIR ]; then printf '%s\n' "${pair[@]}"; else printf '%s\n' "$g"; fi
+    done < <(rotated "$rep" PAIR "${GENS[@]:1}" "$NOCALL")
+}
 if want 2; then
-log "2. pgbench -M prepared 'SELECT f()': clients $CLIENTS, ${PGB_T}s each, $REPS repetitions"
+log "2. pgbench -M prepared 'SELECT f()': clients $CLIENTS, ${PGB_T}s each, $REPS2 repetitions"
 for c in $CLIENTS; do
     j=$(( c < 2 ? c : 2 ))
-    for ((rep = 0; rep < REPS; rep++)); do
+    for ((rep = 0; rep < REPS2; rep++)); do
         while IFS= read -r g; do
             IFS='|' read -r name expr _ <<< "$g"
             echo "SELECT $expr;" > "$DIR/select.sql"
@@ -167,7 +183,7 @@ for c in $CLIENTS; do
             tps=$(sed -nE 's/^tps = ([0-9.]+) .*without initial connection time.*/\1/p' "$DIR/pgbench.out")
             [ -n "$tps" ] || { cat "$DIR/pgbench.out" >&2; die "no tps from pgbench"; }
             R["pgb$c|$name"]+="$tps "
-        done < <(rotated "$rep" "${GENS[@]}" "$FLOOR" "$NOCALL")
+        done < <(pgbench_order "$rep")
     done
 done
 fi
@@ -252,13 +268,16 @@ fi
 
 # --- report -------------------------------------------------------------
 med() { printf '%s\n' ${R["$1"]} | median; }
+# median over repetitions of KEY_A's sample / KEY_B's sample (same repetition)
+pratio() { fmt "$(paste <(printf '%s\n' ${R["$1"]}) <(printf '%s\n' ${R["$2"]}) \
+    | awk '$2 > 0 {printf "%.6f\n", $1 / $2}' | median)" 2; }
 mib() { awk -v b="$1" 'BEGIN {printf "%.1f MiB", b / 1048576}'; }
 cpu_model=$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)
 {
 echo "## Benchmark results"
 echo
 echo "PostgreSQL $("$PG_CONFIG" --version | cut -d' ' -f2), snowflake_id $(project_version), $(nproc) cores ($cpu_model), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM."
-echo "Medians of $REPS interleaved repetitions ($REPS1 for workload 1 at N = $N1)$([ $SMOKE = 1 ] && echo ' — SMOKE MODE, toy sizes: these numbers mean nothing')."
+echo "Medians of $REPS interleaved repetitions ($REPS1 for workload 1 at N = $N1, $REPS2 for workload 2)$([ $SMOKE = 1 ] && echo ' — SMOKE MODE, toy sizes: these numbers mean nothing')."
 echo "Command: \`$([ -n "${BENCH_WORKLOADS:-}" ] && echo "BENCH_WORKLOADS=\"$BENCH_WORKLOADS\" ")bash bench/run.sh$([ $SMOKE = 1 ] && echo ' --smoke')\`."
 if want 1; then
 for n in "$N1" "$N10"; do
@@ -293,14 +312,17 @@ if want 2; then
 echo
 echo "### 2. pgbench \`-M prepared\`, \`SELECT f();\` (TPS, ${PGB_T}s runs)"
 echo
+echo "Median TPS of $REPS2 repetitions; each ratio is the median of the per-repetition ratios (\`snowflake_nextval()\` and the floor run back to back)."
+echo
 printf '| generator |'; for c in $CLIENTS; do printf ' %s client%s |' "$c" "$([ "$c" = 1 ] || echo s)"; done; echo
 printf '|---|'; for c in $CLIENTS; do printf -- '---:|'; done; echo
 for g in "${GENS[@]}" "$FLOOR" "$NOCALL"; do
     IFS='|' read -r name _ _ <<< "$g"
     printf '| %s |' "$name"
     for c in $CLIENTS; do
-        t=$(med "pgb$c|$name"); fl=$(med "pgb$c|floor (constant function)"); nv=$(med "pgb$c|nextval (bigserial)")
-        printf ' %s (%s× floor, %s× nextval) |' "$(fmt "$t" 0)" "$(ratio "$t" "$fl")" "$(ratio "$t" "$nv")"
+        t=$(med "pgb$c|$name")
+        printf ' %s (%s× floor, %s× nextval) |' "$(fmt "$t" 0)" \
+            "$(pratio "pgb$c|$name" "pgb$c|floor (constant function)")" "$(pratio "pgb$c|$name" "pgb$c|nextval (bigserial)")"
     done
     echo
 done
@@ -328,5 +350,9 @@ echo "| \`id\` between \`snowflake_min_id\` bounds (primary key only) | $(fmt "$
 echo "| \`created_at\` column with its own index | $(fmt "$(med "range|ca")" 2) | $(mib "${R["range_size|ca"]}") |"
 fi
 } > "$OUT"
+# Every sample, in the order measured, beside the report: the spread behind
+# each median.
+SAMPLES=${OUT%.md}.samples.txt
+for k in "${!R[@]}"; do printf '%s\t%s\n' "$k" "${R[$k]% }"; done | sort > "$SAMPLES"
 cat "$OUT"
-log "report written to $OUT"
+log "report written to $OUT (every sample in $SAMPLES)"
