@@ -110,21 +110,15 @@ fn next_one(
     until_issued(state, cfg, || state.try_next(cfg, clock, ev))
 }
 
-/// Repeat `attempt` until it issues (an ID or a block), sleeping through
-/// back-pressure and renewing the reservation when asked to.
+/// [`snowflake_id_core::until_issued`] with this server's sleep and
+/// durable reservation.
 #[inline(always)]
 fn until_issued<T>(
     state: &GeneratorState,
     cfg: &Config,
-    mut attempt: impl FnMut() -> Result<Attempt<T>, GenError>,
+    attempt: impl FnMut() -> Result<Attempt<T>, GenError>,
 ) -> Result<T, GenError> {
-    loop {
-        match attempt()? {
-            Attempt::Issued(x) => return Ok(x),
-            Attempt::Wait(us) => sleep_us(us),
-            Attempt::Reserve(upto_ms) => reserve(state, cfg, upto_ms),
-        }
-    }
+    snowflake_id_core::until_issued(attempt, sleep_us, |upto_ms| reserve(state, cfg, upto_ms))
 }
 
 /// The shared generator and this call's configuration, or the ERROR that

@@ -156,20 +156,30 @@ impl<T> Attempt<T> {
     }
 }
 
-/// Repeat `attempt` until it issues, sleeping through back-pressure with
-/// `sleep_us`. For states without a durable reservation (tests, tools): a
-/// reservation request is a logic error here.
-fn until_issued<T>(
+/// Repeat `attempt` until it issues (an ID or a block), sleeping through
+/// back-pressure with `sleep_us` and persisting a reservation with
+/// `reserve` (its argument: the Unix ms to reserve up to) when asked to.
+/// The one retry loop of every caller: [`GeneratorState::next_id`],
+/// [`GeneratorState::next_block`] and the extension's SQL functions.
+#[inline(always)]
+pub fn until_issued<T>(
     mut attempt: impl FnMut() -> Result<Attempt<T>, GenError>,
     mut sleep_us: impl FnMut(u64),
+    mut reserve: impl FnMut(i64),
 ) -> Result<T, GenError> {
     loop {
         match attempt()? {
             Attempt::Issued(x) => return Ok(x),
             Attempt::Wait(us) => sleep_us(us),
-            Attempt::Reserve(ms) => unreachable!("reservation to {ms} requested without a host"),
+            Attempt::Reserve(ms) => reserve(ms),
         }
     }
+}
+
+/// The `reserve` of states without a durable reservation (tests, tools),
+/// which never ask for one.
+fn no_host_reservation(ms: i64) {
+    unreachable!("reservation to {ms} requested without a host")
 }
 
 /// Things that happened during a call, for logging and statistics.
@@ -583,7 +593,11 @@ impl GeneratorState {
         ev: &mut Events,
         sleep_us: impl FnMut(u64),
     ) -> Result<i64, GenError> {
-        until_issued(|| self.try_next(cfg, clock, ev), sleep_us)
+        until_issued(
+            || self.try_next(cfg, clock, ev),
+            sleep_us,
+            no_host_reservation,
+        )
     }
 
     /// Issue a block of up to `want` IDs (see [`Self::try_next_block`]),
@@ -597,7 +611,11 @@ impl GeneratorState {
         want: u64,
         sleep_us: impl FnMut(u64),
     ) -> Result<Block, GenError> {
-        until_issued(|| self.try_next_block(cfg, clock, ev, want), sleep_us)
+        until_issued(
+            || self.try_next_block(cfg, clock, ev, want),
+            sleep_us,
+            no_host_reservation,
+        )
     }
 
     /// Server-wide rate limiter for clock-step warnings: true at most once

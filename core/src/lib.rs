@@ -13,6 +13,8 @@ pub mod state_file;
 pub use clock::{CachedClock, Clock, Cycles, ManualClock, MillisCache, SystemClock, Tsc};
 pub use epoch::{format_epoch, parse_epoch, EpochError};
 pub use format::{FieldOrder, Format, FormatError, PRESET_NAMES};
-pub use generator::{Attempt, Block, BlockAttempt, Config, Events, GenError, GeneratorState};
+pub use generator::{
+    until_issued, Attempt, Block, BlockAttempt, Config, Events, GenError, GeneratorState,
+};
 pub use layout::{IdError, Layout, LayoutError, Parts};
 pub use state_file::{compatibility, Compatibility, StateError, StateFile};
