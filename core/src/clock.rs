@@ -175,6 +175,11 @@ impl Cycles for Tsc {
 /// - the rate is measured against the monotonic clock over at least
 ///   [`Self::CALIBRATION_NS`], and 98% of it is used (a rate too low only
 ///   ends the cache early);
+/// - each counter reading is bracketed by two monotonic readings, and a
+///   rate is always counter cycles over the *widest* interval those
+///   brackets allow, so a backend preempted in the middle of a reading can
+///   only make the rate too low; readings whose brackets lie more than
+///   [`Self::ANCHOR_GAP_NS`] apart are not used for calibration at all;
 /// - the last [`Self::MARGIN_NS`] of every millisecond are always read for
 ///   real;
 /// - the rate is re-measured every [`Self::RECHECK_NS`]; if it moved by more
@@ -196,7 +201,8 @@ pub struct MillisCache {
     /// The last real reading, in ns and in ms.
     wall: AtomicI64,
     wall_ms: AtomicI64,
-    /// Calibration anchor: counter and monotonic ns; counter 0 = none yet.
+    /// Calibration anchor: counter, and the monotonic ns read just before
+    /// it; counter 0 = none yet.
     anchor_cycles: AtomicU64,
     anchor_mono: AtomicI64,
     /// Measured counter rate in cycles per ms (0 = not calibrated).
@@ -207,6 +213,9 @@ impl MillisCache {
     pub const CALIBRATION_NS: i64 = 20_000_000;
     pub const RECHECK_NS: i64 = 1_000_000_000;
     pub const MARGIN_NS: i64 = 20_000;
+    /// Readings whose monotonic brackets are further apart than this (the
+    /// backend was preempted mid-reading) are not used for calibration.
+    pub const ANCHOR_GAP_NS: i64 = 50_000;
 
     /// A cache; `enabled = false` makes every read a real one.
     pub const fn new(enabled: bool) -> Self {
@@ -259,10 +268,13 @@ impl MillisCache {
         if !self.enabled.load(R) {
             return clock.wall_ns_exact();
         }
+        let before = clock.mono_ns();
         let c = counter.cycles();
         let w = clock.wall_ns_exact();
-        let m = clock.mono_ns();
-        self.calibrate(c, m);
+        let after = clock.mono_ns();
+        if after.wrapping_sub(before) <= Self::ANCHOR_GAP_NS {
+            self.calibrate(c, before, after);
+        }
         let per_ms = self.measured_per_ms.load(R) / 100 * 98;
         let left_ns = 1_000_000 - w.rem_euclid(1_000_000) - Self::MARGIN_NS;
         // The reading is stored before `until` admits it.
@@ -280,17 +292,21 @@ impl MillisCache {
         w
     }
 
-    fn calibrate(&self, c: u64, m: i64) {
+    /// Feeds one counter reading `c`, taken between the monotonic readings
+    /// `before` and `after`, to the rate measurement. The interval since the
+    /// anchor is taken from the anchor's `before` to this reading's `after`:
+    /// never shorter than the true one, so the rate is never too high.
+    fn calibrate(&self, c: u64, before: i64, after: i64) {
         let (ac, am) = (self.anchor_cycles.load(R), self.anchor_mono.load(R));
         if ac == 0 || c == 0 {
             self.anchor_cycles.store(c, R);
-            self.anchor_mono.store(m, R);
+            self.anchor_mono.store(before, R);
             return;
         }
-        if c < ac || m < am {
+        if c < ac || after < am {
             return self.disable();
         }
-        let dt = m - am;
+        let dt = after - am;
         let known = self.measured_per_ms.load(R);
         if (known == 0 && dt >= Self::CALIBRATION_NS) || dt >= Self::RECHECK_NS {
             let rate = ((c - ac) as u128 * 1_000_000 / dt as u128) as u64;
@@ -299,7 +315,7 @@ impl MillisCache {
             }
             self.measured_per_ms.store(rate, R);
             self.anchor_cycles.store(c, R);
-            self.anchor_mono.store(m, R);
+            self.anchor_mono.store(before, R);
         }
     }
 
@@ -377,6 +393,65 @@ mod tests {
     }
 
     const MS: i64 = 1_000_000;
+
+    /// A 3 GHz counter whose reader is preempted right after reading it:
+    /// with `stall` set, time jumps by that much before anything else is
+    /// read (the next read is not preempted).
+    struct PreemptedCounter<'a> {
+        inner: FakeCounter<'a>,
+        stall: std::cell::Cell<i64>,
+    }
+    impl Cycles for PreemptedCounter<'_> {
+        fn cycles(&self) -> u64 {
+            let c = self.inner.cycles();
+            let stall = self.stall.replace(0);
+            if stall > 0 {
+                self.inner.clock.advance(stall);
+            }
+            c
+        }
+    }
+
+    #[test]
+    fn preemption_while_calibrating_never_gives_a_stale_millisecond() {
+        // The very first reading (the calibration anchor) is preempted for
+        // 0.2 .. 5 ms; later ones, every ~100 ms, for up to 3 ms. A rate
+        // measured from a late anchor would be up to 25% too high.
+        for first_stall in [200_000, MS, 2 * MS, 5 * MS] {
+            let clock = ManualClock::new(1_700_000_000_000 * MS + 777_000, 5_000 * MS);
+            let counter = PreemptedCounter {
+                inner: FakeCounter::three_per_ns(&clock),
+                stall: first_stall.into(),
+            };
+            let cache = MillisCache::new(true);
+            let mut x: u64 = 99991;
+            let mut cached = 0;
+            for i in 0..100_000 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                clock.advance(((x >> 33) % 40_000) as i64);
+                if i % 5_000 == 4_999 {
+                    counter.stall.set(((x >> 20) % 3_000_000) as i64);
+                }
+                let start = clock.wall_ns();
+                let got = cache.wall_ns(&clock, &counter);
+                let end = clock.wall_ns();
+                // The millisecond returned was current at some point during
+                // the call (exactly the current one when nothing stalled).
+                assert!(
+                    got.div_euclid(MS) >= start.div_euclid(MS),
+                    "stale millisecond after a {first_stall} ns preemption at read {i}"
+                );
+                assert!(got <= end);
+                if got != end {
+                    cached += 1;
+                }
+            }
+            assert!(cache.active(), "a preemption stopped the cache for good");
+            assert!(cached > 50_000, "only {cached} cached reads");
+        }
+    }
 
     #[test]
     fn cache_never_returns_a_stale_millisecond() {
