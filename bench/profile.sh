@@ -7,7 +7,18 @@
 # per row. The difference of the per-row statement costs against the
 # floor (bench/floor.c, a C function returning a constant, called the same
 # way) is what a generator adds to a query.
-#   bash bench/profile.sh        (PG_VERSION, default 18; BENCH_PROFILE_N, default 200000)
+#
+# Then the whole server runs under callgrind (every backend is a fork of the
+# postmaster, so each is counted, in a file of its own) and pgbench
+# -M prepared -c 1 runs 'SELECT f();' T1 and then T2 times, each run in a
+# backend of its own: the difference of the two backends' totals over
+# T2 - T1 is the cost of one pgbench transaction in the server, protocol
+# and all, with the backend's start-up cancelled out. Unlike TPS, this does
+# not move with the neighbours' load. (Under callgrind nearly every call of
+# snowflake_nextval() starts a new millisecond, so its count is an upper
+# bound of the native one.)
+#   bash bench/profile.sh        (PG_VERSION, default 18; BENCH_PROFILE_N, default 200000;
+#                                 BENCH_PROFILE_TXNS, default 5000 = T2 - T1)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 [ -n "${SNOWFLAKE_PREREQS_DONE:-}" ] || bash "$ROOT/scripts/prereqs.sh" "${PG_VERSION:-18}"
@@ -56,5 +67,77 @@ for g in "${GENS[@]}"; do
     IFS='|' read -r name _ fn <<< "$g"
     echo "| $name | ${FN[$name]:-—} | ${STMT[$name]} | $(( ${STMT[$name]} - fl )) |"
 done
+
+# --- instructions per pgbench transaction --------------------------------
+T1=200; T2=$(( T1 + ${BENCH_PROFILE_TXNS:-5000} ))
+PORT=${BENCH_PROFILE_PORT:-55611}
+CG="$DIR/server-callgrind"
+rm -rf "$CG"; mkdir -p "$CG"; is_root && chown postgres:postgres "$CG"
+printf "port = %s\nlisten_addresses = ''\nunix_socket_directories = '%s'\nautovacuum = off\nfsync = off\n" "$PORT" "$DIR" \
+    | as_pg tee -a "$DIR/data/postgresql.conf" >/dev/null
+as_pg env ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$LD_LIBRARY_PATH"} valgrind --tool=callgrind \
+    --callgrind-out-file="$CG/cg.%p" --toggle-collect=PostgresMain "$(pgbin)/postgres" -D "$DIR/data" > "$DIR/server-valgrind.log" 2>&1 &
+stop_server() { as_pg "$(pgbin)/pg_ctl" -D "$DIR/data" -m fast -w -t 120 stop >/dev/null 2>&1 || true; }
+trap stop_server EXIT
+for ((i = 0; i < 240; i++)); do
+    "$(pgbin)/pg_isready" -q -h "$DIR" -p "$PORT" && break; sleep 0.5
+done
+"$(pgbin)/pg_isready" -q -h "$DIR" -p "$PORT" || { tail -20 "$DIR/server-valgrind.log" >&2; die "the server did not start under callgrind"; }
+# One `pgbench -t T` run of EXPR; sets NEW to the callgrind files of the
+# backends it opened, once NBACKENDS of them are complete (a backend writes
+# its file when it exits).
+pgbench_run() {
+    local expr="$1" t="$2" before f i
+    before=$(ls "$CG")
+    echo "SELECT $expr;" > "$DIR/pgbench.sql"; chmod 644 "$DIR/pgbench.sql"
+    "$(pgbin)/pgbench" -n -M prepared -h "$DIR" -p "$PORT" -U postgres -c 1 -t "$t" -f "$DIR/pgbench.sql" postgres \
+        > "$DIR/pgbench.out" 2>&1 || { cat "$DIR/pgbench.out" >&2; die "pgbench failed for $expr"; }
+    grep -q "number of transactions actually processed: $t" "$DIR/pgbench.out" \
+        || { cat "$DIR/pgbench.out" >&2; die "pgbench did not finish $t transactions of $expr"; }
+    for ((i = 0; i < 600; i++)); do
+        NEW=()
+        for f in $(ls "$CG"); do
+            grep -qxF "$f" <<< "$before" || ! grep -q '^totals:' "$CG/$f" || NEW+=("$CG/$f")
+        done
+        [ "${#NEW[@]}" -ge "${NBACKENDS:-1}" ] && break
+        sleep 0.2
+    done
+}
+# Instructions of the backend that ran the transactions: the largest of the
+# run's backends (pgbench also opens one short connection of its own).
+backend_total() {
+    pgbench_run "$@"
+    [ "${#NEW[@]}" -ge "$NBACKENDS" ] || die "no callgrind output from the backends of $1"
+    awk '/^totals:/ {if ($2 > b) b = $2} END {print b}' "${NEW[@]}"
+}
+# A warm-up run (the first backends after a start build caches that later
+# ones read) tells how many backends one pgbench run opens.
+NBACKENDS=0
+pgbench_run "bench_floor()" 10; sleep 3
+warm=$(ls "$CG" | sort)
+pgbench_run "bench_floor()" 10; sleep 3
+NBACKENDS=$(comm -13 <(echo "$warm") <(ls "$CG" | sort) | wc -l)
+(( NBACKENDS >= 1 )) || die "no callgrind output from pgbench's backends"
 echo
-echo "callgrind files: $DIR/callgrind.* (callgrind_annotate --inclusive=yes FILE)"
+echo "pgbench -M prepared -c 1, \`SELECT f();\`: server instructions per transaction (backend, $T1 and $T2 transactions, difference)"
+echo
+echo "Under callgrind a call comes about 50 times later than natively, so nearly every \`snowflake_nextval()\` starts a new millisecond and takes the general path: its row is an upper bound."
+echo
+echo "| generator | instructions per transaction | vs floor | floor's over the generator's |"
+echo "|---|---:|---:|---:|"
+declare -A TXN=()
+PGB=("snowflake_nextval()|snowflake_nextval()" "nextval (bigserial)|nextval('s')"
+     "floor (constant function)|bench_floor()" "constant expression (no call)|42::bigint")
+for g in "${PGB[@]}"; do
+    IFS='|' read -r name expr <<< "$g"
+    a=$(backend_total "$expr" "$T1"); b=$(backend_total "$expr" "$T2")
+    TXN[$name]=$(awk -v a="$a" -v b="$b" -v n=$((T2 - T1)) 'BEGIN {printf "%.0f", (b - a) / n}')
+done
+fl=${TXN["floor (constant function)"]}
+for g in "${PGB[@]}"; do
+    IFS='|' read -r name _ <<< "$g"
+    printf '| %s | %s | %+d | %s× |\n' "$name" "${TXN[$name]}" "$(( ${TXN[$name]} - fl ))" \
+        "$(awk -v a="$fl" -v b="${TXN[$name]}" 'BEGIN {printf "%.3f", a / b}')"
+done
+echo
+echo "callgrind files: $DIR/callgrind.* (callgrind_annotate --inclusive=yes FILE), one per server process in $CG"

@@ -15,7 +15,8 @@
 #   BENCH_WORKLOADS  which workloads to run and report (default "1 1b 2 3 4")
 #   BENCH_PGBENCH_SECONDS  length of each pgbench sample (default 5)
 #   BENCH_PAIR_ONLY=1  workload 2 runs only snowflake_nextval() and the floor
-#                (a focused, longer check of that ratio: BENCH_REPS=25 takes
+#                (a focused, longer check of that ratio:
+#                BENCH_PAIR_ONLY=1 BENCH_WORKLOADS=2 BENCH_REPS=25 takes
 #                about 20 minutes)
 set -euo pipefail
 SMOKE=0; [ "${1:-}" = "--smoke" ] && SMOKE=1
@@ -166,34 +167,6 @@ fi
 # alternating), the rest rotate around them, and every ratio in this table
 # is the median of the per-repetition ratios: each compares two runs made
 # under the same conditions. The TPS columns stay plain medians.
-#
-# Beside TPS, each sample records the CPU time per transaction of the server
-# (the backends pgbench opened, as the postmaster reaps them) plus pgbench's
-# own. At 2+ clients the run is CPU-bound, so TPS is about cores / that
-# cost; but unlike TPS, CPU time is not lost when a neighbour takes the
-# core, so its paired ratio is the same comparison with much less noise.
-PM_PID=$(head -1 "$DIR/data/postmaster.pid")
-# Processes of this benchmark's sessions the postmaster has not reaped yet
-# (exited ones are zombies until then; their CPU time is not counted yet).
-sessions_left() {
-    local p n=0
-    for p in $(cat "/proc/$PM_PID/task/$PM_PID/children"); do
-        if grep -qE '^[0-9]+ \(.*\) Z ' "/proc/$p/stat" 2>/dev/null \
-            || grep -qa ' bench ' "/proc/$p/cmdline" 2>/dev/null; then n=$((n + 1)); fi
-    done
-    echo "$n"
-}
-# CPU ms of every reaped child: the postmaster's (cutime + cstime) and this
-# shell's (`times`, second line), after waiting for the sessions to go.
-reaped_cpu_ms() {
-    local i
-    for ((i = 0; i < 200; i++)); do [ "$(sessions_left)" = 0 ] && break; sleep 0.05; done
-    [ "$(sessions_left)" = 0 ] || die "the benchmark's sessions did not exit"
-    times > "$DIR/times.out"
-    awk -v tck="$(getconf CLK_TCK)" 'NR == 1 {s = ($16 + $17) * 1000 / tck}
-        FNR == 2 && FILENAME ~ /times/ {for (f = 1; f <= 2; f++) {split($f, a, /[ms]/); s += (a[1] * 60 + a[2]) * 1000}}
-        END {printf "%.0f\n", s}' "/proc/$PM_PID/stat" "$DIR/times.out"
-}
 pgbench_order() {
     local rep=$1 pair=("${GENS[0]}" "$FLOOR")
     (( rep % 2 )) && pair=("$FLOOR" "${GENS[0]}")
@@ -210,16 +183,12 @@ for c in $CLIENTS; do
         while IFS= read -r g; do
             IFS='|' read -r name expr _ <<< "$g"
             echo "SELECT $expr;" > "$DIR/select.sql"
-            cpu0=$(reaped_cpu_ms)
             "$(pgbin)/pgbench" -n -M prepared -h "$DIR" -p "$PORT" -U postgres -c "$c" -j "$j" -T "$PGB_T" \
                 -f "$DIR/select.sql" bench > "$DIR/pgbench.out" 2>&1 || { cat "$DIR/pgbench.out" >&2; die "pgbench failed for $name"; }
             pgbench_clean "$DIR/pgbench.out" || { cat "$DIR/pgbench.out" >&2; die "pgbench had failures for $name"; }
             tps=$(sed -nE 's/^tps = ([0-9.]+) .*without initial connection time.*/\1/p' "$DIR/pgbench.out")
             [ -n "$tps" ] || { cat "$DIR/pgbench.out" >&2; die "no tps from pgbench"; }
             R["pgb$c|$name"]+="$tps "
-            txns=$(sed -nE 's/^number of transactions actually processed: ([0-9]+).*/\1/p' "$DIR/pgbench.out")
-            cpu=$(( $(reaped_cpu_ms) - cpu0 ))
-            R["pgbcpu$c|$name"]+="$(awk -v ms="$cpu" -v n="$txns" 'BEGIN {printf "%.3f", ms * 1000 / n}') "
         done < <(pgbench_order "$rep")
     done
 done
@@ -315,7 +284,11 @@ echo "## Benchmark results"
 echo
 echo "PostgreSQL $("$PG_CONFIG" --version | cut -d' ' -f2), snowflake_id $(project_version), $(nproc) cores ($cpu_model), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM."
 echo "Medians of $REPS interleaved repetitions ($REPS1 for workload 1 at N = $N1, $REPS2 for workload 2)$([ $SMOKE = 1 ] && echo ' — SMOKE MODE, toy sizes: these numbers mean nothing')."
-echo "Command: \`$([ -n "${BENCH_WORKLOADS:-}" ] && echo "BENCH_WORKLOADS=\"$BENCH_WORKLOADS\" ")bash bench/run.sh$([ $SMOKE = 1 ] && echo ' --smoke')\`."
+settings=""
+for v in BENCH_WORKLOADS BENCH_REPS BENCH_PGBENCH_SECONDS BENCH_PAIR_ONLY; do
+    if [ -n "${!v:-}" ]; then settings+="$v=\"${!v}\" "; fi
+done
+echo "Command: \`${settings}bash bench/run.sh$([ $SMOKE = 1 ] && echo ' --smoke')\`."
 if want 1; then
 for n in "$N1" "$N10"; do
     echo
@@ -359,23 +332,9 @@ for g in "${GENS[@]}" "$FLOOR" "$NOCALL"; do
     printf '| %s |' "$name"
     for c in $CLIENTS; do
         t=$(med "pgb$c|$name")
-        printf ' %s (%s× floor, %s× nextval) |' "$(fmt "$t" 0)" \
-            "$(pratio "pgb$c|$name" "pgb$c|floor (constant function)")" "$(pratio "pgb$c|$name" "pgb$c|nextval (bigserial)")"
-    done
-    echo
-done
-echo
-echo "CPU time per transaction, server + pgbench (µs; median), and the floor's over the generator's (median of the per-repetition ratios): the throughput ratio a CPU-bound run would show, without the neighbours' noise."
-echo
-printf '| generator |'; for c in $CLIENTS; do printf ' %s client%s |' "$c" "$([ "$c" = 1 ] || echo s)"; done; echo
-printf '|---|'; for c in $CLIENTS; do printf -- '---:|'; done; echo
-for g in "${GENS[@]}" "$FLOOR" "$NOCALL"; do
-    IFS='|' read -r name _ _ <<< "$g"
-    [ -n "${R["pgbcpu${CLIENTS%% *}|$name"]:-}" ] || continue
-    printf '| %s |' "$name"
-    for c in $CLIENTS; do
-        printf ' %s µs (%s× floor) |' "$(fmt "$(med "pgbcpu$c|$name")" 1)" \
-            "$(pratio "pgbcpu$c|floor (constant function)" "pgbcpu$c|$name")"
+        vs_nv=$(pratio "pgb$c|$name" "pgb$c|nextval (bigserial)")
+        printf ' %s (%s× floor%s) |' "$(fmt "$t" 0)" \
+            "$(pratio "pgb$c|$name" "pgb$c|floor (constant function)")" "$([ "$vs_nv" = n/a ] || echo ", $vs_nv× nextval")"
     done
     echo
 done

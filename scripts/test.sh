@@ -109,11 +109,13 @@ if has bench; then
     for section in "### 1. Generation" "### 1b." "### 2. pgbench" "### 3. Inserts" "### 4. Range scan"; do
         grep -qF "$section" "$ROOT/.run/bench-smoke.md" || die "the smoke report has no \"$section\" section"
     done
-    SNOWFLAKE_PREREQS_DONE=1 PG_VERSION=$bench_pg BENCH_NO_INSTALL=1 BENCH_PROFILE_N=5000 \
+    SNOWFLAKE_PREREQS_DONE=1 PG_VERSION=$bench_pg BENCH_NO_INSTALL=1 BENCH_PROFILE_N=5000 BENCH_PROFILE_TXNS=200 \
         bash "$ROOT/bench/profile.sh" > "$ROOT/.run/profile-smoke.log" 2>&1 \
         || { tail -40 "$ROOT/.run/profile-smoke.log" >&2; die "bench/profile.sh failed; see .run/profile-smoke.log"; }
     grep -qE '^\| snowflake_nextval\(\) \| [0-9]+ ' "$ROOT/.run/profile-smoke.log" \
         || die "bench/profile.sh reported no instruction count for snowflake_nextval()"
+    grep -qE '^\| snowflake_nextval\(\) \| [0-9]+ \| [+-][0-9]+ \| [0-9.]+× \|$' "$ROOT/.run/profile-smoke.log" \
+        || die "bench/profile.sh reported no instructions per pgbench transaction for snowflake_nextval()"
     SUMMARY+=("bench smoke (PG $bench_pg): runner and profiler ok")
 fi
 
