@@ -27,9 +27,11 @@ export PATH="$HOME/.cargo/bin:$PATH"
 N=${BENCH_PROFILE_N:-200000}
 DIR=$(state_dir "$ROOT/.run/profile" profile)
 [ -n "${BENCH_NO_INSTALL:-}" ] || install_extension
-rm -rf "$DIR/data"
-as_pg "$(pgbin)/initdb" -D "$DIR/data" -U postgres -A trust --no-sync >/dev/null
-printf "shared_preload_libraries = 'snowflake_id'\nsnowflake_id.worker_id = 1\njit = off\n" | as_pg tee -a "$DIR/data/postgresql.conf" >/dev/null
+PORT=${BENCH_PROFILE_PORT:-55611}
+cluster_stop "$DIR"
+# The single-user runs and, below, the server under callgrind.
+cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 1" \
+    "jit = off" "autovacuum = off"
 single() { as_pg env ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$LD_LIBRARY_PATH"} "$@" "$(pgbin)/postgres" --single -D "$DIR/data" -j postgres; }
 floor_sql=$(bench_floor_sql "$DIR")
 printf 'CREATE EXTENSION snowflake_id;\nCREATE SEQUENCE s;\n%s\n' "$floor_sql" | single >/dev/null
@@ -70,25 +72,23 @@ done
 
 # --- instructions per pgbench transaction --------------------------------
 T1=200; T2=$(( T1 + ${BENCH_PROFILE_TXNS:-5000} ))
-PORT=${BENCH_PROFILE_PORT:-55611}
 CG="$DIR/server-callgrind"
 rm -rf "$CG"; mkdir -p "$CG"; is_root && chown postgres:postgres "$CG"
-printf "port = %s\nlisten_addresses = ''\nunix_socket_directories = '%s'\nautovacuum = off\nfsync = off\n" "$PORT" "$DIR" \
-    | as_pg tee -a "$DIR/data/postgresql.conf" >/dev/null
 as_pg env ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$LD_LIBRARY_PATH"} valgrind --tool=callgrind \
     --callgrind-out-file="$CG/cg.%p" --toggle-collect=PostgresMain "$(pgbin)/postgres" -D "$DIR/data" > "$DIR/server-valgrind.log" 2>&1 &
-stop_server() { as_pg "$(pgbin)/pg_ctl" -D "$DIR/data" -m fast -w -t 120 stop >/dev/null 2>&1 || true; }
-trap stop_server EXIT
+trap 'cluster_stop "$DIR"' EXIT
 for ((i = 0; i < 240; i++)); do
     "$(pgbin)/pg_isready" -q -h "$DIR" -p "$PORT" && break; sleep 0.5
 done
 "$(pgbin)/pg_isready" -q -h "$DIR" -p "$PORT" || { tail -20 "$DIR/server-valgrind.log" >&2; die "the server did not start under callgrind"; }
+# Callgrind files in $CG that are not in the sorted list $1.
+files_since() { comm -13 <(printf '%s\n' "$1") <(ls "$CG" | sort); }
 # One `pgbench -t T` run of EXPR; sets NEW to the callgrind files of the
 # backends it opened, once NBACKENDS of them are complete (a backend writes
 # its file when it exits).
 pgbench_run() {
     local expr="$1" t="$2" before f i
-    before=$(ls "$CG")
+    before=$(ls "$CG" | sort)
     echo "SELECT $expr;" > "$DIR/pgbench.sql"; chmod 644 "$DIR/pgbench.sql"
     "$(pgbin)/pgbench" -n -M prepared -h "$DIR" -p "$PORT" -U postgres -c 1 -t "$t" -f "$DIR/pgbench.sql" postgres \
         > "$DIR/pgbench.out" 2>&1 || { cat "$DIR/pgbench.out" >&2; die "pgbench failed for $expr"; }
@@ -96,8 +96,8 @@ pgbench_run() {
         || { cat "$DIR/pgbench.out" >&2; die "pgbench did not finish $t transactions of $expr"; }
     for ((i = 0; i < 600; i++)); do
         NEW=()
-        for f in $(ls "$CG"); do
-            grep -qxF "$f" <<< "$before" || ! grep -q '^totals:' "$CG/$f" || NEW+=("$CG/$f")
+        for f in $(files_since "$before"); do
+            if grep -q '^totals:' "$CG/$f"; then NEW+=("$CG/$f"); fi
         done
         [ "${#NEW[@]}" -ge "${NBACKENDS:-1}" ] && break
         sleep 0.2
@@ -116,7 +116,7 @@ NBACKENDS=0
 pgbench_run "bench_floor()" 10; sleep 3
 warm=$(ls "$CG" | sort)
 pgbench_run "bench_floor()" 10; sleep 3
-NBACKENDS=$(comm -13 <(echo "$warm") <(ls "$CG" | sort) | wc -l)
+NBACKENDS=$(files_since "$warm" | wc -l)
 (( NBACKENDS >= 1 )) || die "no callgrind output from pgbench's backends"
 echo
 echo "pgbench -M prepared -c 1, \`SELECT f();\`: server instructions per transaction (backend, $T1 and $T2 transactions, difference)"
