@@ -9,8 +9,16 @@
 //! needs only the current millisecond. Real reads still happen at least
 //! once per millisecond, so wall-clock steps (and libfaketime in the tests)
 //! are seen within a millisecond.
+//!
+//! The decision is taken once, in the postmaster, but each backend keeps
+//! checking it: a counter that goes backwards (a reset on resume, a
+//! re-based virtual TSC, CPUs out of step) stops the backend's cache at
+//! once, and once a second (the cache's rate recheck) the backend asks the
+//! kernel again whether the TSC is still its clock source, because the
+//! kernel demotes an unstable TSC at run time; either way the backend reads
+//! the clock for real from then on.
 
-use snowflake_id_core::{CachedClock, MillisCache, SystemClock, Tsc};
+use snowflake_id_core::{CachedClock, Cycles, MillisCache, SystemClock, Tsc};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Decided in the postmaster (`_PG_init`), inherited by every backend.
@@ -32,14 +40,29 @@ pub fn in_use() -> bool {
     USABLE.load(Ordering::Relaxed)
 }
 
-fn tsc_is_the_clock_source() -> bool {
-    if !cfg!(target_arch = "x86_64") {
-        return false;
+/// Whether the kernel's current clock source is the TSC.
+fn kernel_uses_tsc() -> bool {
+    std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+        .map(|s| s.trim() == "tsc")
+        .unwrap_or(false)
+}
+
+/// The TSC, trusted only while the kernel keeps it as its clock source.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KernelTsc;
+
+impl Cycles for KernelTsc {
+    #[inline(always)]
+    fn cycles(&self) -> u64 {
+        Tsc.cycles()
     }
-    let source =
-        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
-            .unwrap_or_default();
-    if source.trim() != "tsc" {
+    fn still_trusted(&self) -> bool {
+        kernel_uses_tsc()
+    }
+}
+
+fn tsc_is_the_clock_source() -> bool {
+    if !cfg!(target_arch = "x86_64") || !kernel_uses_tsc() {
         return false;
     }
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
@@ -55,10 +78,10 @@ fn tsc_is_the_clock_source() -> bool {
 
 /// Run `f` with this backend's cached clock (only when [`in_use`]).
 #[inline(always)]
-pub fn cached<R>(f: impl FnOnce(&CachedClock<'_, SystemClock, Tsc>) -> R) -> R {
+pub fn cached<R>(f: impl FnOnce(&CachedClock<'_, SystemClock, KernelTsc>) -> R) -> R {
     f(&CachedClock {
         cache: &CACHE,
         clock: SystemClock,
-        counter: Tsc,
+        counter: KernelTsc,
     })
 }

@@ -113,6 +113,17 @@ pub fn startup_state(layout: &Layout) -> GeneratorState {
         }
         Ok(Some(file)) => {
             let st = GeneratorState::resume_above(file.reserved_until_ms, layout, mono);
+            if file.reserved_until_ms >= layout.last_unix_ms() {
+                log(
+                    PgLogLevel::WARNING,
+                    "snowflake_id: the ID space of the configured layout is used up".into(),
+                    Some(format!(
+                        "The durable reservation reaches {}, the last millisecond the layout can represent; IDs up to it may have been issued.",
+                        snowflake_id_core::format_epoch(layout.last_unix_ms())
+                    )),
+                    Some("Use a later snowflake_id.epoch or fewer worker and sequence bits, and accept the change with SELECT snowflake_accept_configuration()."),
+                );
+            }
             let worker = gucs::worker_id().unwrap_or(file.worker_id);
             match compatibility(&file, layout, worker) {
                 Compatibility::Same => {}

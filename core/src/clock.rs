@@ -141,6 +141,11 @@ impl<C: Clock + ?Sized> Clock for &C {
 /// across CPUs (x86-64's invariant TSC).
 pub trait Cycles {
     fn cycles(&self) -> u64;
+    /// Whether the counter may still be trusted as a clock. Asked once per
+    /// [`MillisCache::RECHECK_NS`]; `false` stops caching for good.
+    fn still_trusted(&self) -> bool {
+        true
+    }
 }
 
 /// The time-stamp counter. Only use it where the operating system says it
@@ -183,7 +188,14 @@ impl Cycles for Tsc {
 /// - the last [`Self::MARGIN_NS`] of every millisecond are always read for
 ///   real;
 /// - the rate is re-measured every [`Self::RECHECK_NS`]; if it moved by more
-///   than 1%, or the counter went backwards, caching stops for good.
+///   than 1%, or the counter is no longer trusted
+///   ([`Cycles::still_trusted`]: the kernel stopped using it as its clock
+///   source), caching stops for good;
+/// - a reading is only reused while the counter lies between its value at
+///   the real reading and the end of that millisecond: a counter that went
+///   backwards (a reset on resume from suspend, a re-based virtual
+///   counter, CPUs whose counters are out of step) forces a real read at
+///   once, and caching stops for good.
 ///
 /// A wall-clock step is seen at the next real read, within a millisecond.
 ///
@@ -196,8 +208,11 @@ impl Cycles for Tsc {
 #[derive(Debug)]
 pub struct MillisCache {
     enabled: AtomicBool,
-    /// Counter value before which `wall` is in the current millisecond.
-    until: AtomicU64,
+    /// The counter at the last real reading (`from`), and how many cycles
+    /// after it that reading's millisecond still lasts (`span`; 0 while
+    /// nothing may be reused).
+    from: AtomicU64,
+    span: AtomicU64,
     /// The last real reading, in ns and in ms.
     wall: AtomicI64,
     wall_ms: AtomicI64,
@@ -221,7 +236,8 @@ impl MillisCache {
     pub const fn new(enabled: bool) -> Self {
         MillisCache {
             enabled: AtomicBool::new(enabled),
-            until: AtomicU64::new(0),
+            from: AtomicU64::new(0),
+            span: AtomicU64::new(0),
             wall: AtomicI64::new(0),
             wall_ms: AtomicI64::new(0),
             anchor_cycles: AtomicU64::new(0),
@@ -236,10 +252,13 @@ impl MillisCache {
     }
 
     /// Whether the millisecond of the last real reading is still the
-    /// current one (always false before calibration).
+    /// current one (always false before calibration): the counter has
+    /// advanced by less than `span` since that reading. A counter below
+    /// `from` wraps to a huge difference, so going backwards is never
+    /// "current".
     #[inline(always)]
     fn last_reading_current(&self, counter: &impl Cycles) -> bool {
-        self.measured_per_ms.load(R) != 0 && counter.cycles() < self.until.load(R)
+        counter.cycles().wrapping_sub(self.from.load(R)) < self.span.load(R)
     }
 
     /// The wall clock: the last reading while its millisecond lasts, else a
@@ -272,23 +291,25 @@ impl MillisCache {
         let c = counter.cycles();
         let w = clock.wall_ns_exact();
         let after = clock.mono_ns();
+        // Nothing is reused until the new reading is stored.
+        self.span.store(0, R);
+        if c < self.from.load(R) {
+            // The counter went backwards since the last real reading.
+            self.disable();
+            return w;
+        }
         if after.wrapping_sub(before) <= Self::ANCHOR_GAP_NS {
-            self.calibrate(c, before, after);
+            self.calibrate(c, before, after, counter);
         }
         let per_ms = self.measured_per_ms.load(R) / 100 * 98;
         let left_ns = 1_000_000 - w.rem_euclid(1_000_000) - Self::MARGIN_NS;
-        // The reading is stored before `until` admits it.
-        self.until.store(0, R);
         self.wall.store(w, R);
         self.wall_ms.store(w.div_euclid(1_000_000), R);
-        self.until.store(
-            if per_ms != 0 && left_ns > 0 {
-                c.saturating_add((left_ns as u64).saturating_mul(per_ms) / 1_000_000)
-            } else {
-                0
-            },
-            R,
-        );
+        self.from.store(c, R);
+        if per_ms != 0 && left_ns > 0 {
+            self.span
+                .store((left_ns as u64).saturating_mul(per_ms) / 1_000_000, R);
+        }
         w
     }
 
@@ -296,7 +317,7 @@ impl MillisCache {
     /// `before` and `after`, to the rate measurement. The interval since the
     /// anchor is taken from the anchor's `before` to this reading's `after`:
     /// never shorter than the true one, so the rate is never too high.
-    fn calibrate(&self, c: u64, before: i64, after: i64) {
+    fn calibrate(&self, c: u64, before: i64, after: i64, counter: &impl Cycles) {
         let (ac, am) = (self.anchor_cycles.load(R), self.anchor_mono.load(R));
         if ac == 0 || c == 0 {
             self.anchor_cycles.store(c, R);
@@ -310,7 +331,7 @@ impl MillisCache {
         let known = self.measured_per_ms.load(R);
         if (known == 0 && dt >= Self::CALIBRATION_NS) || dt >= Self::RECHECK_NS {
             let rate = ((c - ac) as u128 * 1_000_000 / dt as u128) as u64;
-            if known != 0 && rate.abs_diff(known) > known / 100 {
+            if known != 0 && (rate.abs_diff(known) > known / 100 || !counter.still_trusted()) {
                 return self.disable();
             }
             self.measured_per_ms.store(rate, R);
@@ -322,7 +343,7 @@ impl MillisCache {
     fn disable(&self) {
         self.enabled.store(false, R);
         self.measured_per_ms.store(0, R);
-        self.until.store(0, R);
+        self.span.store(0, R);
     }
 }
 
@@ -530,6 +551,70 @@ mod tests {
             clock.advance(1_000);
             assert_eq!(cache.wall_ns(&clock, &counter), clock.wall_ns());
         }
+    }
+
+    /// Issue 14.3: a counter that goes backwards (S3 resume, a re-based VM
+    /// counter, CPUs out of sync) must not keep serving the last reading
+    /// until it has climbed back: 0.3.0 only checked `cycles < until` and
+    /// returned a 50 s old millisecond here. The next read is real, and
+    /// caching stops for the life of the process.
+    #[test]
+    fn cache_stops_when_the_counter_goes_backwards() {
+        let clock = ManualClock::new(1_700_000_000_000 * MS, 5_000 * MS);
+        let counter = FakeCounter::three_per_ns(&clock);
+        counter.base.set(1_000_000_000_000);
+        let cache = MillisCache::new(true);
+        calibrate(&cache, &clock, &counter);
+        // The counter is reset 50 s back (150 G cycles at 3 GHz).
+        counter.base.set(counter.base.get() - 150_000_000_000);
+        for _ in 0..1_000 {
+            clock.advance(MS / 3);
+            assert_eq!(
+                cache.wall_ns(&clock, &counter).div_euclid(MS),
+                clock.wall_ns().div_euclid(MS),
+                "stale millisecond after the counter went backwards"
+            );
+        }
+        assert!(!cache.active(), "the cache still trusts the counter");
+    }
+
+    /// The counter says it is no longer the kernel's clock source (the
+    /// kernel demoted it after start-up): caching stops at the next
+    /// recheck, within [`MillisCache::RECHECK_NS`].
+    #[test]
+    fn cache_stops_when_the_counter_is_no_longer_trusted() {
+        struct Demotable<'a> {
+            inner: FakeCounter<'a>,
+            trusted: std::cell::Cell<bool>,
+        }
+        impl Cycles for Demotable<'_> {
+            fn cycles(&self) -> u64 {
+                self.inner.cycles()
+            }
+            fn still_trusted(&self) -> bool {
+                self.trusted.get()
+            }
+        }
+        let clock = ManualClock::new(1_700_000_000_000 * MS, 5_000 * MS);
+        let counter = Demotable {
+            inner: FakeCounter::three_per_ns(&clock),
+            trusted: true.into(),
+        };
+        let cache = MillisCache::new(true);
+        calibrate(&cache, &clock, &counter);
+        counter.trusted.set(false);
+        let mut reads = 0;
+        while cache.active() {
+            clock.advance(MS / 2);
+            cache.wall_ns(&clock, &counter);
+            reads += 1;
+            assert!(
+                reads <= 2 * (MillisCache::RECHECK_NS / MS) + 10,
+                "never noticed"
+            );
+        }
+        clock.advance(1_000);
+        assert_eq!(cache.wall_ns(&clock, &counter), clock.wall_ns());
     }
 
     #[test]

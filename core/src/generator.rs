@@ -51,6 +51,7 @@ pub const MAX_WAIT_MS: u64 = 1_000;
 pub const WARN_INTERVAL_MS: i64 = 10_000;
 
 const UNSET: i64 = i64::MIN;
+const NO_CAP: u64 = u64::MAX;
 
 /// Shared generator state: lives in shared memory, one per server.
 #[repr(C, align(64))]
@@ -58,6 +59,12 @@ const UNSET: i64 = i64::MIN;
 pub struct GeneratorState {
     /// The last ID issued (0 = none yet).
     pub last_id: AtomicU64,
+    /// The lowest `max_lead` under which a caller had to wait or
+    /// re-anchor since IDs were last on the wall clock (`u64::MAX`: none).
+    /// Every caller is held to it, so that sessions that disagree on
+    /// `max_lead` (a reload that a running statement has not seen yet)
+    /// cannot ratchet the lead up: see [`GeneratorState::try_next_block`].
+    pub lead_cap_ms: AtomicU64,
     /// The wall-clock ms in which a caller last measured the clocks while
     /// the wall clock was behind the last ID (beside `last_id`, which every
     /// caller has just read; written at most once per ms).
@@ -208,6 +215,7 @@ impl GeneratorState {
     pub const fn new() -> Self {
         GeneratorState {
             last_id: AtomicU64::new(0),
+            lead_cap_ms: AtomicU64::new(NO_CAP),
             behind_seen_ms: AtomicI64::new(UNSET),
             max_offset: AtomicI64::new(UNSET),
             ref_offset: AtomicI64::new(UNSET),
@@ -229,10 +237,16 @@ impl GeneratorState {
     /// `reserved_ms` before it stopped or crashed: every ID it issues now
     /// carries a later millisecond, and the reference clock starts there
     /// too, so a clock that is behind does not count as lead.
+    ///
+    /// A reservation at or past the layout's last millisecond means IDs up
+    /// to the end of the layout may have been issued: the ID space is used
+    /// up, and every call fails with [`GenError::Exhausted`]. A reservation
+    /// before the epoch covers no ID at all.
     pub fn resume_above(reserved_ms: i64, layout: &Layout, mono_ns: i64) -> Self {
         let st = Self::new();
         st.reserved_until_ms.store(reserved_ms, Ordering::Relaxed);
-        if let Ok(off) = layout.offset_of(reserved_ms) {
+        let floor_ms = reserved_ms.min(layout.last_unix_ms());
+        if let Ok(off) = layout.offset_of(floor_ms) {
             let floor = layout.pack(off, layout.max_worker(), layout.max_sequence());
             st.last_id.store(floor, Ordering::Relaxed);
         }
@@ -257,7 +271,8 @@ impl GeneratorState {
     }
 
     /// The reservation to persist next: `window_ms` beyond the frontier,
-    /// and never below the current one.
+    /// but not past the layout's last millisecond (no ID can carry a later
+    /// one), and never below the current one.
     pub fn renewal_target(
         &self,
         layout: &Layout,
@@ -268,10 +283,12 @@ impl GeneratorState {
         let cur = self.reserved_until_ms.load(Ordering::Acquire);
         let base = self.frontier_ms(layout, wall_ns, mono_ns);
         base.saturating_add(window_ms)
+            .min(layout.last_unix_ms())
             .max(if cur == i64::MAX { i64::MIN } else { cur })
     }
 
-    /// True when less than `threshold_ms` of the reservation is left.
+    /// True when less than `threshold_ms` of the reservation is left and it
+    /// can still grow (it does not cover the layout's end yet).
     pub fn needs_renewal(
         &self,
         layout: &Layout,
@@ -281,6 +298,7 @@ impl GeneratorState {
     ) -> bool {
         let cur = self.reserved_until_ms.load(Ordering::Acquire);
         cur != i64::MAX
+            && cur < layout.last_unix_ms()
             && cur.saturating_sub(self.frontier_ms(layout, wall_ns, mono_ns)) < threshold_ms
     }
 
@@ -372,6 +390,23 @@ impl GeneratorState {
         }
     }
 
+    /// The lead bound of a call: its own `max_lead`, or the lead cap if
+    /// that is lower (see [`Self::lead_cap_ms`]).
+    #[inline(always)]
+    fn max_lead_ms(&self, cfg: &Config) -> u64 {
+        cfg.max_lead_ms
+            .min(self.lead_cap_ms.load(Ordering::Relaxed))
+    }
+
+    /// Hold every caller to at most `max_lead_ms` until IDs are back on
+    /// the wall clock.
+    #[inline]
+    fn cap_lead(&self, max_lead_ms: u64) {
+        if self.lead_cap_ms.load(Ordering::Relaxed) > max_lead_ms {
+            self.lead_cap_ms.fetch_min(max_lead_ms, Ordering::Relaxed);
+        }
+    }
+
     /// The reference clock in Unix ns (see the module docs): never behind
     /// the wall clock.
     #[inline]
@@ -424,7 +459,7 @@ impl GeneratorState {
             if now > last_ts as i64
                 || now < 0
                 || self.behind_seen_ms.load(Ordering::Relaxed) != unix_ms
-                || last_ts > (now as u64).saturating_add(cfg.max_lead_ms)
+                || last_ts > (now as u64).saturating_add(self.max_lead_ms(cfg))
             {
                 return None;
             }
@@ -466,6 +501,7 @@ impl GeneratorState {
         let layout = &cfg.layout;
         let want = want.max(1);
         loop {
+            let max_lead = self.max_lead_ms(cfg);
             let last = self.last_id.load(Ordering::Acquire);
             let wall = clock.wall_ns();
             let unix_ms = wall.div_euclid(1_000_000);
@@ -507,13 +543,28 @@ impl GeneratorState {
             // that ends within max_lead of the wall clock is within the
             // bound without reading the monotonic clock: a burst ahead of
             // the clock costs one clock read per ID, like any other call.
-            if end_ts > now.saturating_add(cfg.max_lead_ms) {
+            if end_ts > now.saturating_add(max_lead) {
                 let m = mono.unwrap_or_else(|| clock.mono_ns());
-                let reference_ns = self.reference_ns(m, wall);
+                // A block that opens a fresh wall-clock millisecond is sized
+                // against the wall clock itself: its CAS repays any debt of
+                // a step back or a restart and lowers the reference clock
+                // to the wall clock (below), so a block sized against the
+                // old reference could end as far ahead as the step was, and
+                // every later caller would wait for it (or re-anchor).
+                let reference_ns = if now > last_ts {
+                    wall
+                } else {
+                    self.reference_ns(m, wall)
+                };
                 let reference = reference_ns.div_euclid(1_000_000) - layout.epoch_ms();
-                let limit = reference.saturating_add(cfg.max_lead_ms as i64);
+                let limit = reference.saturating_add(max_lead as i64);
                 if cand_ts as i64 > limit {
                     let excess = (cand_ts as i64 - limit) as u64;
+                    // Whoever is held back holds everyone to its bound
+                    // until IDs are back on the wall clock: a session still
+                    // running under a higher, older max_lead cannot borrow
+                    // a whole lead again after every re-anchor.
+                    self.cap_lead(cfg.max_lead_ms);
                     if excess <= MAX_WAIT_MS {
                         ev.waits += 1;
                         self.counters
@@ -524,15 +575,14 @@ impl GeneratorState {
                         // cand_ts - max_lead: sleep exactly until then
                         // (rounded up to a microsecond), not to the end
                         // of a whole millisecond.
-                        let admit_ns = (cand_ts as i64 - cfg.max_lead_ms as i64
-                            + layout.epoch_ms())
-                        .saturating_mul(1_000_000);
+                        let admit_ns = (cand_ts as i64 - max_lead as i64 + layout.epoch_ms())
+                            .saturating_mul(1_000_000);
                         let wait_ns = admit_ns.saturating_sub(reference_ns).max(1);
                         return Ok(BlockAttempt::Wait((wait_ns as u64).div_ceil(1_000)));
                     }
                     // Not a burst: re-anchor the reference clock so that
                     // this ID is exactly at the bound, and go on.
-                    let target_ms = cand_ts as i64 - cfg.max_lead_ms as i64 + layout.epoch_ms();
+                    let target_ms = cand_ts as i64 - max_lead as i64 + layout.epoch_ms();
                     self.max_offset
                         .fetch_max(target_ms.saturating_mul(1_000_000) - m, Ordering::AcqRel);
                     ev.reanchored = true;
@@ -570,9 +620,12 @@ impl GeneratorState {
                     // IDs are back on the wall clock: any debt from a step
                     // back or a restart jump is repaid, so the reference
                     // clock returns to the wall clock and later bursts are
-                    // bounded by max_lead again.
+                    // bounded by max_lead again (each caller's own).
                     if let Some(m) = mono {
                         self.resync_reference(wall - m);
+                    }
+                    if self.lead_cap_ms.load(Ordering::Relaxed) != NO_CAP {
+                        self.lead_cap_ms.store(NO_CAP, Ordering::Relaxed);
                     }
                 }
                 return Ok(BlockAttempt::Issued(Block {
@@ -1047,7 +1100,7 @@ mod tests {
     }
 
     /// A copy of every field of a state (for comparing two runs).
-    fn snapshot(st: &GeneratorState) -> [i64; 13] {
+    fn snapshot(st: &GeneratorState) -> [i64; 14] {
         let c = &st.counters;
         [
             st.last_id.load(Ordering::Relaxed) as i64,
@@ -1063,10 +1116,11 @@ mod tests {
             c.backpressure_waits.load(Ordering::Relaxed) as i64,
             c.reservation_waits.load(Ordering::Relaxed) as i64,
             c.reservations_written.load(Ordering::Relaxed) as i64,
+            st.lead_cap_ms.load(Ordering::Relaxed) as i64,
         ]
     }
 
-    fn restore(v: &[i64; 13]) -> GeneratorState {
+    fn restore(v: &[i64; 14]) -> GeneratorState {
         let st = GeneratorState::new();
         st.last_id.store(v[0] as u64, Ordering::Relaxed);
         st.behind_seen_ms.store(v[1], Ordering::Relaxed);
@@ -1074,6 +1128,7 @@ mod tests {
         st.ref_offset.store(v[3], Ordering::Relaxed);
         st.last_warning_ms.store(v[4], Ordering::Relaxed);
         st.reserved_until_ms.store(v[5], Ordering::Relaxed);
+        st.lead_cap_ms.store(v[13] as u64, Ordering::Relaxed);
         st
     }
 
@@ -1083,7 +1138,8 @@ mod tests {
     /// an earlier or a later millisecond, of this or a neighbouring worker,
     /// at any sequence including the last; the clocks measured in this
     /// millisecond or not; reservations and lead bounds that do and do not
-    /// cover the next ID; clock readings anywhere within a millisecond.
+    /// cover the next ID; lead caps below and above the lead; clock readings
+    /// anywhere within a millisecond.
     #[test]
     fn short_path_agrees_with_the_general_algorithm() {
         let mut seed = 0x2545_f491_4f6c_dd1du64;
@@ -1124,6 +1180,11 @@ mod tests {
                 0 => i64::MAX,
                 1 => layout.epoch_ms() + last_ts as i64,
                 _ => layout.epoch_ms() + last_ts as i64 - 1,
+            };
+            // No lead cap, or one below, at or above the lead.
+            v[13] = match rnd(3) {
+                0 => NO_CAP as i64,
+                _ => rnd(4) as i64,
             };
             let clock = ManualClock::new(wall, M0);
             let (a, b) = (restore(&v), restore(&v));
