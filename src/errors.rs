@@ -199,17 +199,25 @@ pub fn generator_error(e: GenError) -> ! {
 
 /// A layout given by name or by explicit widths is invalid.
 pub fn invalid_format(e: &FormatError) -> ! {
-    let hint = match e {
-        FormatError::UnknownPreset(_) => {
-            format!("Use one of {PRESET_NAMES}, or give the epoch and field widths explicitly.")
-        }
-        _ => "Give an epoch between 1970 and 9999 and field widths that add up to at most 64 bits."
-            .to_string(),
+    let (detail, hint) = match e {
+        FormatError::UnknownPreset(_) => (
+            None,
+            format!("Use one of {PRESET_NAMES}, or give the epoch and field widths explicitly."),
+        ),
+        FormatError::FieldTooWideForInteger { .. } => (
+            Some("snowflake_decode returns worker_id and sequence as integer, which holds at most 31 bits.".into()),
+            "Extract a wider field with shifts and masks on the bigint, for example (id >> sequence_bits) & ((1::bigint << worker_bits) - 1).".to_string(),
+        ),
+        _ => (
+            None,
+            "Give an epoch between 1970 and 9999 and field widths that add up to at most 64 bits."
+                .to_string(),
+        ),
     };
     raise(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         e.to_string(),
-        None,
+        detail,
         Some(&hint),
     )
 }

@@ -87,7 +87,9 @@ pub fn snowflake_decode_layout(
 /// Decodes an ID of any time|worker|sequence layout given explicitly:
 /// the epoch and the widths of the three fields (at most 64 bits in all;
 /// with all 64 in use, a negative `bigint` is read as its unsigned bit
-/// pattern). IMMUTABLE.
+/// pattern). The worker and sequence fields come back as `integer`, so
+/// each may be at most 31 bits wide; a wider one is an error (22023).
+/// IMMUTABLE.
 ///
 /// ```sql
 /// -- Twitter's layout, spelled out:
@@ -109,10 +111,11 @@ pub fn snowflake_decode_explicit(
         name!(sequence, i32),
     ),
 > {
-    decoded(
-        explicit(epoch, timestamp_bits, worker_bits, sequence_bits),
-        id,
-    )
+    let format = explicit(epoch, timestamp_bits, worker_bits, sequence_bits);
+    format
+        .check_fields_fit_integer()
+        .unwrap_or_else(|e| errors::invalid_format(&e));
+    decoded(format, id)
 }
 
 /// The smallest ID of any worker in the millisecond of `ts`, for a layout

@@ -43,10 +43,21 @@ pub struct Format {
 /// Why a format was rejected.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FormatError {
-    FieldWidth { field: &'static str, bits: i64 },
-    TooWide { total: i64 },
+    FieldWidth {
+        field: &'static str,
+        bits: i64,
+    },
+    TooWide {
+        total: i64,
+    },
     EpochOutOfRange(i64),
     UnknownPreset(String),
+    /// A worker or sequence field wider than an SQL `integer` can hold
+    /// (see [`Format::check_fields_fit_integer`]).
+    FieldTooWideForInteger {
+        field: &'static str,
+        bits: u32,
+    },
 }
 
 impl fmt::Display for FormatError {
@@ -65,9 +76,17 @@ impl fmt::Display for FormatError {
                 "epoch {ms} ms is outside the supported range 1970-01-01 to 9999-12-31"
             ),
             FormatError::UnknownPreset(name) => write!(f, "unknown snowflake layout \"{name}\""),
+            FormatError::FieldTooWideForInteger { field, bits } => write!(
+                f,
+                "{field} must be at most {MAX_INTEGER_FIELD_BITS} to decode the field as integer, got {bits}"
+            ),
         }
     }
 }
+
+/// The widest worker or sequence field that fits a (signed, 32-bit) SQL
+/// `integer`.
+pub const MAX_INTEGER_FIELD_BITS: u32 = 31;
 
 /// The preset names [`Format::preset`] knows, for messages.
 pub const PRESET_NAMES: &str = "twitter, discord, instagram, pgedge, default";
@@ -148,6 +167,21 @@ impl Format {
             _ => return Err(FormatError::UnknownPreset(name.to_string())),
         };
         Format::new(epoch, t, w, s, order)
+    }
+
+    /// Whether the worker and sequence fields fit an SQL `integer` (at most
+    /// [`MAX_INTEGER_FIELD_BITS`] each), as decoding into integer columns
+    /// needs. Every local layout and every preset does.
+    pub fn check_fields_fit_integer(&self) -> Result<(), FormatError> {
+        for (field, bits) in [
+            ("worker_bits", self.worker_bits),
+            ("sequence_bits", self.sequence_bits),
+        ] {
+            if bits > MAX_INTEGER_FIELD_BITS {
+                return Err(FormatError::FieldTooWideForInteger { field, bits });
+            }
+        }
+        Ok(())
     }
 
     pub fn epoch_ms(&self) -> i64 {
@@ -260,6 +294,32 @@ mod tests {
 
     // Each expected value below is the published creation time of a real
     // ID; the sources are cited next to it.
+
+    #[test]
+    fn integer_fields_fit_up_to_31_bits() {
+        let f = |w, s| Format::new(0, 63 - w - s, w, s, FieldOrder::WorkerThenSequence).unwrap();
+        assert_eq!(f(31, 31).check_fields_fit_integer(), Ok(()));
+        assert_eq!(
+            f(41, 12).check_fields_fit_integer(),
+            Err(FormatError::FieldTooWideForInteger {
+                field: "worker_bits",
+                bits: 41
+            })
+        );
+        assert!(matches!(
+            f(10, 32).check_fields_fit_integer(),
+            Err(FormatError::FieldTooWideForInteger {
+                field: "sequence_bits",
+                ..
+            })
+        ));
+        for name in ["twitter", "discord", "instagram", "pgedge"] {
+            assert_eq!(
+                Format::preset(name).unwrap().check_fields_fit_integer(),
+                Ok(())
+            );
+        }
+    }
 
     #[test]
     fn twitter_published_ids() {

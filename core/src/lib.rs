@@ -12,7 +12,7 @@ pub mod state_file;
 
 pub use clock::{CachedClock, Clock, Cycles, ManualClock, MillisCache, SystemClock, Tsc};
 pub use epoch::{format_epoch, parse_epoch, EpochError};
-pub use format::{FieldOrder, Format, FormatError, PRESET_NAMES};
+pub use format::{FieldOrder, Format, FormatError, MAX_INTEGER_FIELD_BITS, PRESET_NAMES};
 pub use generator::{
     until_issued, Attempt, Block, BlockAttempt, Config, Events, GenError, GeneratorState,
 };

@@ -96,6 +96,13 @@ SELECT pg_temp.err($q$SELECT * FROM snowflake_decode(1, '2024-01-01+00', 0, 10, 
 SELECT pg_temp.err($q$SELECT * FROM snowflake_decode(1, '1969-12-31+00', 41, 10, 12)$q$);
 SELECT pg_temp.err($q$SELECT * FROM snowflake_decode(-1, 'twitter')$q$);
 SELECT pg_temp.err($q$SELECT * FROM snowflake_decode(1::bigint << 40, '2024-01-01+00', 20, 10, 10)$q$);
+-- A worker or sequence field wider than 31 bits does not fit the integer
+-- columns of snowflake_decode (0.3.0 returned a 41-bit worker field of all
+-- ones as -1): refused. 31 bits decode; the bounds take any width.
+SELECT pg_temp.err($q$SELECT * FROM snowflake_decode(((1::bigint << 41) - 1) << 12, '2024-01-01+00', 11, 41, 12)$q$);
+SELECT pg_temp.err($q$SELECT * FROM snowflake_decode(1, '2024-01-01+00', 20, 12, 32)$q$);
+SELECT worker_id, sequence FROM snowflake_decode((((1::bigint << 31) - 1) << 31) | 2147483647, '2024-01-01+00', 1, 31, 31);
+SELECT snowflake_min_id('2024-01-01 00:00:00.001+00', '2024-01-01+00', 11, 41, 12) = 1::bigint << 53 AS wide_bounds;
 SELECT pg_temp.err($q$SELECT snowflake_min_id('2023-12-31+00', '2024-01-01+00', 41, 10, 12)$q$);
 SELECT pg_temp.err($q$SELECT snowflake_max_id('infinity', '2024-01-01+00', 41, 10, 12)$q$);
 SELECT pg_temp.err($q$SELECT snowflake_to_base32(-5)$q$);
