@@ -20,6 +20,8 @@
 #     no duplicates.
 #  7. pg_dump / pg_restore into a cluster with another worker id, then
 #     more inserts: no collisions.
+#  8. The end of a 35-bit layout: once the reservation covers its last
+#     millisecond, a crash restart refuses with 22008 and mints nothing.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 BASE=$(state_dir "$ROOT/.run/it-faults" it-faults)
@@ -224,3 +226,43 @@ read -r total old new w < <(pq "$DIR2" $((PORT + 1)) -At -F ' ' -c "
            count(*) FILTER (WHERE phase = 7 AND snowflake_worker_id(id) <> 8) FROM ids")
 [ "$new" = 20000 ] && [ "$w" = 0 ] && [ "$total" = $((old + new)) ] || die "after restore: $total $old $new $w"
 log "   $old restored rows + $new new rows, no collisions, new rows carry worker 8"
+
+# 8. The end of the layout. A 35-bit layout (the narrowest allowed) whose
+#    last millisecond is a few seconds away: once the durable reservation
+#    covers that millisecond, a crash restart (here with the clock 30 s
+#    behind, so the clock itself is nowhere near the end) has no provably
+#    unused ID left. The first call must fail with 22008, never mint an ID
+#    that might repeat one issued before (0.3.0 restarted from the clock).
+log "8. crash restart once the reservation covers the layout's last millisecond"
+DIR3="$BASE/c"; PORT3=$((PORT + 2))
+mkdir -p "$DIR3"; is_root && chown postgres:postgres "$DIR3"
+trap 'cluster_stop "$DIR"; cluster_stop "$DIR2"; cluster_stop "$DIR3"' EXIT
+cluster_stop "$DIR3"
+setclock "+0"
+end_ms=$(( $(date +%s%3N) + 8000 ))
+cluster_init "$DIR3" "$PORT3" "$P" "snowflake_id.worker_id = 9" "snowflake_id.worker_bits = 16" \
+    "snowflake_id.sequence_bits = 12" "snowflake_id.epoch = $(( end_ms - (1 << 35) + 1 ))"
+start "$DIR3"
+q3() { pq "$DIR3" "$PORT3" -At -F ' ' "$@"; }
+q3 -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
+   -c "CREATE TABLE ids (id bigint PRIMARY KEY DEFAULT snowflake_nextval())"
+q3 -c "SELECT snowflake_max_id(to_timestamp($end_ms / 1000.0))" >/dev/null || die "the layout does not reach $end_ms"
+reserved=0
+for _ in $(seq 1 100); do
+    q3 -c "INSERT INTO ids SELECT FROM generate_series(1, 2000)"
+    reserved=$(q3 -c "SELECT (extract(epoch FROM reserved_until) * 1000)::bigint FROM snowflake_stats()")
+    [ "$reserved" -ge "$end_ms" ] && break
+    sleep 0.1
+done
+[ "$reserved" = "$end_ms" ] || die "reservation $reserved, expected exactly the layout's end $end_ms"
+before=$(q3 -c "SELECT max(id) FROM ids")
+kill9 "$DIR3"
+setclock "-30s"
+start "$DIR3"
+out=$(q3 -c '\set VERBOSITY verbose' -c "INSERT INTO ids DEFAULT VALUES" 2>&1 || true)
+grep -q "ERROR:  22008: snowflake ID space is exhausted" <<<"$out" || die "after the restart: $out"
+grep -q "HINT:  " <<<"$out" || die "no HINT: $out"
+grep -q "the ID space of the configured layout is used up" "$DIR3/server.log" || die "no start-up WARNING"
+[ "$(q3 -c "SELECT max(id) FROM ids")" = "$before" ] || die "an ID was issued after the restart"
+log "   reservation reached the end ($end_ms); after kill -9 and a restart 30 s behind: 22008 with HINT, no new ID"
+cluster_stop "$DIR3"; setclock "+0"
