@@ -28,7 +28,7 @@ use crate::decode::unix_ms_to_timestamptz as tstz;
 /// | `backpressure_waits` | sleeps because IDs were `max_lead` ahead of the clock |
 /// | `reservation_waits` | calls that had to wait for the reservation to be extended |
 /// | `reservations_written` | durable reservation writes (fsyncs) |
-/// | `state` | `ok`, `worker_id unset`, or why generation is disabled |
+/// | `state` | `ok`, `worker_id unset`, `standby: in recovery`, or why generation is disabled |
 ///
 /// ```sql
 /// SELECT worker_id, last_id, lead_ms, reserved_until, clock_steps_back
@@ -70,6 +70,8 @@ pub fn snowflake_stats() -> TableIterator<
     let state = match st.blocked.load(Ordering::Acquire) {
         reservation::BLOCKED_CONFIG_CHANGED => "disabled: configuration changed".to_string(),
         reservation::BLOCKED_STATE_FILE => "disabled: state file unusable".to_string(),
+        // SAFETY: RecoveryInProgress() may be called in any backend.
+        _ if unsafe { pg_sys::RecoveryInProgress() } => "standby: in recovery".to_string(),
         _ if gucs::worker_id().is_none() => "worker_id unset".to_string(),
         _ => "ok".to_string(),
     };
@@ -117,6 +119,7 @@ pub fn snowflake_accept_configuration() -> String {
     let Some(st) = shmem::state() else {
         errors::not_preloaded();
     };
+    crate::nextval::refuse_during_recovery();
     let layout = gucs::layout_or_error();
     if gucs::worker_id().is_none() {
         errors::worker_id_unset();

@@ -44,6 +44,15 @@ pub fn not_preloaded() -> ! {
     )
 }
 
+pub fn in_recovery() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_READ_ONLY_SQL_TRANSACTION,
+        "cannot mint snowflake IDs during recovery",
+        Some("This server is a standby, or is still recovering: IDs minted here would carry the same worker id as the primary's and could repeat them.".into()),
+        Some("Mint IDs on the primary. Decoding and range functions work on standbys."),
+    )
+}
+
 pub fn worker_id_unset() -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,

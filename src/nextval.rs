@@ -7,7 +7,7 @@ use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::{
     Attempt, Block, Clock, Config, Events, GenError, GeneratorState, SystemClock,
 };
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Returns a new ID, unique and strictly greater than every ID this server
 /// issued before, in any backend and any database.
@@ -18,6 +18,8 @@ use std::sync::atomic::Ordering;
 ///
 /// Requires `shared_preload_libraries = 'snowflake_id'` and
 /// `snowflake_id.worker_id` to be set; fails with SQLSTATE 55000 otherwise.
+/// Refused on a standby (during recovery) with SQLSTATE 25006, like
+/// `nextval()`: a standby shares the primary's worker id.
 ///
 /// ```sql
 /// CREATE TABLE orders (
@@ -128,6 +130,7 @@ fn generator() -> (&'static GeneratorState, Config) {
     let Some(state) = shmem::state() else {
         errors::not_preloaded();
     };
+    refuse_during_recovery();
     let layout = gucs::layout_or_error();
     let Some(worker) = gucs::worker_id() else {
         errors::worker_id_unset();
@@ -146,6 +149,32 @@ fn generator() -> (&'static GeneratorState, Config) {
         max_lead_ms: gucs::max_lead_ms(),
     };
     (state, cfg)
+}
+
+/// Set once this backend has seen recovery over. Recovery never starts
+/// again in the life of a backend (PostgreSQL caches the same fact), so
+/// later calls check one process-local flag instead of calling
+/// `RecoveryInProgress()`.
+static PAST_RECOVERY: AtomicBool = AtomicBool::new(false);
+
+/// ERROR (25006) while the server is in recovery: a hot standby has the
+/// primary's worker id (`pg_basebackup` copies the configuration), so the
+/// IDs it minted could equal the primary's.
+#[inline(always)]
+pub(crate) fn refuse_during_recovery() {
+    if !PAST_RECOVERY.load(Ordering::Relaxed) {
+        check_recovery();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn check_recovery() {
+    // SAFETY: RecoveryInProgress() may be called in any backend.
+    if unsafe { pg_sys::RecoveryInProgress() } {
+        errors::in_recovery();
+    }
+    PAST_RECOVERY.store(true, Ordering::Relaxed);
 }
 
 /// Ahead of the durable reservation: wait on the renewal lock (sleeping,
