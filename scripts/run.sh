@@ -3,7 +3,7 @@
 # a local PostgreSQL with it preloaded, and show it working. Leaves the
 # server running. Re-running is safe: it rebuilds, restarts and re-demos.
 #
-#   PG_VERSION           PostgreSQL major to run: 14, 15, 16, 17 or 18 (default 18)
+#   PG_VERSION           PostgreSQL major to run: 15, 16, 17 or 18 (default 18)
 #   PG_CONFIG            or: the pg_config of an existing PostgreSQL to use instead
 #   SNOWFLAKE_PORT       port of the local server (default 54329)
 #   SNOWFLAKE_WORKER_ID  its snowflake_id.worker_id (default 1)

@@ -15,7 +15,7 @@
 #   8. bench smoke: bench/run.sh --smoke and bench/profile.sh at toy sizes,
 #      once, on PostgreSQL 18 (or the last major requested), so the
 #      benchmark runner cannot rot; its numbers are not checked
-# Layers 3-7 run once per supported PostgreSQL major (14-18 by default).
+# Layers 3-7 run once per supported PostgreSQL major (15-18 by default).
 # Quick loops: PG_VERSIONS="15 18" for a subset of majors, and
 # SNOWFLAKE_TEST_LAYERS for a subset of layers, e.g. "regress integration".
 set -euo pipefail

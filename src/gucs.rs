@@ -174,18 +174,10 @@ pub fn define() -> Vec<String> {
         GucFlags::UNIT_MS,
     );
 
-    // The only version-specific code: PostgreSQL 15 added
-    // MarkGUCPrefixReserved (an unknown snowflake_id.* setting is an
-    // error); on 14, EmitWarningsOnPlaceholders only warns about them.
-    #[cfg(not(feature = "pg14"))]
+    // An unknown snowflake_id.* setting is an error.
     // SAFETY: plain C call with a static string.
     unsafe {
         pg_sys::MarkGUCPrefixReserved(c"snowflake_id".as_ptr());
-    }
-    #[cfg(feature = "pg14")]
-    // SAFETY: plain C call with a static string.
-    unsafe {
-        pg_sys::EmitWarningsOnPlaceholders(c"snowflake_id".as_ptr());
     }
 
     let mut problems = vec![];
