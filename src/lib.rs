@@ -11,7 +11,8 @@
 //! - [`formats`]: decoding foreign layouts, explicit-layout bounds;
 //! - [`text`]: JavaScript-safe text forms (decimal, base32);
 //! - [`convert`]: `snowflake_convert_column()`, the migration path;
-//! - [`admin`], [`reservation`], [`bgworker`]: stats, durability;
+//! - [`admin`], [`reservation`], [`bgworker`], [`wal`]: stats, durability
+//!   (the state file, and the WAL resource manager that replicates it);
 //! - [`errors`]: SQLSTATEs and messages.
 
 use pgrx::prelude::*;
@@ -28,6 +29,7 @@ pub mod nextval;
 pub mod reservation;
 pub mod shmem;
 pub mod text;
+pub mod wal;
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -48,6 +50,7 @@ pub extern "C-unwind" fn _PG_init() {
         errors::invalid_layout(&msg);
     }
     shmem::init();
+    wal::register();
     fastclock::detect();
     // Freeze the layout in the postmaster; every backend inherits it.
     let _ = gucs::layout();

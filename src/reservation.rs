@@ -187,7 +187,9 @@ pub fn blocked_reason(code: u64, layout: &Layout) -> (String, String) {
 }
 
 /// Persist a reservation of at least `at_least_ms` (and `WINDOW_MS` beyond
-/// the frontier), then publish it. Must hold the renewal lock.
+/// the frontier): in the state file and, flushed and replicated like a
+/// commit, in the WAL; then publish it. Must hold the renewal lock, and
+/// must not be called during recovery.
 pub fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -> i64 {
     let clock = SystemClock;
     let target = state
@@ -203,6 +205,32 @@ pub fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -
     if let Err(e) = file.store(&data_dir(), file_mode()) {
         errors::state_file_write(&state_path(), "extending the reservation", e);
     }
+    crate::wal::log_reservation(&file);
     state.publish_reservation(target);
     target
+}
+
+/// Keep a reservation replayed from WAL (see [`crate::wal`]) in this
+/// server's state file when it is newer than the file's: recovery after a
+/// restart starts at the last restart point, so older records are not
+/// replayed again. A failure is logged, not raised: the record stays in
+/// the WAL until the next restart point, and recovery must go on.
+pub fn persist_replayed(file: &StateFile) {
+    let newer = match StateFile::load(&data_dir()) {
+        Ok(Some(cur)) => cur.reserved_until_ms < file.reserved_until_ms,
+        _ => true,
+    };
+    if newer {
+        if let Err(e) = file.store(&data_dir(), file_mode()) {
+            log(
+                PgLogLevel::WARNING,
+                format!(
+                    "snowflake_id: could not write state file \"{}\" while replaying a reservation: {e}",
+                    state_path()
+                ),
+                None,
+                None,
+            );
+        }
+    }
 }

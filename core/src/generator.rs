@@ -245,15 +245,30 @@ impl GeneratorState {
     pub fn resume_above(reserved_ms: i64, layout: &Layout, mono_ns: i64) -> Self {
         let st = Self::new();
         st.reserved_until_ms.store(reserved_ms, Ordering::Relaxed);
+        st.raise_above(reserved_ms, layout, mono_ns);
+        st
+    }
+
+    /// Make every later ID carry a millisecond after `reserved_ms` (or fail
+    /// with [`GenError::Exhausted`] when that is past the layout), and start
+    /// the reference clock there: what [`Self::resume_above`] does at
+    /// start-up, for a reservation learnt later, such as one replayed from
+    /// the write-ahead log on a standby. Only ever raises the state, so
+    /// replaying an older reservation changes nothing. Not for a state that
+    /// is issuing IDs concurrently with a lower floor in mind: the caller
+    /// makes sure nobody mints meanwhile (a server in recovery refuses).
+    pub fn raise_above(&self, reserved_ms: i64, layout: &Layout, mono_ns: i64) {
         let floor_ms = reserved_ms.min(layout.last_unix_ms());
         if let Ok(off) = layout.offset_of(floor_ms) {
             let floor = layout.pack(off, layout.max_worker(), layout.max_sequence());
-            st.last_id.store(floor, Ordering::Relaxed);
+            self.last_id.fetch_max(floor, Ordering::AcqRel);
         }
         let next_ns = reserved_ms.saturating_add(1).saturating_mul(1_000_000);
-        st.max_offset
-            .store(next_ns.saturating_sub(mono_ns), Ordering::Relaxed);
-        st
+        let offset = next_ns.saturating_sub(mono_ns);
+        let cur = self.max_offset.load(Ordering::Acquire);
+        if cur == UNSET || cur < offset {
+            self.max_offset.fetch_max(offset, Ordering::AcqRel);
+        }
     }
 
     /// The Unix ms that the generator has used or may soon use: the
@@ -1066,6 +1081,29 @@ mod tests {
         // A reservation never moves backwards.
         st.publish_reservation(T0 / MS);
         assert_eq!(st.reserved_until_ms.load(Ordering::Relaxed), target);
+    }
+
+    #[test]
+    fn raise_above_a_replayed_reservation() {
+        let c = cfg(5);
+        let clock = ManualClock::new(T0, M0);
+        let st = GeneratorState::resume_above(T0 / MS - 5_000, &c.layout, clock.mono_ns());
+        st.publish_reservation(i64::MAX - 1);
+        // A newer reservation replayed from WAL: IDs continue above it,
+        // without waiting although the clock is 3 s behind it.
+        st.raise_above(T0 / MS + 3_000, &c.layout, clock.mono_ns());
+        // An older one changes nothing.
+        st.raise_above(T0 / MS - 1_000, &c.layout, clock.mono_ns());
+        let (id, ev) = issue(&st, &c, &clock);
+        assert_eq!(c.layout.decode(id).unwrap().unix_ms, T0 / MS + 3_001);
+        assert_eq!(ev.waits, 0);
+        // Past the end of the layout: used up.
+        let st = GeneratorState::new();
+        st.raise_above(c.layout.last_unix_ms() + 10, &c.layout, clock.mono_ns());
+        assert!(matches!(
+            st.try_next(&c, &clock, &mut Events::default()),
+            Err(GenError::Exhausted { .. })
+        ));
     }
 
     #[test]

@@ -1,0 +1,169 @@
+//! The write-ahead log of reservations: a custom WAL resource manager.
+//!
+//! Every durable reservation (see [`crate::reservation`]) is also a WAL
+//! record, inserted and flushed (and, with synchronous replication, waited
+//! for like a commit) before any ID it covers is returned. Redo, on a
+//! standby or in crash recovery, raises the shared generator state above
+//! the replayed reservation and persists it in the standby's own state
+//! file, so a promoted standby, or a server recovered to a point in time,
+//! continues strictly above every ID the primary could have issued up to
+//! the replayed point.
+//!
+//! The resource manager ID is [`RM_ID`] (199, in the extension range
+//! 128–255, clear of the IDs listed on the PostgreSQL wiki's
+//! CustomWALResourceManagers page). It is registered in `_PG_init` while
+//! preloading, so every server that replays this WAL, standbys included,
+//! must preload the library: without it, recovery stops with PostgreSQL's
+//! "resource manager with ID 199 not registered".
+
+use crate::{reservation, shmem};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use snowflake_id_core::{format_epoch, Clock, StateFile, SystemClock};
+
+/// Our resource manager ID.
+pub const RM_ID: u8 = 199;
+/// The one record type: a reservation (the high four bits of `xl_info`
+/// belong to the resource manager).
+const XLOG_RESERVE: u8 = 0x10;
+const XLR_INFO_MASK: u8 = 0x0F;
+
+/// The record's payload: the reservation and the configuration it was
+/// made under (the fields of the state file).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct Reservation {
+    reserved_until_ms: i64,
+    epoch_ms: i64,
+    worker_id: u64,
+    worker_bits: u32,
+    sequence_bits: u32,
+}
+
+impl Reservation {
+    fn from_file(f: &StateFile) -> Self {
+        Reservation {
+            reserved_until_ms: f.reserved_until_ms,
+            epoch_ms: f.epoch_ms,
+            worker_id: f.worker_id,
+            worker_bits: f.worker_bits,
+            sequence_bits: f.sequence_bits,
+        }
+    }
+
+    fn to_file(self) -> StateFile {
+        StateFile {
+            epoch_ms: self.epoch_ms,
+            worker_bits: self.worker_bits,
+            sequence_bits: self.sequence_bits,
+            worker_id: self.worker_id,
+            reserved_until_ms: self.reserved_until_ms,
+        }
+    }
+
+    /// The payload of a record of ours, if it has the expected size.
+    ///
+    /// # Safety
+    /// `record` is the reader state PostgreSQL passes to redo and desc.
+    unsafe fn of(record: *mut pg_sys::XLogReaderState) -> Option<Self> {
+        let decoded = (*record).record;
+        if decoded.is_null()
+            || (*decoded).header.xl_info & !XLR_INFO_MASK != XLOG_RESERVE
+            || (*decoded).main_data_len as usize != std::mem::size_of::<Self>()
+            || (*decoded).main_data.is_null()
+        {
+            return None;
+        }
+        Some(std::ptr::read_unaligned(
+            (*decoded).main_data as *const Self,
+        ))
+    }
+}
+
+/// The resource manager, as PostgreSQL keeps a pointer to it.
+struct Rmgr(pg_sys::RmgrData);
+// SAFETY: a pointer to a static C string and function pointers, never
+// written; PostgreSQL only reads it.
+unsafe impl Sync for Rmgr {}
+
+static RMGR: Rmgr = Rmgr(pg_sys::RmgrData {
+    rm_name: c"snowflake_id".as_ptr(),
+    rm_redo: Some(redo),
+    rm_desc: Some(desc),
+    rm_identify: Some(identify),
+    rm_startup: None,
+    rm_cleanup: None,
+    rm_mask: None,
+    rm_decode: None,
+});
+
+/// Register the resource manager. Call from `_PG_init` while preloading.
+pub fn register() {
+    // SAFETY: called while shared_preload_libraries is processed, as
+    // RegisterCustomRmgr requires; RMGR lives for the life of the process.
+    unsafe { pg_sys::RegisterCustomRmgr(RM_ID, &RMGR.0 as *const pg_sys::RmgrData as _) };
+}
+
+/// WAL-log a reservation that has just been written to the state file:
+/// insert the record, flush it, and wait for synchronous standbys as a
+/// commit would. Returns only once the reservation is as durable as a
+/// commit. Must not be called during recovery.
+pub fn log_reservation(file: &StateFile) {
+    let mut rec = Reservation::from_file(file);
+    // SAFETY: the standard sequence for inserting a WAL record of a custom
+    // resource manager; `rec` outlives XLogInsert, which copies it.
+    unsafe {
+        pg_sys::XLogBeginInsert();
+        pg_sys::XLogRegisterData(
+            &mut rec as *mut Reservation as _,
+            std::mem::size_of::<Reservation>() as _,
+        );
+        let lsn = pg_sys::XLogInsert(RM_ID, XLOG_RESERVE);
+        pg_sys::XLogFlush(lsn);
+        pg_sys::SyncRepWaitForLSN(lsn, false);
+    }
+}
+
+/// Redo: raise the generator above the replayed reservation, and keep it
+/// in this server's state file so that a restart (which replays only from
+/// the last restart point) still knows it.
+#[pg_guard]
+unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
+    let Some(rec) = Reservation::of(record) else {
+        return;
+    };
+    if let Some(state) = shmem::state() {
+        let file = rec.to_file();
+        if let Some(layout) = file.layout() {
+            state.raise_above(rec.reserved_until_ms, &layout, SystemClock.mono_ns());
+        }
+        reservation::persist_replayed(&file);
+    }
+}
+
+/// `pg_waldump` / `pg_walinspect` description of a record.
+#[pg_guard]
+unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::XLogReaderState) {
+    let text = match Reservation::of(record) {
+        Some(r) => format!(
+            "reserved until {}; worker {}, epoch {}, worker_bits {}, sequence_bits {}",
+            format_epoch(r.reserved_until_ms),
+            r.worker_id,
+            format_epoch(r.epoch_ms),
+            r.worker_bits,
+            r.sequence_bits
+        ),
+        None => "unknown record".to_string(),
+    };
+    let c = std::ffi::CString::new(text).unwrap_or_default();
+    pg_sys::appendStringInfoString(buf, c.as_ptr());
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn identify(info: u8) -> *const std::ffi::c_char {
+    if info & !XLR_INFO_MASK == XLOG_RESERVE {
+        c"RESERVE".as_ptr()
+    } else {
+        std::ptr::null()
+    }
+}

@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# Failover with WAL-logged reservations, on real clusters:
+#  1. The resource manager is registered (pg_get_wal_resource_managers) and
+#     its records read well in pg_walinspect.
+#  2. Synchronous failover. A primary and a pg_basebackup -R standby with
+#     the same worker id, synchronous_standby_names = '*', the standby's
+#     wall clock 1 h behind (libfaketime, monotonic clock untouched).
+#     8 pgbench connections insert into a DEFAULT snowflake_nextval() table
+#     while a client takes bursts of snowflake_nextval(count) that lead the
+#     clock and records every ID it received. kill -9 of the primary,
+#     pg_ctl promote: every ID issued after the promotion is above every ID
+#     committed on the old primary and every ID any client received from it.
+#  3. A standby that does not preload the library stops replaying with
+#     PostgreSQL's "resource manager with ID 199 not registered"; with the
+#     library added to shared_preload_libraries it catches up.
+#  4. WAL overhead: snowflake_id records and bytes per second under steady
+#     8-connection insert load (reported; expect about one record a second).
+#  5. Point-in-time recovery: a base backup plus archived WAL, recovered to
+#     a target time with the recovered server's clock an hour behind: its
+#     first new IDs are above every ID in the recovered data.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+BASE=$(state_dir "$ROOT/.run/it-failover" it-failover)
+PORT=${SNOWFLAKE_IT_FAILOVER_PORT:-55570}
+PRIMARY="$BASE/primary"; STANDBY="$BASE/standby"; SPORT=$((PORT + 1))
+mkdir -p "$PRIMARY" "$STANDBY"; is_root && chown postgres:postgres "$PRIMARY" "$STANDBY"
+trap 'cluster_stop "$STANDBY"; cluster_stop "$PRIMARY"; cluster_stop "$BASE/restored"' EXIT
+cluster_stop "$STANDBY"; cluster_stop "$PRIMARY"
+FT=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
+[ -f "$FT" ] || die "libfaketime is missing (apt package libfaketime)"
+CLOCK="$BASE/faketime"; echo "-3600s" > "$CLOCK"; chmod 644 "$CLOCK"
+p() { pq "$PRIMARY" "$PORT" -At -F ' ' "$@"; }
+s() { pq "$STANDBY" "$SPORT" -At -F ' ' "$@"; }
+PRELOAD="shared_preload_libraries = 'snowflake_id'"
+
+# make_standby: pg_basebackup -R of the primary (its configuration too).
+make_standby() {
+    cluster_stop "$STANDBY"
+    rm -rf "$STANDBY/data" "$STANDBY/server.log"
+    as_pg "$(pgbin)/pg_basebackup" -h "$PRIMARY" -p "$PORT" -U postgres -D "$STANDBY/data" -R -X stream -c fast
+    { echo "port = $SPORT"; echo "unix_socket_directories = '$STANDBY'"; } \
+        | as_pg tee -a "$STANDBY/data/postgresql.conf" >/dev/null
+}
+# replayed_to LSN: wait until the standby has replayed LSN (30 s at most).
+replayed_to() {
+    for _ in $(seq 1 300); do
+        [ "$(s -c "SELECT pg_last_wal_replay_lsn() >= '$1'::pg_lsn" 2>/dev/null || true)" = t ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+cluster_init "$PRIMARY" "$PORT" "$PRELOAD" "snowflake_id.worker_id = 21" \
+    "wal_level = replica" "max_wal_senders = 4"
+cluster_start "$PRIMARY" || { tail -20 "$PRIMARY/server.log" >&2; die "primary did not start"; }
+p -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" -c "CREATE EXTENSION pg_walinspect" \
+  -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), conn int NOT NULL DEFAULT pg_backend_pid())"
+
+log "1. resource manager 199 registered; its records in pg_walinspect"
+[ "$(p -c "SELECT rm_name, rm_builtin FROM pg_get_wal_resource_managers() WHERE rm_id = 199")" = "snowflake_id f" ] \
+    || die "resource manager 199 not registered"
+start_lsn=$(p -c "SELECT pg_current_wal_insert_lsn()")
+p -c "SELECT snowflake_nextval(20000)" >/dev/null   # ~5 ms of IDs; the first call after start reserves
+end_lsn=$(p -c "SELECT pg_current_wal_insert_lsn()")
+desc=$(p -c "SELECT record_type || ': ' || description FROM pg_get_wal_records_info('$start_lsn', '$end_lsn')
+              WHERE resource_manager = 'snowflake_id' ORDER BY start_lsn DESC LIMIT 1")
+grep -qE "^RESERVE: reserved until [0-9-]+ [0-9:.]+\+00; worker 21, epoch 2024-01-01 00:00:00.000\+00, worker_bits 10, sequence_bits 12$" <<<"$desc" \
+    || die "pg_walinspect shows: $desc"
+log "   $desc"
+
+log "2. synchronous failover: standby 1 h behind, 8 inserting connections and a leading burst client"
+make_standby
+cluster_start "$STANDBY" LD_PRELOAD="$FT" FAKETIME_TIMESTAMP_FILE="$CLOCK" FAKETIME_NO_CACHE=1 \
+    FAKETIME_DONT_FAKE_MONOTONIC=1 || { tail -20 "$STANDBY/server.log" >&2; die "standby did not start"; }
+p -c "ALTER SYSTEM SET synchronous_standby_names = '*'" -c "SELECT pg_reload_conf()" >/dev/null
+for _ in $(seq 1 100); do
+    [ "$(p -c "SELECT sync_state FROM pg_stat_replication")" = sync ] && break; sleep 0.1
+done
+[ "$(p -c "SELECT sync_state FROM pg_stat_replication")" = sync ] || die "the standby is not synchronous"
+skew=$(s -c "SELECT round(extract(epoch FROM now()) - $(date +%s))")
+[ "$skew" -le -3590 ] || die "the standby's clock is not an hour behind ($skew s)"
+printf 'INSERT INTO t DEFAULT VALUES;\n' > "$BASE/ins.sql"
+"$(pgbin)/pgbench" -n -h "$PRIMARY" -p "$PORT" -U postgres -c 8 -j 2 -T 30 -f "$BASE/ins.sql" postgres \
+    >"$BASE/pgbench.out" 2>&1 & bench=$!
+# The burst client prints the largest ID of every burst it received.
+( while :; do "$(pgbin)/psql" -X -q -At -h "$PRIMARY" -p "$PORT" -U postgres \
+        -c "SELECT max(x) FROM snowflake_nextval(300000) x" 2>/dev/null || exit 0; done ) \
+    >"$BASE/burst.ids" & burst=$!
+sleep 4
+pid=$(head -1 "$PRIMARY/data/postmaster.pid")
+kill -9 "$pid"
+wait "$bench" || true; wait "$burst" || true
+for _ in $(seq 1 100); do pgrep -f -- "-D $PRIMARY/data" >/dev/null || break; sleep 0.1; done
+as_pg "$(pgbin)/pg_ctl" -D "$STANDBY/data" -w promote >/dev/null
+[ "$(s -c "SELECT pg_is_in_recovery()")" = f ] || die "the standby was not promoted"
+received=$(sort -n "$BASE/burst.ids" | tail -1)
+read -r committed rows < <(s -c "SELECT max(id), count(*) FROM t")
+[ -n "$received" ] && [ "$rows" -gt 1000 ] || die "too little load: $rows rows, bursts '$received'"
+s -c "INSERT INTO t (conn) SELECT -1 FROM generate_series(1, 20000)"
+read -r lo n < <(s -c "SELECT min(id), count(*) FROM t WHERE conn = -1")
+[ "$n" = 20000 ] || die "inserts after promotion"
+[ "$lo" -gt "$committed" ] || die "after failover: new ID $lo <= committed $committed"
+[ "$lo" -gt "$received" ] || die "after failover: new ID $lo <= an ID a client received, $received"
+log "   $rows committed rows, bursts up to $received; 20000 IDs after promotion, all above both (from $lo)"
+
+log "3. a standby without the library stops replaying; with it, it catches up"
+cluster_stop "$STANDBY"
+# The killed postmaster left its socket lock behind (and its PID may be in
+# use again by now): a new primary in a clean directory.
+rm -rf "$PRIMARY/data" "$PRIMARY/server.log" "$PRIMARY"/.s.PGSQL.*
+ARCHIVE="$BASE/archive"; rm -rf "$ARCHIVE"; mkdir -p "$ARCHIVE"; is_root && chown postgres:postgres "$ARCHIVE"
+cluster_init "$PRIMARY" "$PORT" "$PRELOAD" "snowflake_id.worker_id = 22" "wal_level = replica" "max_wal_senders = 4" \
+    "archive_mode = on" "archive_command = 'cp %p $ARCHIVE/%f'"
+cluster_start "$PRIMARY" || die "primary did not start"
+p -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
+  -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), conn int)"
+make_standby
+as_pg sed -i "/^shared_preload_libraries/d" "$STANDBY/data/postgresql.conf"
+cluster_start "$STANDBY" || die "standby did not start"
+p -c "INSERT INTO t (conn) SELECT 1 FROM generate_series(1, 1000)"
+lsn=$(p -c "SELECT pg_current_wal_insert_lsn()")
+for _ in $(seq 1 100); do
+    grep -q "resource manager with ID 199 not registered" "$STANDBY/server.log" && break; sleep 0.1
+done
+grep -q "FATAL:  resource manager with ID 199 not registered" "$STANDBY/server.log" \
+    || { tail -20 "$STANDBY/server.log" >&2; die "no FATAL for the missing resource manager"; }
+grep -qE 'HINT:  Include the extension module that implements this resource manager in "?shared_preload_libraries' "$STANDBY/server.log" \
+    || die "no HINT for the missing resource manager"
+cluster_stop "$STANDBY"
+echo "$PRELOAD" | as_pg tee -a "$STANDBY/data/postgresql.conf" >/dev/null
+cluster_start "$STANDBY" || { tail -20 "$STANDBY/server.log" >&2; die "standby did not start with the library"; }
+replayed_to "$lsn" || die "the standby did not catch up after preloading"
+[ "$(s -c "SELECT count(*) FROM t")" = 1000 ] || die "rows missing on the standby"
+log "   FATAL 'resource manager with ID 199 not registered' with its HINT; preloaded, it replays to $lsn"
+
+log "4. WAL overhead under steady 8-connection insert load (10 s)"
+cluster_stop "$STANDBY"
+p -c "SET client_min_messages = warning" -c "CREATE EXTENSION pg_walinspect"
+from=$(p -c "SELECT pg_current_wal_insert_lsn()")
+"$(pgbin)/pgbench" -n -h "$PRIMARY" -p "$PORT" -U postgres -c 8 -j 2 -T 10 -f "$BASE/ins.sql" postgres >"$BASE/wal.out" 2>&1 \
+    || { cat "$BASE/wal.out" >&2; die "pgbench failed"; }
+to=$(p -c "SELECT pg_current_wal_insert_lsn()")
+read -r recs bytes all_bytes < <(p -c "
+    SELECT count(*) FILTER (WHERE resource_manager = 'snowflake_id'),
+           coalesce(sum(record_length) FILTER (WHERE resource_manager = 'snowflake_id'), 0),
+           pg_wal_lsn_diff('$to', '$from')::bigint
+      FROM pg_get_wal_records_info('$from', '$to')")
+tps=$(sed -nE 's/^tps = ([0-9.]+).*/\1/p' "$BASE/wal.out" | head -1)
+log "   $recs snowflake_id records ($bytes bytes) in 10 s of $tps inserts/s: $(( recs / 10 ))/s, $(( bytes / 10 )) B/s, of $(( all_bytes / 10 )) B/s of WAL in all"
+[ "$recs" -ge 3 ] && [ "$recs" -le 40 ] || die "unexpected number of reservation records: $recs in 10 s"
+
+log "5. point-in-time recovery to a target time, recovered clock an hour behind"
+BACKUP="$BASE/backup"; RESTORED="$BASE/restored"; RPORT=$((PORT + 2))
+mkdir -p "$RESTORED"; is_root && chown postgres:postgres "$RESTORED"
+cluster_stop "$RESTORED"; rm -rf "$BACKUP" "$RESTORED/data" "$RESTORED/server.log" "$RESTORED"/.s.PGSQL.*
+as_pg "$(pgbin)/pg_basebackup" -h "$PRIMARY" -p "$PORT" -U postgres -D "$BACKUP" -X stream -c fast
+"$(pgbin)/pgbench" -n -h "$PRIMARY" -p "$PORT" -U postgres -c 4 -j 2 -T 3 -f "$BASE/ins.sql" postgres >/dev/null 2>&1
+p -c "SELECT max(x) FROM snowflake_nextval(500000) x" >/dev/null   # a burst ahead of the clock
+target=$(p -c "SELECT now()")
+sleep 0.2
+"$(pgbin)/pgbench" -n -h "$PRIMARY" -p "$PORT" -U postgres -c 4 -j 2 -T 2 -f "$BASE/ins.sql" postgres >/dev/null 2>&1
+p -c "SELECT pg_switch_wal()" >/dev/null; sleep 1
+as_pg cp -a "$BACKUP" "$RESTORED/data"
+{
+    echo "port = $RPORT"; echo "unix_socket_directories = '$RESTORED'"; echo "archive_mode = off"
+    echo "restore_command = 'cp $ARCHIVE/%f %p'"; echo "recovery_target_time = '$target'"
+    echo "recovery_target_action = 'promote'"
+} | as_pg tee -a "$RESTORED/data/postgresql.conf" >/dev/null
+as_pg touch "$RESTORED/data/recovery.signal"
+cluster_start "$RESTORED" LD_PRELOAD="$FT" FAKETIME_TIMESTAMP_FILE="$CLOCK" FAKETIME_NO_CACHE=1 \
+    FAKETIME_DONT_FAKE_MONOTONIC=1 || { tail -20 "$RESTORED/server.log" >&2; die "restored server did not start"; }
+r() { pq "$RESTORED" "$RPORT" -At -F ' ' "$@"; }
+for _ in $(seq 1 300); do [ "$(r -c "SELECT pg_is_in_recovery()" 2>/dev/null || true)" = f ] && break; sleep 0.1; done
+[ "$(r -c "SELECT pg_is_in_recovery()")" = f ] || { tail -20 "$RESTORED/server.log" >&2; die "recovery did not end"; }
+read -r rmax rn < <(r -c "SELECT max(id), count(*) FROM t")
+pmax=$(p -c "SELECT max(id) FROM t")
+[ "$rmax" -lt "$pmax" ] || die "the recovery target did not cut the data ($rmax vs $pmax)"
+r -c "INSERT INTO t (conn) SELECT -5 FROM generate_series(1, 10000)"
+lo=$(r -c "SELECT min(id) FROM t WHERE conn = -5")
+[ "$lo" -gt "$rmax" ] || die "after point-in-time recovery: new ID $lo <= recovered $rmax"
+cluster_stop "$RESTORED"
+log "   recovered $rn rows to $target; 10000 new IDs (clock 1 h behind) all above them, from $lo"
