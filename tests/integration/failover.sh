@@ -18,6 +18,17 @@
 #  5. Point-in-time recovery: a base backup plus archived WAL, recovered to
 #     a target time with the recovered server's clock an hour behind: its
 #     first new IDs are above every ID in the recovered data.
+#  7. Asynchronous failover, measured: replication to the standby is cut
+#     while the primary takes leading bursts (and nextval() on a sequence), then the primary is killed and the standby, its clock an
+#     hour behind, promoted. Reported: the reservation records and the
+#     milliseconds of IDs the standby never received, how many new IDs are
+#     at or below an ID a client had received, and the same for the
+#     sequence. Asserted: new IDs are above every reservation the standby
+#     did receive.
+#  6. Rejoin (run right after 2): pg_rewind the old primary against the
+#     new one, attach it as a standby (its clock an hour behind too), take
+#     a leading burst on the new primary, fail back: the old primary's new
+#     IDs are above everything the new primary issued.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 BASE=$(state_dir "$ROOT/.run/it-failover" it-failover)
@@ -51,7 +62,7 @@ replayed_to() {
 }
 
 cluster_init "$PRIMARY" "$PORT" "$PRELOAD" "snowflake_id.worker_id = 21" \
-    "wal_level = replica" "max_wal_senders = 4"
+    "wal_level = replica" "max_wal_senders = 4" "wal_log_hints = on" "wal_keep_size = 512MB"
 cluster_start "$PRIMARY" || { tail -20 "$PRIMARY/server.log" >&2; die "primary did not start"; }
 p -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" -c "CREATE EXTENSION pg_walinspect" \
   -c "CREATE TABLE t (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), conn int NOT NULL DEFAULT pg_backend_pid())"
@@ -88,9 +99,14 @@ printf 'INSERT INTO t DEFAULT VALUES;\n' > "$BASE/ins.sql"
     >"$BASE/burst.ids" & burst=$!
 sleep 4
 pid=$(head -1 "$PRIMARY/data/postmaster.pid")
+kids=$(pgrep -P "$pid" || true)
 kill -9 "$pid"
 wait "$bench" || true; wait "$burst" || true
-for _ in $(seq 1 100); do pgrep -f -- "-D $PRIMARY/data" >/dev/null || break; sleep 0.1; done
+# Its children exit when they notice; until then they hold its shared
+# memory, and nothing may start in its data directory.
+for k in $pid $kids; do
+    for _ in $(seq 1 100); do kill -0 "$k" 2>/dev/null || break; sleep 0.1; done
+done
 as_pg "$(pgbin)/pg_ctl" -D "$STANDBY/data" -w promote >/dev/null
 [ "$(s -c "SELECT pg_is_in_recovery()")" = f ] || die "the standby was not promoted"
 received=$(sort -n "$BASE/burst.ids" | tail -1)
@@ -103,8 +119,35 @@ read -r lo n < <(s -c "SELECT min(id), count(*) FROM t WHERE conn = -1")
 [ "$lo" -gt "$received" ] || die "after failover: new ID $lo <= an ID a client received, $received"
 log "   $rows committed rows, bursts up to $received; 20000 IDs after promotion, all above both (from $lo)"
 
-log "3. a standby without the library stops replaying; with it, it catches up"
+log "6. rejoin: pg_rewind the old primary, attach it to the new one, fail back"
+# The killed postmaster left its socket lock behind; its PID may be in use
+# again by now.
+rm -f "$PRIMARY"/.s.PGSQL.*
+as_pg env ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$LD_LIBRARY_PATH"} "$(pgbin)/pg_rewind" -D "$PRIMARY/data" \
+    --source-server="host=$STANDBY port=$SPORT user=postgres dbname=postgres" -R >"$BASE/rewind.out" 2>&1 \
+    || { cat "$BASE/rewind.out" >&2; die "pg_rewind failed"; }
+# pg_rewind copied the new primary's configuration: this server's own port
+# and socket again (the last setting wins).
+{ echo "port = $PORT"; echo "unix_socket_directories = '$PRIMARY'"; } | as_pg tee -a "$PRIMARY/data/postgresql.conf" >/dev/null
+cluster_start "$PRIMARY" LD_PRELOAD="$FT" FAKETIME_TIMESTAMP_FILE="$CLOCK" FAKETIME_NO_CACHE=1 \
+    FAKETIME_DONT_FAKE_MONOTONIC=1 || { tail -20 "$PRIMARY/server.log" >&2; die "the rewound primary did not start"; }
+[ "$(p -c "SELECT pg_is_in_recovery()")" = t ] || die "the rewound primary is not a standby"
+newmax=$(s -c "SELECT max(x) FROM snowflake_nextval(300000) x")
+lsn=$(s -c "SELECT pg_current_wal_insert_lsn()")
+for _ in $(seq 1 300); do
+    [ "$(p -c "SELECT pg_last_wal_replay_lsn() >= '$lsn'::pg_lsn")" = t ] && break; sleep 0.1
+done
+[ "$(p -c "SELECT pg_last_wal_replay_lsn() >= '$lsn'::pg_lsn")" = t ] || die "the rewound standby did not catch up"
 cluster_stop "$STANDBY"
+as_pg "$(pgbin)/pg_ctl" -D "$PRIMARY/data" -w promote >/dev/null
+[ "$(p -c "SELECT pg_is_in_recovery()")" = f ] || die "fail-back promotion"
+p -c "INSERT INTO t (conn) SELECT -2 FROM generate_series(1, 10000)"
+read -r lo2 others < <(p -c "SELECT min(id) FILTER (WHERE conn = -2), max(id) FILTER (WHERE conn <> -2) FROM t")
+[ "$lo2" -gt "$newmax" ] && [ "$lo2" -gt "$others" ] || die "after fail-back: new ID $lo2, new primary's burst $newmax, rows $others"
+log "   rewound, replayed the new primary's burst (up to $newmax); after fail-back 10000 IDs from $lo2, above all"
+
+log "3. a standby without the library stops replaying; with it, it catches up"
+cluster_stop "$STANDBY"; cluster_stop "$PRIMARY"
 # The killed postmaster left its socket lock behind (and its PID may be in
 # use again by now): a new primary in a clean directory.
 rm -rf "$PRIMARY/data" "$PRIMARY/server.log" "$PRIMARY"/.s.PGSQL.*
@@ -180,3 +223,46 @@ lo=$(r -c "SELECT min(id) FROM t WHERE conn = -5")
 [ "$lo" -gt "$rmax" ] || die "after point-in-time recovery: new ID $lo <= recovered $rmax"
 cluster_stop "$RESTORED"
 log "   recovered $rn rows to $target; 10000 new IDs (clock 1 h behind) all above them, from $lo"
+
+log "7. asynchronous failover with replication cut for 4 s: the exposure"
+p -c "CREATE SEQUENCE seq" -c "SELECT nextval('seq')" >/dev/null
+make_standby
+cluster_start "$STANDBY" LD_PRELOAD="$FT" FAKETIME_TIMESTAMP_FILE="$CLOCK" FAKETIME_NO_CACHE=1 \
+    FAKETIME_DONT_FAKE_MONOTONIC=1 || { tail -20 "$STANDBY/server.log" >&2; die "standby did not start"; }
+p -c "SELECT max(x) FROM snowflake_nextval(100000) x" >/dev/null
+replayed_to "$(p -c "SELECT pg_current_wal_insert_lsn()")" || die "the async standby did not catch up"
+# Cut replication: without primary_conninfo the WAL receiver stops and
+# stays stopped (pausing it would not do: what the primary sends meanwhile
+# waits in the socket and arrives when it resumes).
+s -c "ALTER SYSTEM SET primary_conninfo = ''" -c "SELECT pg_reload_conf()" >/dev/null
+for _ in $(seq 1 100); do [ -z "$(s -c "SELECT pid FROM pg_stat_wal_receiver")" ] && break; sleep 0.1; done
+[ -z "$(s -c "SELECT pid FROM pg_stat_wal_receiver")" ] || die "the WAL receiver did not stop"
+received_lsn=$(s -c "SELECT pg_last_wal_receive_lsn()")
+: > "$BASE/async.ids"
+# 4 s of bursts: longer than the 2 s reservation window, so the primary
+# renews reservations the standby never receives.
+for _ in $(seq 1 8); do
+    p -c "SELECT max(x) FROM snowflake_nextval(300000) x" >> "$BASE/async.ids"
+    sleep 0.5
+done
+seqmax=$(p -c "SELECT max(nextval('seq')) FROM generate_series(1, 100000)")
+pid=$(head -1 "$PRIMARY/data/postmaster.pid"); kids=$(pgrep -P "$pid" || true)
+kill -9 "$pid"
+for k in $pid $kids; do for _ in $(seq 1 100); do kill -0 "$k" 2>/dev/null || break; sleep 0.1; done; done
+# The highest reservation the standby replayed, as it keeps it in its own
+# state file (read before the promoted server writes reservations of its own).
+replayed_ms=$(sed -n 's/^reserved_until_ms=//p' "$STANDBY/data/snowflake_id.state")
+as_pg "$(pgbin)/pg_ctl" -D "$STANDBY/data" -w promote >/dev/null
+[ "$(s -c "SELECT pg_is_in_recovery()")" = f ] || die "the async standby was not promoted"
+primary_ms=$(sed -n 's/^reserved_until_ms=//p' "$PRIMARY/data/snowflake_id.state")
+# pg_waldump cannot load the library: our records show as custom199.
+missing=$(as_pg "$(pgbin)/pg_waldump" -p "$PRIMARY/data/pg_wal" -s "$received_lsn" -r custom199 2>/dev/null | grep -c "rmgr: custom199" || true)
+received=$(sort -n "$BASE/async.ids" | tail -1)
+s -c "INSERT INTO t (conn) SELECT -7 FROM generate_series(1, 20000)"
+read -r lo at_risk < <(s -c "SELECT min(id), count(*) FILTER (WHERE id <= $received) FROM t WHERE conn = -7")
+floor=$(s -c "SELECT snowflake_max_id(to_timestamp($replayed_ms / 1000.0))")
+[ "$lo" -gt "$floor" ] || die "new ID $lo not above the replayed reservation ($replayed_ms)"
+seqnext=$(s -c "SELECT nextval('seq')")
+log "   not received: $missing reservation record(s), $(( primary_ms - replayed_ms )) ms of IDs; of 20000 new IDs (from $lo), $at_risk at or below one a client had received ($received)"
+log "   the sequence: $(( seqmax - seqnext + 1 > 0 ? seqmax - seqnext + 1 : 0 )) values handed out by the old primary are handed out again ($seqnext .. $seqmax)"
+cluster_stop "$STANDBY"
