@@ -18,7 +18,7 @@ use crate::decode::unix_ms_to_timestamptz as tstz;
 /// | `epoch` | the epoch of the layout |
 /// | `timestamp_bits`, `worker_bits`, `sequence_bits` | the layout |
 /// | `max_lead_ms` | `snowflake_id.max_lead` |
-/// | `last_id` | the last ID issued by any backend (NULL if none yet) |
+/// | `last_id` | the last ID issued by any backend (NULL if none yet); after a restart, or on a standby replaying reservations, the floor the server continues above |
 /// | `last_id_time` | its timestamp |
 /// | `lead_ms` | `last_id_time` minus the wall clock now; positive when IDs run ahead (bursts, clock steps, the jump after a restart) |
 /// | `reserved_until` | the durable reservation: no ID with a later timestamp has been issued |
@@ -27,7 +27,7 @@ use crate::decode::unix_ms_to_timestamptz as tstz;
 /// | `largest_step_back_ms` | the largest of them |
 /// | `backpressure_waits` | sleeps because IDs were `max_lead` ahead of the clock |
 /// | `reservation_waits` | calls that had to wait for the reservation to be extended |
-/// | `reservations_written` | durable reservation writes (fsyncs) |
+/// | `reservations_written` | durable reservation writes (each an fsync of the state file and a flushed WAL record) |
 /// | `state` | `ok`, `worker_id unset`, `standby: in recovery`, or why generation is disabled |
 ///
 /// ```sql
