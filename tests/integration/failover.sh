@@ -123,6 +123,9 @@ log "6. rejoin: pg_rewind the old primary, attach it to the new one, fail back"
 # The killed postmaster left its socket lock behind; its PID may be in use
 # again by now.
 rm -f "$PRIMARY"/.s.PGSQL.*
+# Before 16, pg_rewind reads the source's timeline from its control file,
+# which a promotion updates only at its next checkpoint.
+s -c "CHECKPOINT"
 as_pg env ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$LD_LIBRARY_PATH"} "$(pgbin)/pg_rewind" -D "$PRIMARY/data" \
     --source-server="host=$STANDBY port=$SPORT user=postgres dbname=postgres" -R >"$BASE/rewind.out" 2>&1 \
     || { cat "$BASE/rewind.out" >&2; die "pg_rewind failed"; }
