@@ -162,6 +162,35 @@ cluster_init() {
     } | as_pg tee -a "$dir/data/postgresql.conf" >/dev/null
 }
 
+# basebackup_standby PRIMARY_DIR PRIMARY_PORT STANDBY_DIR STANDBY_PORT: a
+# standby made the usual way, pg_basebackup -R (so with the primary's
+# configuration, worker id included), on its own port and socket; not
+# started.
+basebackup_standby() {
+    local pdir="$1" pport="$2" sdir="$3" sport="$4"
+    cluster_stop "$sdir"
+    rm -rf "$sdir/data" "$sdir/server.log"
+    as_pg "$(pgbin)/pg_basebackup" -h "$pdir" -p "$pport" -U postgres -D "$sdir/data" -R -X stream -c fast
+    { echo "port = $sport"; echo "unix_socket_directories = '$sdir'"; } \
+        | as_pg tee -a "$sdir/data/postgresql.conf" >/dev/null
+}
+
+# kill9 DIR: kill -9 the postmaster of DIR and wait until it and its
+# children are gone (they exit when they notice; until then they hold its
+# shared memory, and no server may start in DIR). Its socket lock stays
+# behind, and its PID may be in use again by then: remove the lock before
+# starting anything in DIR.
+kill9() {
+    local pid kids k
+    pid=$(head -1 "$1/data/postmaster.pid")
+    kids=$(pgrep -P "$pid" || true)
+    kill -9 "$pid"
+    for k in $pid $kids; do
+        for _ in $(seq 1 100); do kill -0 "$k" 2>/dev/null || break; sleep 0.1; done
+    done
+    rm -f "$1"/.s.PGSQL.*
+}
+
 # cluster_start DIR [env assignments for the server...]
 cluster_start() {
     local dir="$1"; shift

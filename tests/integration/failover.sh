@@ -44,14 +44,7 @@ p() { pq "$PRIMARY" "$PORT" -At -F ' ' "$@"; }
 s() { pq "$STANDBY" "$SPORT" -At -F ' ' "$@"; }
 PRELOAD="shared_preload_libraries = 'snowflake_id'"
 
-# make_standby: pg_basebackup -R of the primary (its configuration too).
-make_standby() {
-    cluster_stop "$STANDBY"
-    rm -rf "$STANDBY/data" "$STANDBY/server.log"
-    as_pg "$(pgbin)/pg_basebackup" -h "$PRIMARY" -p "$PORT" -U postgres -D "$STANDBY/data" -R -X stream -c fast
-    { echo "port = $SPORT"; echo "unix_socket_directories = '$STANDBY'"; } \
-        | as_pg tee -a "$STANDBY/data/postgresql.conf" >/dev/null
-}
+make_standby() { basebackup_standby "$PRIMARY" "$PORT" "$STANDBY" "$SPORT"; }
 # replayed_to LSN: wait until the standby has replayed LSN (30 s at most).
 replayed_to() {
     for _ in $(seq 1 300); do
@@ -98,15 +91,8 @@ printf 'INSERT INTO t DEFAULT VALUES;\n' > "$BASE/ins.sql"
         -c "SELECT max(x) FROM snowflake_nextval(300000) x" 2>/dev/null || exit 0; done ) \
     >"$BASE/burst.ids" & burst=$!
 sleep 4
-pid=$(head -1 "$PRIMARY/data/postmaster.pid")
-kids=$(pgrep -P "$pid" || true)
-kill -9 "$pid"
+kill9 "$PRIMARY"
 wait "$bench" || true; wait "$burst" || true
-# Its children exit when they notice; until then they hold its shared
-# memory, and nothing may start in its data directory.
-for k in $pid $kids; do
-    for _ in $(seq 1 100); do kill -0 "$k" 2>/dev/null || break; sleep 0.1; done
-done
 as_pg "$(pgbin)/pg_ctl" -D "$STANDBY/data" -w promote >/dev/null
 [ "$(s -c "SELECT pg_is_in_recovery()")" = f ] || die "the standby was not promoted"
 received=$(sort -n "$BASE/burst.ids" | tail -1)
@@ -120,9 +106,6 @@ read -r lo n < <(s -c "SELECT min(id), count(*) FROM t WHERE conn = -1")
 log "   $rows committed rows, bursts up to $received; 20000 IDs after promotion, all above both (from $lo)"
 
 log "6. rejoin: pg_rewind the old primary, attach it to the new one, fail back"
-# The killed postmaster left its socket lock behind; its PID may be in use
-# again by now.
-rm -f "$PRIMARY"/.s.PGSQL.*
 # Before 16, pg_rewind reads the source's timeline from its control file,
 # which a promotion updates only at its next checkpoint.
 s -c "CHECKPOINT"
@@ -249,9 +232,7 @@ for _ in $(seq 1 8); do
     sleep 0.5
 done
 seqmax=$(p -c "SELECT max(nextval('seq')) FROM generate_series(1, 100000)")
-pid=$(head -1 "$PRIMARY/data/postmaster.pid"); kids=$(pgrep -P "$pid" || true)
-kill -9 "$pid"
-for k in $pid $kids; do for _ in $(seq 1 100); do kill -0 "$k" 2>/dev/null || break; sleep 0.1; done; done
+kill9 "$PRIMARY"
 # The highest reservation the standby replayed, as it keeps it in its own
 # state file (read before the promoted server writes reservations of its own).
 replayed_ms=$(sed -n 's/^reserved_until_ms=//p' "$STANDBY/data/snowflake_id.state")

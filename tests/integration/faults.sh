@@ -38,16 +38,6 @@ start() {  # start DIR: with the fake clock
     cluster_start "$1" LD_PRELOAD="$FT" FAKETIME_TIMESTAMP_FILE="$CLOCK" FAKETIME_NO_CACHE=1 \
         FAKETIME_DONT_FAKE_MONOTONIC=1 || { tail -20 "$1/server.log" >&2; die "start failed"; }
 }
-kill9() {  # kill -9 the postmaster of DIR and wait until it is gone
-    local pid; pid=$(head -1 "$1/data/postmaster.pid")
-    kill -9 "$pid"
-    for _ in $(seq 1 100); do
-        if ! kill -0 "$pid" 2>/dev/null && ! pgrep -f -- "-D $1/data" >/dev/null; then break; fi
-        sleep 0.1
-    done
-    # Stale children exit when they notice the postmaster is gone.
-    for _ in $(seq 1 100); do pgrep -u postgres -f "postgres: .*$PORT" >/dev/null || break; sleep 0.1; done
-}
 P="shared_preload_libraries = 'snowflake_id'"
 q() { pq "$DIR" "$PORT" -At -F ' ' "$@"; }
 

@@ -29,12 +29,7 @@ p -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
   -c "INSERT INTO t (v) SELECT g FROM generate_series(1, 1000) g"
 
 log "standby: pg_basebackup -R from the primary (same postgresql.conf, same worker id)"
-rm -rf "$STANDBY/data" "$STANDBY/server.log"
-as_pg "$(pgbin)/pg_basebackup" -h "$PRIMARY" -p "$PORT" -U postgres -D "$STANDBY/data" -R -X stream -c fast
-{
-    echo "port = $SPORT"
-    echo "unix_socket_directories = '$STANDBY'"
-} | as_pg tee -a "$STANDBY/data/postgresql.conf" >/dev/null
+basebackup_standby "$PRIMARY" "$PORT" "$STANDBY" "$SPORT"
 grep -q "^snowflake_id.worker_id = 11" "$STANDBY/data/postgresql.conf" || die "the standby's configuration was not copied"
 cluster_start "$STANDBY" || { tail -20 "$STANDBY/server.log" >&2; die "standby did not start"; }
 p -c "INSERT INTO t (v) SELECT g FROM generate_series(1001, 2000) g"
