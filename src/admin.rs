@@ -70,8 +70,7 @@ pub fn snowflake_stats() -> TableIterator<
     let state = match st.blocked.load(Ordering::Acquire) {
         reservation::BLOCKED_CONFIG_CHANGED => "disabled: configuration changed".to_string(),
         reservation::BLOCKED_STATE_FILE => "disabled: state file unusable".to_string(),
-        // SAFETY: RecoveryInProgress() may be called in any backend.
-        _ if unsafe { pg_sys::RecoveryInProgress() } => "standby: in recovery".to_string(),
+        _ if shmem::in_recovery() => "standby: in recovery".to_string(),
         _ if gucs::worker_id().is_none() => "worker_id unset".to_string(),
         _ => "ok".to_string(),
     };
@@ -142,7 +141,7 @@ pub fn snowflake_accept_configuration() -> String {
     );
     format!(
         "{what}; state file \"{}\" rewritten, reserved until {}",
-        reservation::state_path(),
+        crate::datadir::state_path(),
         snowflake_id_core::format_epoch(reserved)
     )
 }

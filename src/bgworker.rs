@@ -41,10 +41,9 @@ pub extern "C-unwind" fn snowflake_id_reserver_main(_arg: pg_sys::Datum) {
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
         // A standby replays reservations; it makes none of its own.
-        // SAFETY: RecoveryInProgress() may be called in any process.
         if state.blocked.load(Ordering::Acquire) != 0
             || gucs::worker_id().is_none()
-            || unsafe { pg_sys::RecoveryInProgress() }
+            || shmem::in_recovery()
         {
             continue;
         }

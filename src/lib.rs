@@ -11,8 +11,9 @@
 //! - [`formats`]: decoding foreign layouts, explicit-layout bounds;
 //! - [`text`]: JavaScript-safe text forms (decimal, base32);
 //! - [`convert`]: `snowflake_convert_column()`, the migration path;
-//! - [`admin`], [`reservation`], [`bgworker`], [`wal`]: stats, durability
-//!   (the state file, and the WAL resource manager that replicates it);
+//! - [`admin`], [`reservation`], [`bgworker`], [`wal`], [`datadir`]: stats,
+//!   durability (the state file, and the WAL resource manager that
+//!   replicates it);
 //! - [`errors`]: SQLSTATEs and messages.
 
 use pgrx::prelude::*;
@@ -20,6 +21,7 @@ use pgrx::prelude::*;
 pub mod admin;
 pub mod bgworker;
 pub mod convert;
+pub mod datadir;
 pub mod decode;
 pub mod errors;
 pub mod fastclock;

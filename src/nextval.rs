@@ -170,8 +170,7 @@ pub(crate) fn refuse_during_recovery() {
 #[cold]
 #[inline(never)]
 fn check_recovery() {
-    // SAFETY: RecoveryInProgress() may be called in any backend.
-    if unsafe { pg_sys::RecoveryInProgress() } {
+    if shmem::in_recovery() {
         errors::in_recovery();
     }
     PAST_RECOVERY.store(true, Ordering::Relaxed);

@@ -14,14 +14,12 @@
 //! - **At start-up** (and after a crash, when shared memory is rebuilt) the
 //!   file is read; see [`startup_state`] for the outcomes.
 
+use crate::datadir::{self, state_path};
 use crate::{errors, gucs};
-use pgrx::pg_sys;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::{
     compatibility, Clock, Compatibility, GeneratorState, Layout, StateFile, SystemClock,
 };
-use std::ffi::CStr;
-use std::path::PathBuf;
 
 pub const WINDOW_MS: i64 = 2_000;
 pub const THRESHOLD_MS: i64 = 1_000;
@@ -29,43 +27,6 @@ pub const THRESHOLD_MS: i64 = 1_000;
 /// `GeneratorState::blocked` codes.
 pub const BLOCKED_CONFIG_CHANGED: u64 = 1;
 pub const BLOCKED_STATE_FILE: u64 = 2;
-
-pub fn data_dir() -> PathBuf {
-    // SAFETY: DataDir is set before any library is loaded.
-    unsafe {
-        PathBuf::from(
-            CStr::from_ptr(pg_sys::DataDir)
-                .to_string_lossy()
-                .into_owned(),
-        )
-    }
-}
-
-pub fn state_path() -> String {
-    data_dir()
-        .join(snowflake_id_core::state_file::FILE_NAME)
-        .display()
-        .to_string()
-}
-
-/// PostgreSQL's file mode: 0600, or 0640 when the data directory allows
-/// group access (`data_directory_mode` 0750).
-fn file_mode() -> u32 {
-    // SAFETY: GetConfigOption returns a valid string for a built-in GUC.
-    let dir_mode = unsafe {
-        let p = pg_sys::GetConfigOption(c"data_directory_mode".as_ptr(), true, false);
-        if p.is_null() {
-            0o700
-        } else {
-            u32::from_str_radix(CStr::from_ptr(p).to_string_lossy().trim(), 8).unwrap_or(0o700)
-        }
-    };
-    if dir_mode & 0o050 == 0o050 {
-        0o640
-    } else {
-        0o600
-    }
-}
 
 fn log(level: PgLogLevel, msg: String, detail: Option<String>, hint: Option<&str>) {
     errors::report(
@@ -98,7 +59,7 @@ fn unreserved_state() -> GeneratorState {
 ///   zero silently) until a superuser accepts.
 pub fn startup_state(layout: &Layout) -> GeneratorState {
     let mono = SystemClock.mono_ns();
-    match StateFile::load(&data_dir()) {
+    match datadir::load() {
         Ok(None) => {
             log(
                 PgLogLevel::LOG,
@@ -163,7 +124,7 @@ pub fn startup_state(layout: &Layout) -> GeneratorState {
 
 /// Describe why generation is blocked, for error messages.
 pub fn blocked_reason(code: u64, layout: &Layout) -> (String, String) {
-    match (code, StateFile::load(&data_dir())) {
+    match (code, datadir::load()) {
         (BLOCKED_CONFIG_CHANGED, Ok(Some(file))) => {
             let worker = gucs::worker_id().unwrap_or(file.worker_id);
             let what = match compatibility(&file, layout, worker) {
@@ -202,35 +163,10 @@ pub fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -
         worker_id: gucs::worker_id().unwrap_or(0),
         reserved_until_ms: target,
     };
-    if let Err(e) = file.store(&data_dir(), file_mode()) {
+    if let Err(e) = datadir::store(&file) {
         errors::state_file_write(&state_path(), "extending the reservation", e);
     }
     crate::wal::log_reservation(&file);
     state.publish_reservation(target);
     target
-}
-
-/// Keep a reservation replayed from WAL (see [`crate::wal`]) in this
-/// server's state file when it is newer than the file's: recovery after a
-/// restart starts at the last restart point, so older records are not
-/// replayed again. A failure is logged, not raised: the record stays in
-/// the WAL until the next restart point, and recovery must go on.
-pub fn persist_replayed(file: &StateFile) {
-    let newer = match StateFile::load(&data_dir()) {
-        Ok(Some(cur)) => cur.reserved_until_ms < file.reserved_until_ms,
-        _ => true,
-    };
-    if newer {
-        if let Err(e) = file.store(&data_dir(), file_mode()) {
-            log(
-                PgLogLevel::WARNING,
-                format!(
-                    "snowflake_id: could not write state file \"{}\" while replaying a reservation: {e}",
-                    state_path()
-                ),
-                None,
-                None,
-            );
-        }
-    }
 }

@@ -28,6 +28,13 @@ pub fn preloading() -> bool {
     unsafe { pg_sys::process_shared_preload_libraries_in_progress }
 }
 
+/// True while the server is in recovery: a standby, or crash or
+/// point-in-time recovery. IDs are not minted then.
+pub fn in_recovery() -> bool {
+    // SAFETY: RecoveryInProgress() may be called in any process.
+    unsafe { pg_sys::RecoveryInProgress() }
+}
+
 /// Request and initialise the shared state. Call from `_PG_init` only
 /// while preloading.
 pub fn init() {

@@ -16,9 +16,10 @@
 //! must preload the library: without it, recovery stops with PostgreSQL's
 //! "resource manager with ID 199 not registered".
 
-use crate::{reservation, shmem};
+use crate::{datadir, errors, gucs, shmem};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::{format_epoch, Clock, StateFile, SystemClock};
 
 /// Our resource manager ID.
@@ -126,18 +127,45 @@ pub fn log_reservation(file: &StateFile) {
 
 /// Redo: raise the generator above the replayed reservation, and keep it
 /// in this server's state file so that a restart (which replays only from
-/// the last restart point) still knows it.
+/// the last restart point) still knows it. The reservation is a Unix
+/// millisecond; the floor above it is placed in this server's own layout,
+/// as at start-up.
 #[pg_guard]
 unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     let Some(rec) = Reservation::of(record) else {
         return;
     };
     if let Some(state) = shmem::state() {
-        let file = rec.to_file();
-        if let Some(layout) = file.layout() {
+        if let Ok(layout) = gucs::layout() {
             state.raise_above(rec.reserved_until_ms, &layout, SystemClock.mono_ns());
         }
-        reservation::persist_replayed(&file);
+        persist_replayed(&rec.to_file());
+    }
+}
+
+/// Keep a replayed reservation in this server's state file when it is
+/// newer than the file's: recovery after a restart starts at the last
+/// restart point, so older records are not replayed again. A failure is
+/// logged, not raised: the record stays in the WAL until the next restart
+/// point, and recovery must go on.
+fn persist_replayed(file: &StateFile) {
+    let newer = match datadir::load() {
+        Ok(Some(cur)) => cur.reserved_until_ms < file.reserved_until_ms,
+        _ => true,
+    };
+    if newer {
+        if let Err(e) = datadir::store(file) {
+            errors::report(
+                PgLogLevel::WARNING,
+                PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+                format!(
+                    "snowflake_id: could not write state file \"{}\" while replaying a reservation: {e}",
+                    datadir::state_path()
+                ),
+                None,
+                None,
+            );
+        }
     }
 }
 

@@ -264,11 +264,9 @@ impl GeneratorState {
             self.last_id.fetch_max(floor, Ordering::AcqRel);
         }
         let next_ns = reserved_ms.saturating_add(1).saturating_mul(1_000_000);
-        let offset = next_ns.saturating_sub(mono_ns);
-        let cur = self.max_offset.load(Ordering::Acquire);
-        if cur == UNSET || cur < offset {
-            self.max_offset.fetch_max(offset, Ordering::AcqRel);
-        }
+        // UNSET is i64::MIN, so this sets an unset offset too.
+        self.max_offset
+            .fetch_max(next_ns.saturating_sub(mono_ns), Ordering::AcqRel);
     }
 
     /// The Unix ms that the generator has used or may soon use: the

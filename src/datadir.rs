@@ -1,0 +1,57 @@
+//! The state file in the data directory, `$PGDATA/snowflake_id.state`:
+//! its path, PostgreSQL's file mode for it, and reading and writing it.
+//! Used by [`crate::reservation`] (start-up and renewals) and [`crate::wal`]
+//! (redo), which therefore do not depend on each other for it.
+
+use pgrx::pg_sys;
+use snowflake_id_core::{StateError, StateFile};
+use std::ffi::CStr;
+use std::path::PathBuf;
+
+fn data_dir() -> PathBuf {
+    // SAFETY: DataDir is set before any library is loaded.
+    unsafe {
+        PathBuf::from(
+            CStr::from_ptr(pg_sys::DataDir)
+                .to_string_lossy()
+                .into_owned(),
+        )
+    }
+}
+
+/// The state file's path, for messages.
+pub fn state_path() -> String {
+    data_dir()
+        .join(snowflake_id_core::state_file::FILE_NAME)
+        .display()
+        .to_string()
+}
+
+/// PostgreSQL's file mode: 0600, or 0640 when the data directory allows
+/// group access (`data_directory_mode` 0750).
+fn file_mode() -> u32 {
+    // SAFETY: GetConfigOption returns a valid string for a built-in GUC.
+    let dir_mode = unsafe {
+        let p = pg_sys::GetConfigOption(c"data_directory_mode".as_ptr(), true, false);
+        if p.is_null() {
+            0o700
+        } else {
+            u32::from_str_radix(CStr::from_ptr(p).to_string_lossy().trim(), 8).unwrap_or(0o700)
+        }
+    };
+    if dir_mode & 0o050 == 0o050 {
+        0o640
+    } else {
+        0o600
+    }
+}
+
+/// Read the state file: `Ok(None)` when there is none.
+pub fn load() -> Result<Option<StateFile>, StateError> {
+    StateFile::load(&data_dir())
+}
+
+/// Write the state file durably, with PostgreSQL's file mode.
+pub fn store(file: &StateFile) -> std::io::Result<()> {
+    file.store(&data_dir(), file_mode())
+}
