@@ -32,7 +32,7 @@ cluster_stop "$DIR"
 # The single-user runs and, below, the server under callgrind.
 cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 1" \
     "jit = off" "autovacuum = off"
-single() { as_pg env ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$LD_LIBRARY_PATH"} "$@" "$(pgbin)/postgres" --single -D "$DIR/data" -j postgres; }
+single() { as_pg env ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$LD_LIBRARY_PATH"} "$(pgbin)/postgres" --single -D "$DIR/data" -j postgres; }
 floor_sql=$(bench_floor_sql "$DIR")
 printf 'CREATE EXTENSION snowflake_id;\nCREATE SEQUENCE s;\n%s\n' "$floor_sql" | single >/dev/null
 

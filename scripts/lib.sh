@@ -1,9 +1,13 @@
+# shellcheck shell=bash
 # Shared helpers for the run and test scripts. Source it; don't run it.
 # Works as root (PostgreSQL runs through `runuser -u postgres`) and as a
 # normal user (PostgreSQL runs as that user; sudo is used for installs).
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# Used by the scripts that source this file:
+# shellcheck disable=SC2034
 PGRX_VERSION=0.18.1
+# shellcheck disable=SC2034
 APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib clang libclang-dev
               pkg-config libssl-dev sudo faketime libfaketime make python3-pip unzip
               dpkg-dev lintian valgrind)
@@ -98,7 +102,9 @@ log() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31mERROR:\033[0m %s\n' "$*" >&2; exit 1; }
 
 is_root() { [ "$(id -u)" = 0 ]; }
-SUDO=""; is_root || SUDO="sudo"
+# Used by the scripts that source this file:
+# shellcheck disable=SC2034
+if is_root; then SUDO=""; else SUDO="sudo"; fi
 
 pgbin() { "$PG_CONFIG" --bindir; }
 

@@ -106,7 +106,7 @@ pq "$DIR" "$PORT" -c "INSERT INTO s (phase) SELECT 1 FROM generate_series(1, 200
 echo "-1h" > "$BASE/faketime"
 start=$(date +%s%N)
 pq "$DIR" "$PORT" -c "INSERT INTO s (phase) SELECT 2 FROM generate_series(1, 20000)" 2>"$BASE/step.err"
-for i in $(seq 1 20); do pq "$DIR" "$PORT" -c "INSERT INTO s (phase) VALUES (3)" 2>>"$BASE/step.err"; done
+for _ in $(seq 1 20); do pq "$DIR" "$PORT" -c "INSERT INTO s (phase) VALUES (3)" 2>>"$BASE/step.err"; done
 took_ms=$(( ($(date +%s%N) - start) / 1000000 ))
 echo "+0" > "$BASE/faketime"
 pq "$DIR" "$PORT" -c "INSERT INTO s (phase) SELECT 4 FROM generate_series(1, 1000)"

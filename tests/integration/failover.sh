@@ -45,10 +45,12 @@ s() { pq "$STANDBY" "$SPORT" -At -F ' ' "$@"; }
 PRELOAD="shared_preload_libraries = 'snowflake_id'"
 
 make_standby() { basebackup_standby "$PRIMARY" "$PORT" "$STANDBY" "$SPORT"; }
-# replayed_to LSN: wait until the standby has replayed LSN (30 s at most).
+# replayed_to LSN [CLIENT]: wait until the standby (CLIENT, default s, the
+# server in $STANDBY) has replayed LSN (30 s at most).
 replayed_to() {
+    local client="${2:-s}"
     for _ in $(seq 1 300); do
-        [ "$(s -c "SELECT pg_last_wal_replay_lsn() >= '$1'::pg_lsn" 2>/dev/null || true)" = t ] && return 0
+        [ "$("$client" -c "SELECT pg_last_wal_replay_lsn() >= '$1'::pg_lsn" 2>/dev/null || true)" = t ] && return 0
         sleep 0.1
     done
     return 1
@@ -119,11 +121,7 @@ cluster_start "$PRIMARY" LD_PRELOAD="$FT" FAKETIME_TIMESTAMP_FILE="$CLOCK" FAKET
     FAKETIME_DONT_FAKE_MONOTONIC=1 || { tail -20 "$PRIMARY/server.log" >&2; die "the rewound primary did not start"; }
 [ "$(p -c "SELECT pg_is_in_recovery()")" = t ] || die "the rewound primary is not a standby"
 newmax=$(s -c "SELECT max(x) FROM snowflake_nextval(300000) x")
-lsn=$(s -c "SELECT pg_current_wal_insert_lsn()")
-for _ in $(seq 1 300); do
-    [ "$(p -c "SELECT pg_last_wal_replay_lsn() >= '$lsn'::pg_lsn")" = t ] && break; sleep 0.1
-done
-[ "$(p -c "SELECT pg_last_wal_replay_lsn() >= '$lsn'::pg_lsn")" = t ] || die "the rewound standby did not catch up"
+replayed_to "$(s -c "SELECT pg_current_wal_insert_lsn()")" p || die "the rewound standby did not catch up"
 cluster_stop "$STANDBY"
 as_pg "$(pgbin)/pg_ctl" -D "$PRIMARY/data" -w promote >/dev/null
 [ "$(p -c "SELECT pg_is_in_recovery()")" = f ] || die "fail-back promotion"

@@ -266,7 +266,7 @@ log "legacy merge: fingerprints of both shards match; every user ID decodes to i
 
 # --- 5. duplicate worker id: collisions are possible, and detectable ----------------
 dup_found=0
-for attempt in 1 2 3; do
+for _ in 1 2 3; do
     q 1 -c "TRUNCATE orders" ; q 4 -c "TRUNCATE orders"
     for i in 1 4; do
         q $i -c "INSERT INTO orders (id) SELECT snowflake_nextval() FROM generate_series(1, 300000)" &
