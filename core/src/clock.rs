@@ -5,9 +5,8 @@
 //! - the **monotonic clock** (`CLOCK_MONOTONIC`), which is system-wide, never
 //!   steps, and is used only to tell a clock step from a burst.
 //!
-//! Both are read in nanoseconds. Tests inject [`ManualClock`].
+//! Both are read in nanoseconds. Tests inject `testing::ManualClock`.
 
-use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 /// Every access to a [`MillisCache`] (process-local, one thread at a time).
@@ -82,43 +81,12 @@ impl Clock for SystemClock {
     }
 }
 
-/// A clock for tests: both readings are set by hand and can be shared by
-/// many threads. Process-local by nature, hence a `parking_lot` mutex.
-#[derive(Debug)]
-pub struct ManualClock {
-    inner: Mutex<(i64, i64)>,
-}
-
-impl ManualClock {
-    pub fn new(wall_ns: i64, mono_ns: i64) -> Self {
-        ManualClock {
-            inner: Mutex::new((wall_ns, mono_ns)),
-        }
-    }
-    /// Let `ns` of real time pass: both clocks advance.
-    pub fn advance(&self, ns: i64) {
-        let mut g = self.inner.lock();
-        g.0 += ns;
-        g.1 += ns;
-    }
-    /// Step the wall clock alone (negative = backwards), as NTP or an
-    /// operator would.
-    pub fn step_wall(&self, ns: i64) {
-        self.inner.lock().0 += ns;
-    }
-    /// Step the monotonic clock alone. Real systems never do this; it
-    /// models a broken time source.
-    pub fn step_mono(&self, ns: i64) {
-        self.inner.lock().1 += ns;
-    }
-}
-
-impl Clock for ManualClock {
+impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
     fn wall_ns(&self) -> i64 {
-        self.inner.lock().0
+        (**self).wall_ns()
     }
     fn mono_ns(&self) -> i64 {
-        self.inner.lock().1
+        (**self).mono_ns()
     }
 }
 
@@ -376,6 +344,7 @@ impl<C: Clock, T: Cycles> Clock for CachedClock<'_, C, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::ManualClock;
 
     #[test]
     fn system_clock_is_sane() {

@@ -272,6 +272,36 @@ impl Format {
     }
 }
 
+/// Decoding and range bounds of this generator's own layout, written once
+/// here for local and foreign layouts alike (`layout` stays free of any
+/// dependency on this module).
+impl Layout {
+    /// The same layout as a general [`Format`].
+    fn format(&self) -> Format {
+        Format::from(*self)
+    }
+
+    /// Convert Unix milliseconds to an in-range offset from the epoch.
+    pub fn offset_of(&self, unix_ms: i64) -> Result<u64, IdError> {
+        self.format().offset_of(unix_ms)
+    }
+
+    /// Split an ID into its parts. Every non-negative `bigint` decodes.
+    pub fn decode(&self, id: i64) -> Result<Parts, IdError> {
+        self.format().decode(id)
+    }
+
+    /// The smallest ID any worker could mint in the millisecond `unix_ms`.
+    pub fn min_id(&self, unix_ms: i64) -> Result<i64, IdError> {
+        self.format().min_id(unix_ms)
+    }
+
+    /// The largest ID any worker could mint in the millisecond `unix_ms`.
+    pub fn max_id(&self, unix_ms: i64) -> Result<i64, IdError> {
+        self.format().max_id(unix_ms)
+    }
+}
+
 impl From<Layout> for Format {
     fn from(l: Layout) -> Self {
         Format {

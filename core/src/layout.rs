@@ -9,8 +9,12 @@
 //!
 //! The widths of the worker and sequence fields are configurable; the
 //! timestamp takes whatever is left of the 63 usable bits.
+//!
+//! This module is the bottom of the core: it depends on nothing else in
+//! the crate. Decoding and range bounds (`Layout::decode`, `offset_of`,
+//! `min_id`, `max_id`) are written once, for local and foreign layouts
+//! alike, in [`crate::format`], which builds on this module.
 
-use crate::format::Format;
 use std::fmt;
 
 /// Bits available to the three fields (bit 63 is the sign bit and stays 0).
@@ -220,17 +224,6 @@ impl Layout {
         id >> (self.worker_bits + self.sequence_bits)
     }
 
-    /// The same layout as a general [`Format`]: decoding and range bounds
-    /// are written once there, for local and foreign layouts alike.
-    fn format(&self) -> Format {
-        Format::from(*self)
-    }
-
-    /// Convert Unix milliseconds to an in-range offset from the epoch.
-    pub fn offset_of(&self, unix_ms: i64) -> Result<u64, IdError> {
-        self.format().offset_of(unix_ms)
-    }
-
     /// `value` as an in-range field value, or the error `err` builds.
     fn check_field(value: i64, max: u64, err: fn(i64, u64) -> IdError) -> Result<u64, IdError> {
         if value < 0 || value as u64 > max {
@@ -249,21 +242,6 @@ impl Layout {
             IdError::SequenceOutOfRange { sequence, max }
         })?;
         Ok(self.pack(ts, w, s) as i64)
-    }
-
-    /// Split an ID into its parts. Every non-negative `bigint` decodes.
-    pub fn decode(&self, id: i64) -> Result<Parts, IdError> {
-        self.format().decode(id)
-    }
-
-    /// The smallest ID any worker could mint in the millisecond `unix_ms`.
-    pub fn min_id(&self, unix_ms: i64) -> Result<i64, IdError> {
-        self.format().min_id(unix_ms)
-    }
-
-    /// The largest ID any worker could mint in the millisecond `unix_ms`.
-    pub fn max_id(&self, unix_ms: i64) -> Result<i64, IdError> {
-        self.format().max_id(unix_ms)
     }
 
     /// First sequence number used when a millisecond is opened by the wall

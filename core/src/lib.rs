@@ -9,8 +9,10 @@ pub mod format;
 pub mod generator;
 pub mod layout;
 pub mod state_file;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
-pub use clock::{CachedClock, Clock, Cycles, ManualClock, MillisCache, SystemClock, Tsc};
+pub use clock::{CachedClock, Clock, Cycles, MillisCache, SystemClock, Tsc};
 pub use epoch::{format_epoch, parse_epoch, EpochError};
 pub use format::{FieldOrder, Format, FormatError, MAX_INTEGER_FIELD_BITS, PRESET_NAMES};
 pub use generator::{
@@ -18,3 +20,5 @@ pub use generator::{
 };
 pub use layout::{IdError, Layout, LayoutError, Parts};
 pub use state_file::{compatibility, Compatibility, StateError, StateFile};
+#[cfg(any(test, feature = "testing"))]
+pub use testing::ManualClock;

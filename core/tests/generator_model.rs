@@ -7,16 +7,11 @@
 //! them failed on the 0.3.0 core.
 
 use parking_lot::Mutex;
+use snowflake_id_core::testing::{ManualClock, Xorshift, M0, MS, T0};
 use snowflake_id_core::{
-    Attempt, BlockAttempt, Clock, Config, Events, GenError, GeneratorState, Layout, ManualClock,
-    SystemClock,
+    Attempt, BlockAttempt, Clock, Config, Events, GenError, GeneratorState, Layout, SystemClock,
 };
 use std::sync::Arc;
-
-const MS: i64 = 1_000_000;
-/// 2025-06-01 00:00:00 UTC in ns, and an arbitrary monotonic origin.
-const T0: i64 = 1_748_736_000_000 * MS;
-const M0: i64 = 12_345 * MS;
 /// The extension's reservation window (`src/reservation.rs`).
 const WINDOW_MS: i64 = 2_000;
 const WORKER: u64 = 42;
@@ -313,13 +308,8 @@ fn lead_does_not_ratchet_when_backends_disagree_on_max_lead() {
 /// - once the ID space is exhausted, no ID is issued again.
 #[test]
 fn model_random_walk_with_steps_blocks_and_restarts() {
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut rnd = move |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut rng = Xorshift::new(0x9e37_79b9_7f4a_7c15);
+    let mut rnd = move |n: u64| rng.below(n);
     let (mut calls, mut exhausted_rounds, mut restarts_after_step) = (0, 0, 0);
     for round in 0..60 {
         let end = T0 / MS + 20_000 + rnd(20_000) as i64;

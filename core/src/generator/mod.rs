@@ -1,0 +1,544 @@
+//! The lock-free generator state machine.
+//!
+//! All state that several processes share is in [`GeneratorState`], a
+//! `#[repr(C)]` block of atomics that the extension places in PostgreSQL
+//! shared memory. The hot path is one compare-and-swap on `last_id`, the last
+//! ID issued by this server (the packed state *is* the last ID).
+//!
+//! # Semantics
+//! - **Fresh millisecond:** the ID takes the wall-clock millisecond and a
+//!   varying start sequence ([`Layout::start_sequence`]).
+//! - **Same millisecond:** sequence + 1.
+//! - **Sequence exhausted:** borrow the next millisecond (never spin).
+//! - **Clock behind the last ID** (a step back, or borrowed milliseconds):
+//!   continue from the last issued timestamp, like a hybrid logical clock.
+//! - **Lead bound:** an ID may run at most `max_lead_ms` ahead of the
+//!   *reference clock*; beyond that the caller is told to wait
+//!   ([`Attempt::Wait`]), which is back-pressure, not spinning.
+//!
+//! # The reference clock: telling a step from a burst
+//! The reference clock is `CLOCK_MONOTONIC + max_offset`, where `max_offset`
+//! is the largest `wall - mono` difference ever observed. The monotonic
+//! clock never steps, so `wall - mono` only changes when the wall clock is
+//! stepped. After a backward step the reference clock keeps running on the
+//! pre-step timeline, so IDs that sit ahead of the (now earlier) wall clock
+//! because of the step do not count as lead, and nobody sleeps for the size
+//! of the step. A forward step raises `max_offset` with it. Once IDs are
+//! back on the wall clock (a call opens a fresh wall-clock millisecond), the
+//! debt is repaid and `max_offset` is lowered to the wall clock again, so
+//! later bursts are once more bounded by `max_lead` over the wall clock.
+//!
+//! `wall - mono` is measured with the two reads in a known order, so that
+//! each measurement is a lower bound (`lo`) or upper bound (`hi`) of the
+//! true difference. `max_offset` only ever takes lower bounds, so it never
+//! runs ahead of the truth; backward steps are only reported when an upper
+//! bound falls more than [`STEP_TOLERANCE_NS`] below `ref_offset`, a lower
+//! bound of an earlier difference, so a preempted reader can not fake one.
+//!
+//! # Where things are
+//! - this file: the shared state ([`GeneratorState`]), its parameters and
+//!   the state machine itself (`try_next`, `try_next_block`);
+//! - [`attempt`]: what one attempt returns ([`Attempt`], [`Block`]) and the
+//!   one retry loop ([`until_issued`]);
+//! - [`reservation`]: the durable-reservation arithmetic (start-up above a
+//!   reservation, renewal targets, publishing a renewed reservation).
+//!
+//! Unit tests are in `tests.rs`; the multithreaded stress and model tests
+//! are in `core/tests/`.
+
+mod attempt;
+mod reservation;
+#[cfg(test)]
+mod tests;
+
+pub use attempt::{until_issued, Attempt, Block, BlockAttempt};
+
+use crate::clock::Clock;
+use crate::layout::Layout;
+use attempt::no_host_reservation;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+
+/// Backward wall-clock steps smaller than this are not reported.
+pub const STEP_TOLERANCE_NS: i64 = 1_000_000;
+/// No single back-pressure wait is longer than this. A required wait beyond
+/// it cannot come from a burst (a burst overshoots the bound by at most a
+/// millisecond or so); it means the monotonic clock itself jumped backwards
+/// or `max_lead` was lowered a lot, and the reference clock is re-anchored
+/// instead of stalling callers.
+pub const MAX_WAIT_MS: u64 = 1_000;
+/// Minimum interval between two clock-step warnings, server-wide.
+pub const WARN_INTERVAL_MS: i64 = 10_000;
+
+const UNSET: i64 = i64::MIN;
+const NO_CAP: u64 = u64::MAX;
+
+/// Shared generator state: lives in shared memory, one per server.
+#[repr(C, align(64))]
+#[derive(Debug)]
+pub struct GeneratorState {
+    /// The last ID issued (0 = none yet).
+    pub last_id: AtomicU64,
+    /// The lowest `max_lead` under which a caller had to wait or
+    /// re-anchor since IDs were last on the wall clock (`u64::MAX`: none).
+    /// Every caller is held to it, so that sessions that disagree on
+    /// `max_lead` (a reload that a running statement has not seen yet)
+    /// cannot ratchet the lead up: see [`GeneratorState::try_next_block`].
+    pub lead_cap_ms: AtomicU64,
+    /// The wall-clock ms in which a caller last measured the clocks while
+    /// the wall clock was behind the last ID (beside `last_id`, which every
+    /// caller has just read; written at most once per ms).
+    pub behind_seen_ms: AtomicI64,
+    /// Largest lower bound of `wall_ns - mono_ns` seen so far.
+    pub max_offset: AtomicI64,
+    /// A lower bound of the current `wall_ns - mono_ns`, for step detection.
+    pub ref_offset: AtomicI64,
+    /// Wall-clock ms of the last step warning, for rate limiting.
+    pub last_warning_ms: AtomicI64,
+    /// IDs may carry timestamps up to this Unix ms: the durable
+    /// reservation (`i64::MAX` when there is none to respect).
+    pub reserved_until_ms: AtomicI64,
+    /// Nonzero while generation is refused (the extension defines codes).
+    pub blocked: AtomicU64,
+    /// Event counters, on their own cache line: they are only touched on
+    /// rare events, never on the common path.
+    pub counters: Counters,
+}
+
+/// Server-wide event counters.
+#[repr(C, align(64))]
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub sequence_overflows: AtomicU64,
+    pub clock_steps_back: AtomicU64,
+    pub largest_step_back_ns: AtomicI64,
+    pub backpressure_waits: AtomicU64,
+    pub reservation_waits: AtomicU64,
+    pub reservations_written: AtomicU64,
+}
+
+impl Default for GeneratorState {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Run-time parameters of one call.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    pub layout: Layout,
+    pub worker: u64,
+    pub max_lead_ms: u64,
+}
+
+/// Things that happened during a call, for logging and statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Events {
+    /// A backward wall-clock step was detected, of at least this many ns.
+    pub step_back_ns: Option<i64>,
+    /// Times the sequence wrapped and a future millisecond was borrowed.
+    pub overflows: u32,
+    /// Back-pressure waits requested.
+    pub waits: u32,
+    /// The reference clock had to be re-anchored (see [`MAX_WAIT_MS`]).
+    pub reanchored: bool,
+}
+
+/// Generation failed: the clock is outside what the layout can represent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GenError {
+    /// The wall clock is before the configured epoch.
+    BeforeEpoch { unix_ms: i64, epoch_ms: i64 },
+    /// The next ID would need a timestamp past the layout's last millisecond.
+    Exhausted { last_unix_ms: i64 },
+}
+
+impl GeneratorState {
+    pub const fn new() -> Self {
+        GeneratorState {
+            last_id: AtomicU64::new(0),
+            lead_cap_ms: AtomicU64::new(NO_CAP),
+            behind_seen_ms: AtomicI64::new(UNSET),
+            max_offset: AtomicI64::new(UNSET),
+            ref_offset: AtomicI64::new(UNSET),
+            last_warning_ms: AtomicI64::new(UNSET),
+            reserved_until_ms: AtomicI64::new(i64::MAX),
+            blocked: AtomicU64::new(0),
+            counters: Counters {
+                sequence_overflows: AtomicU64::new(0),
+                clock_steps_back: AtomicU64::new(0),
+                largest_step_back_ns: AtomicI64::new(0),
+                backpressure_waits: AtomicU64::new(0),
+                reservation_waits: AtomicU64::new(0),
+                reservations_written: AtomicU64::new(0),
+            },
+        }
+    }
+
+    /// The last ID issued, or `None` before the first.
+    pub fn last_issued(&self) -> Option<i64> {
+        match self.last_id.load(Ordering::Acquire) {
+            0 => None,
+            id => Some(id as i64),
+        }
+    }
+
+    /// True for the first caller that finds the wall clock behind the last
+    /// ID in wall-clock millisecond `unix_ms` (see `try_next_block`).
+    #[inline]
+    fn first_behind_read(&self, unix_ms: i64) -> bool {
+        let seen = self.behind_seen_ms.load(Ordering::Relaxed);
+        seen != unix_ms
+            && self
+                .behind_seen_ms
+                .compare_exchange(seen, unix_ms, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Record a `wall - mono` measurement; detect backward steps.
+    #[inline]
+    fn observe(&self, wall: i64, mono_after: i64, clock: &impl Clock, ev: &mut Events) {
+        let lo = wall - mono_after;
+        if lo > self.max_offset.load(Ordering::Relaxed) {
+            self.max_offset.fetch_max(lo, Ordering::AcqRel);
+        }
+        let r = self.ref_offset.load(Ordering::Acquire);
+        if r == UNSET || lo > r.saturating_add(STEP_TOLERANCE_NS) {
+            let _ = self
+                .ref_offset
+                .compare_exchange(r, lo, Ordering::AcqRel, Ordering::Relaxed);
+        } else if lo < r - STEP_TOLERANCE_NS {
+            // Maybe a backward step, maybe just a reader preempted between
+            // its two clock reads. Confirm with an upper bound.
+            let m1 = clock.mono_ns();
+            let w = clock.wall_ns_exact();
+            let m2 = clock.mono_ns();
+            let hi = w - m1;
+            if hi < r - STEP_TOLERANCE_NS
+                && self
+                    .ref_offset
+                    .compare_exchange(r, w - m2, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            {
+                ev.step_back_ns = Some(r - hi);
+                self.counters
+                    .clock_steps_back
+                    .fetch_add(1, Ordering::Relaxed);
+                self.counters
+                    .largest_step_back_ns
+                    .fetch_max(r - hi, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Lower the reference clock's offset to `lo` (a lower bound of the
+    /// current `wall - mono`), if it is ahead by more than the tolerance.
+    #[inline]
+    fn resync_reference(&self, lo: i64) {
+        let cur = self.max_offset.load(Ordering::Acquire);
+        if cur != UNSET && cur > lo.saturating_add(STEP_TOLERANCE_NS) {
+            let _ = self
+                .max_offset
+                .compare_exchange(cur, lo, Ordering::AcqRel, Ordering::Relaxed);
+        }
+    }
+
+    /// The lead bound of a call: its own `max_lead`, or the lead cap if
+    /// that is lower (see [`Self::lead_cap_ms`]).
+    #[inline(always)]
+    fn max_lead_ms(&self, cfg: &Config) -> u64 {
+        cfg.max_lead_ms
+            .min(self.lead_cap_ms.load(Ordering::Relaxed))
+    }
+
+    /// Hold every caller to at most `max_lead_ms` until IDs are back on
+    /// the wall clock.
+    #[inline]
+    fn cap_lead(&self, max_lead_ms: u64) {
+        if self.lead_cap_ms.load(Ordering::Relaxed) > max_lead_ms {
+            self.lead_cap_ms.fetch_min(max_lead_ms, Ordering::Relaxed);
+        }
+    }
+
+    /// The reference clock in Unix ns (see the module docs): never behind
+    /// the wall clock.
+    #[inline]
+    fn reference_ns(&self, mono: i64, wall: i64) -> i64 {
+        match self.max_offset.load(Ordering::Acquire) {
+            UNSET => wall,
+            off => mono.saturating_add(off).max(wall),
+        }
+    }
+
+    /// One attempt at issuing an ID. Lock-free: it retries its CAS only when
+    /// another process issued an ID in between.
+    ///
+    /// The common case (the next sequence number in the last ID's
+    /// millisecond, for the same worker, within the lead bound) takes a
+    /// short path: one wall-clock read, a few compares and the CAS. It
+    /// issues exactly the ID that [`Self::try_next_block`] with a count of
+    /// 1 would (a test checks this from every kind of state), and leaves
+    /// everything else to it.
+    #[inline(always)]
+    pub fn try_next(
+        &self,
+        cfg: &Config,
+        clock: &impl Clock,
+        ev: &mut Events,
+    ) -> Result<Attempt, GenError> {
+        if let Some(id) = self.try_next_same_millisecond(cfg, clock) {
+            return Ok(Attempt::Issued(id));
+        }
+        self.try_next_general(cfg, clock, ev)
+    }
+
+    /// The short path of [`Self::try_next`]: `None` whenever anything but
+    /// "last ID + 1" could be the answer, or the CAS lost a race.
+    #[inline(always)]
+    fn try_next_same_millisecond(&self, cfg: &Config, clock: &impl Clock) -> Option<i64> {
+        let layout = &cfg.layout;
+        let last = self.last_id.load(Ordering::Acquire);
+        let unix_ms = clock.wall_ms();
+        let (last_ts, last_worker, last_seq) = layout.split(last);
+        if last_worker != cfg.worker || last_seq == layout.max_sequence() {
+            return None; // another worker's ID, or a new millisecond needed
+        }
+        let now = unix_ms.checked_sub(layout.epoch_ms())?;
+        if now != last_ts as i64 {
+            // The wall clock is behind the last ID (a burst, or a step
+            // back): only when the clocks were measured in this wall-clock
+            // millisecond already, and the ID is within the lead bound
+            // without consulting the reference clock.
+            if now > last_ts as i64
+                || now < 0
+                || self.behind_seen_ms.load(Ordering::Relaxed) != unix_ms
+                || last_ts > (now as u64).saturating_add(self.max_lead_ms(cfg))
+            {
+                return None;
+            }
+        }
+        if layout.epoch_ms() + last_ts as i64 > self.reserved_until_ms.load(Ordering::Acquire) {
+            return None;
+        }
+        self.last_id
+            .compare_exchange(last, last + 1, Ordering::AcqRel, Ordering::Relaxed)
+            .ok()
+            .map(|_| (last + 1) as i64)
+    }
+
+    /// [`Self::try_next`] beyond the short path: a block of one.
+    #[inline(never)]
+    fn try_next_general(
+        &self,
+        cfg: &Config,
+        clock: &impl Clock,
+        ev: &mut Events,
+    ) -> Result<Attempt, GenError> {
+        Ok(self.try_next_block(cfg, clock, ev, 1)?.map(|b| b.first))
+    }
+
+    /// One attempt at issuing up to `want` consecutive IDs with a single
+    /// compare-and-swap (at least one). The block starts where a single ID
+    /// would and continues at the next timeline positions, borrowing future
+    /// milliseconds as needed; it is cut short where it would pass the lead
+    /// bound or the layout's last millisecond, so it may hold fewer than
+    /// `want` IDs. It waits for a reservation covering its whole end.
+    #[inline(always)]
+    pub fn try_next_block(
+        &self,
+        cfg: &Config,
+        clock: &impl Clock,
+        ev: &mut Events,
+        want: u64,
+    ) -> Result<BlockAttempt, GenError> {
+        let layout = &cfg.layout;
+        let want = want.max(1);
+        loop {
+            let max_lead = self.max_lead_ms(cfg);
+            let last = self.last_id.load(Ordering::Acquire);
+            let wall = clock.wall_ns();
+            let unix_ms = wall.div_euclid(1_000_000);
+            if unix_ms < layout.epoch_ms() {
+                return Err(GenError::BeforeEpoch {
+                    unix_ms,
+                    epoch_ms: layout.epoch_ms(),
+                });
+            }
+            let now = (unix_ms - layout.epoch_ms()) as u64;
+            let last_ts = layout.timestamp_of(last);
+            // The monotonic clock is read when the wall clock reaches a new
+            // millisecond, and while it is behind the last ID (a burst, or
+            // a step back) by the first caller in each wall-clock
+            // millisecond, server-wide: a step is seen within a
+            // millisecond, and the rest of a burst, like the
+            // same-millisecond path, costs one wall-clock read and one CAS.
+            let mut mono = None;
+            if now > last_ts || (now < last_ts && self.first_behind_read(unix_ms)) {
+                let m = clock.mono_ns();
+                self.observe(wall, m, clock, ev);
+                mono = Some(m);
+            }
+            let (cand, wrapped) = match layout.successor(last, now, cfg.worker) {
+                Ok(x) => x,
+                Err(_) => {
+                    return Err(GenError::Exhausted {
+                        last_unix_ms: layout.last_unix_ms(),
+                    })
+                }
+            };
+            let cand_ts = layout.timestamp_of(cand);
+            let first_pos = layout.position(cand);
+            let mut end_pos = first_pos
+                .saturating_add(want - 1)
+                .min(layout.max_position());
+            let mut end_ts = end_pos >> layout.sequence_bits();
+            // The reference clock is never behind the wall clock, so a block
+            // that ends within max_lead of the wall clock is within the
+            // bound without reading the monotonic clock: a burst ahead of
+            // the clock costs one clock read per ID, like any other call.
+            if end_ts > now.saturating_add(max_lead) {
+                let m = mono.unwrap_or_else(|| clock.mono_ns());
+                // A block that opens a fresh wall-clock millisecond is sized
+                // against the wall clock itself: its CAS repays any debt of
+                // a step back or a restart and lowers the reference clock
+                // to the wall clock (below), so a block sized against the
+                // old reference could end as far ahead as the step was, and
+                // every later caller would wait for it (or re-anchor).
+                let reference_ns = if now > last_ts {
+                    wall
+                } else {
+                    self.reference_ns(m, wall)
+                };
+                let reference = reference_ns.div_euclid(1_000_000) - layout.epoch_ms();
+                let limit = reference.saturating_add(max_lead as i64);
+                if cand_ts as i64 > limit {
+                    let excess = (cand_ts as i64 - limit) as u64;
+                    // Whoever is held back holds everyone to its bound
+                    // until IDs are back on the wall clock: a session still
+                    // running under a higher, older max_lead cannot borrow
+                    // a whole lead again after every re-anchor.
+                    self.cap_lead(cfg.max_lead_ms);
+                    if excess <= MAX_WAIT_MS {
+                        ev.waits += 1;
+                        self.counters
+                            .backpressure_waits
+                            .fetch_add(1, Ordering::Relaxed);
+                        // The ID is admitted when the reference clock
+                        // reaches the start of millisecond
+                        // cand_ts - max_lead: sleep exactly until then
+                        // (rounded up to a microsecond), not to the end
+                        // of a whole millisecond.
+                        let admit_ns = (cand_ts as i64 - max_lead as i64 + layout.epoch_ms())
+                            .saturating_mul(1_000_000);
+                        let wait_ns = admit_ns.saturating_sub(reference_ns).max(1);
+                        return Ok(BlockAttempt::Wait((wait_ns as u64).div_ceil(1_000)));
+                    }
+                    // Not a burst: re-anchor the reference clock so that
+                    // this ID is exactly at the bound, and go on.
+                    let target_ms = cand_ts as i64 - max_lead as i64 + layout.epoch_ms();
+                    self.max_offset
+                        .fetch_max(target_ms.saturating_mul(1_000_000) - m, Ordering::AcqRel);
+                    ev.reanchored = true;
+                    continue;
+                }
+                if end_ts as i64 > limit {
+                    // A block stops at the bound (limit >= cand_ts here).
+                    end_ts = limit as u64;
+                    end_pos = ((end_ts + 1) << layout.sequence_bits()) - 1;
+                }
+            }
+            let end_unix_ms = layout.epoch_ms() + end_ts as i64;
+            if end_unix_ms > self.reserved_until_ms.load(Ordering::Acquire) {
+                self.counters
+                    .reservation_waits
+                    .fetch_add(1, Ordering::Relaxed);
+                return Ok(BlockAttempt::Reserve(end_unix_ms));
+            }
+            let end = layout.at_position(end_pos, cfg.worker);
+            if self
+                .last_id
+                .compare_exchange_weak(last, end, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                // Milliseconds borrowed: the first ID's wrap, and every
+                // millisecond boundary the block crosses.
+                let borrowed = wrapped as u64 + (end_ts - cand_ts);
+                if borrowed > 0 {
+                    ev.overflows += borrowed as u32;
+                    self.counters
+                        .sequence_overflows
+                        .fetch_add(borrowed, Ordering::Relaxed);
+                }
+                if cand_ts == now && now > last_ts {
+                    // IDs are back on the wall clock: any debt from a step
+                    // back or a restart jump is repaid, so the reference
+                    // clock returns to the wall clock and later bursts are
+                    // bounded by max_lead again (each caller's own).
+                    if let Some(m) = mono {
+                        self.resync_reference(wall - m);
+                    }
+                    if self.lead_cap_ms.load(Ordering::Relaxed) != NO_CAP {
+                        self.lead_cap_ms.store(NO_CAP, Ordering::Relaxed);
+                    }
+                }
+                return Ok(BlockAttempt::Issued(Block {
+                    first: cand as i64,
+                    count: end_pos - first_pos + 1,
+                }));
+            }
+        }
+    }
+
+    /// Issue an ID, sleeping through back-pressure with `sleep_us`. Only
+    /// for states without a durable reservation (tests, tools): a
+    /// reservation request is a logic error here.
+    pub fn next_id(
+        &self,
+        cfg: &Config,
+        clock: &impl Clock,
+        ev: &mut Events,
+        sleep_us: impl FnMut(u64),
+    ) -> Result<i64, GenError> {
+        until_issued(
+            || self.try_next(cfg, clock, ev),
+            sleep_us,
+            no_host_reservation,
+        )
+    }
+
+    /// Issue a block of up to `want` IDs (see [`Self::try_next_block`]),
+    /// sleeping through back-pressure. Like [`Self::next_id`], only for
+    /// states without a durable reservation.
+    pub fn next_block(
+        &self,
+        cfg: &Config,
+        clock: &impl Clock,
+        ev: &mut Events,
+        want: u64,
+        sleep_us: impl FnMut(u64),
+    ) -> Result<Block, GenError> {
+        until_issued(
+            || self.try_next_block(cfg, clock, ev, want),
+            sleep_us,
+            no_host_reservation,
+        )
+    }
+
+    /// Server-wide rate limiter for clock-step warnings: true at most once
+    /// per [`WARN_INTERVAL_MS`].
+    pub fn should_warn(&self, now_ms: i64) -> bool {
+        let prev = self.last_warning_ms.load(Ordering::Acquire);
+        if prev != UNSET && now_ms.saturating_sub(prev) < WARN_INTERVAL_MS && now_ms >= prev {
+            return false;
+        }
+        self.last_warning_ms
+            .compare_exchange(prev, now_ms, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// How far the last issued ID is ahead of `wall_unix_ms` (negative when
+    /// behind), in ms.
+    pub fn lead_ms(&self, layout: &Layout, wall_unix_ms: i64) -> Option<i64> {
+        self.last_issued()
+            .map(|id| layout.epoch_ms() + layout.timestamp_of(id as u64) as i64 - wall_unix_ms)
+    }
+}

@@ -1,0 +1,114 @@
+//! The durable-reservation arithmetic of the generator: starting above a
+//! persisted reservation (after a restart, or replayed on a standby),
+//! choosing the next reservation to persist, and publishing it.
+//!
+//! The host (the extension's `reservation` module) persists; this module
+//! only decides what to persist and how the shared state follows.
+
+use super::{GeneratorState, UNSET};
+use crate::layout::Layout;
+use std::sync::atomic::Ordering;
+
+impl GeneratorState {
+    /// State for a server that persisted a reservation up to
+    /// `reserved_ms` before it stopped or crashed: every ID it issues now
+    /// carries a later millisecond, and the reference clock starts there
+    /// too, so a clock that is behind does not count as lead.
+    ///
+    /// A reservation at or past the layout's last millisecond means IDs up
+    /// to the end of the layout may have been issued: the ID space is used
+    /// up, and every call fails with [`GenError::Exhausted`]. A reservation
+    /// before the epoch covers no ID at all.
+    pub fn resume_above(reserved_ms: i64, layout: &Layout, mono_ns: i64) -> Self {
+        let st = Self::new();
+        st.reserved_until_ms.store(reserved_ms, Ordering::Relaxed);
+        st.raise_above(reserved_ms, layout, mono_ns);
+        st
+    }
+
+    /// Make every later ID carry a millisecond after `reserved_ms` (or fail
+    /// with [`GenError::Exhausted`] when that is past the layout), and start
+    /// the reference clock there: what [`Self::resume_above`] does at
+    /// start-up, for a reservation learnt later, such as one replayed from
+    /// the write-ahead log on a standby. Only ever raises the state, so
+    /// replaying an older reservation changes nothing. Not for a state that
+    /// is issuing IDs concurrently with a lower floor in mind: the caller
+    /// makes sure nobody mints meanwhile (a server in recovery refuses).
+    pub fn raise_above(&self, reserved_ms: i64, layout: &Layout, mono_ns: i64) {
+        let floor_ms = reserved_ms.min(layout.last_unix_ms());
+        if let Ok(off) = layout.offset_of(floor_ms) {
+            let floor = layout.pack(off, layout.max_worker(), layout.max_sequence());
+            self.last_id.fetch_max(floor, Ordering::AcqRel);
+        }
+        let next_ns = reserved_ms.saturating_add(1).saturating_mul(1_000_000);
+        // UNSET is i64::MIN, so this sets an unset offset too.
+        self.max_offset
+            .fetch_max(next_ns.saturating_sub(mono_ns), Ordering::AcqRel);
+    }
+
+    /// The Unix ms that the generator has used or may soon use: the
+    /// latest of the last ID's timestamp, the wall clock and the
+    /// reference clock.
+    pub fn frontier_ms(&self, layout: &Layout, wall_ns: i64, mono_ns: i64) -> i64 {
+        let wall_ms = wall_ns.div_euclid(1_000_000);
+        let last =
+            layout.epoch_ms() + layout.timestamp_of(self.last_id.load(Ordering::Acquire)) as i64;
+        let reference = match self.max_offset.load(Ordering::Acquire) {
+            UNSET => wall_ms,
+            off => mono_ns.saturating_add(off).div_euclid(1_000_000),
+        };
+        wall_ms.max(last).max(reference)
+    }
+
+    /// The reservation to persist next: `window_ms` beyond the frontier,
+    /// but not past the layout's last millisecond (no ID can carry a later
+    /// one), and never below the current one.
+    pub fn renewal_target(
+        &self,
+        layout: &Layout,
+        wall_ns: i64,
+        mono_ns: i64,
+        window_ms: i64,
+    ) -> i64 {
+        let cur = self.reserved_until_ms.load(Ordering::Acquire);
+        let base = self.frontier_ms(layout, wall_ns, mono_ns);
+        base.saturating_add(window_ms)
+            .min(layout.last_unix_ms())
+            .max(if cur == i64::MAX { i64::MIN } else { cur })
+    }
+
+    /// True when less than `threshold_ms` of the reservation is left and it
+    /// can still grow (it does not cover the layout's end yet).
+    pub fn needs_renewal(
+        &self,
+        layout: &Layout,
+        wall_ns: i64,
+        mono_ns: i64,
+        threshold_ms: i64,
+    ) -> bool {
+        let cur = self.reserved_until_ms.load(Ordering::Acquire);
+        cur != i64::MAX
+            && cur < layout.last_unix_ms()
+            && cur.saturating_sub(self.frontier_ms(layout, wall_ns, mono_ns)) < threshold_ms
+    }
+
+    /// Publish a reservation that has been made durable.
+    /// It replaces "unbounded" (`i64::MAX`) and otherwise only grows.
+    pub fn publish_reservation(&self, reserved_ms: i64) {
+        let mut cur = self.reserved_until_ms.load(Ordering::Acquire);
+        while cur == i64::MAX || cur < reserved_ms {
+            match self.reserved_until_ms.compare_exchange_weak(
+                cur,
+                reserved_ms,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(now) => cur = now,
+            }
+        }
+        self.counters
+            .reservations_written
+            .fetch_add(1, Ordering::Relaxed);
+    }
+}

@@ -1,0 +1,635 @@
+//! Unit tests of the state machine, single-threaded on a manual clock.
+//! The multithreaded stress tests are in `core/tests/generator_stress.rs`.
+
+use super::*;
+use crate::testing::{ManualClock, Xorshift, M0, MS, T0};
+
+fn cfg(max_lead_ms: u64) -> Config {
+    Config {
+        layout: Layout::default_layout(),
+        worker: 42,
+        max_lead_ms,
+    }
+}
+
+fn issue(st: &GeneratorState, c: &Config, clock: &ManualClock) -> (i64, Events) {
+    let mut ev = Events::default();
+    match st.try_next(c, clock, &mut ev).unwrap() {
+        Attempt::Issued(id) => (id, ev),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn ids_carry_time_and_worker() {
+    let st = GeneratorState::new();
+    let c = cfg(1000);
+    let clock = ManualClock::new(T0, M0);
+    let (id, _) = issue(&st, &c, &clock);
+    let p = c.layout.decode(id).unwrap();
+    assert_eq!(p.unix_ms, T0 / MS);
+    assert_eq!(p.worker, 42);
+    assert_eq!(st.last_issued(), Some(id));
+}
+
+#[test]
+fn sequence_overflow_borrows_next_millisecond() {
+    let st = GeneratorState::new();
+    let c = cfg(1000);
+    let clock = ManualClock::new(T0, M0);
+    let mut prev = 0;
+    let mut overflows = 0;
+    // Three full milliseconds' worth of IDs with the clock frozen.
+    for _ in 0..3 * 4096 {
+        let (id, ev) = issue(&st, &c, &clock);
+        assert!(id > prev);
+        prev = id;
+        overflows += ev.overflows;
+    }
+    let p = c.layout.decode(prev).unwrap();
+    assert!(p.unix_ms >= T0 / MS + 2 && p.unix_ms <= T0 / MS + 3);
+    assert!((2..=3).contains(&overflows), "{overflows}");
+}
+
+fn step_back(step_ns: i64) {
+    let st = GeneratorState::new();
+    let c = cfg(1000);
+    let clock = ManualClock::new(T0, M0);
+    let mut ids = vec![];
+    for _ in 0..10 {
+        ids.push(issue(&st, &c, &clock).0);
+        clock.advance(MS);
+    }
+    let before = *ids.last().unwrap();
+    clock.step_wall(-step_ns);
+    let mut steps = vec![];
+    // Keep going for a while at a modest rate: no waits, no decrease,
+    // and the timestamp stays at the last issued one (HLC).
+    for i in 0..2000 {
+        let mut ev = Events::default();
+        match st.try_next(&c, &clock, &mut ev).unwrap() {
+            Attempt::Issued(id) => ids.push(id),
+            other => panic!("{other:?} after a step back at {i}"),
+        }
+        if let Some(s) = ev.step_back_ns {
+            steps.push(s);
+        }
+        if i % 3 == 0 {
+            clock.advance(MS);
+        }
+    }
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "not increasing");
+    let after = ids[10];
+    assert!(after > before);
+    if step_ns >= 2 * MS {
+        assert_eq!(steps.len(), 1, "one step, reported once: {steps:?}");
+        assert!(
+            steps[0] <= step_ns && steps[0] > step_ns - 2 * MS,
+            "{steps:?}"
+        );
+    }
+    let p = c.layout.decode(after).unwrap();
+    assert_eq!(p.unix_ms, c.layout.decode(before).unwrap().unix_ms);
+}
+
+#[test]
+fn clock_step_back_1ms() {
+    step_back(MS);
+}
+#[test]
+fn clock_step_back_1s() {
+    step_back(1000 * MS);
+}
+#[test]
+fn clock_step_back_1h() {
+    step_back(3_600_000 * MS);
+}
+
+#[test]
+fn step_back_then_clock_catches_up() {
+    let st = GeneratorState::new();
+    let c = cfg(1000);
+    let clock = ManualClock::new(T0, M0);
+    let (a, _) = issue(&st, &c, &clock);
+    clock.step_wall(-5000 * MS);
+    let (b, _) = issue(&st, &c, &clock);
+    assert_eq!(b, a + 1);
+    clock.advance(5001 * MS);
+    let (d, _) = issue(&st, &c, &clock);
+    assert_eq!(c.layout.decode(d).unwrap().unix_ms, T0 / MS + 1);
+    // Wall-clock time again, with a varying start sequence.
+    assert!(d > b);
+}
+
+#[test]
+fn burst_is_bounded_by_lead() {
+    let st = GeneratorState::new();
+    let c = cfg(5);
+    let clock = ManualClock::new(T0, M0);
+    let mut waits = 0;
+    let mut issued = 0;
+    let mut last = 0;
+    // Frozen clock: at most (5 + 1) ms of IDs, then back-pressure.
+    loop {
+        let mut ev = Events::default();
+        match st.try_next(&c, &clock, &mut ev).unwrap() {
+            Attempt::Issued(id) => {
+                assert!(id > last);
+                last = id;
+                issued += 1;
+            }
+            Attempt::Wait(us) => {
+                // The clock is at the start of a millisecond: a whole one.
+                assert_eq!(us, 1000);
+                waits += 1;
+                break;
+            }
+            Attempt::Reserve(_) => panic!("no reservation in this test"),
+        }
+        assert!(issued < 100_000, "lead bound never reached");
+    }
+    assert_eq!(waits, 1);
+    let lead = st.lead_ms(&c.layout, T0 / MS).unwrap();
+    assert_eq!(lead, 5);
+    assert!(issued > 5 * 4096 && issued <= 6 * 4096, "{issued}");
+    // Time passes: capacity comes back one millisecond at a time.
+    clock.advance(MS);
+    for _ in 0..4096 {
+        let (id, _) = issue(&st, &c, &clock);
+        assert!(id > last);
+        last = id;
+    }
+    assert_eq!(st.lead_ms(&c.layout, T0 / MS + 1).unwrap(), 5);
+    let mut ev = Events::default();
+    assert_eq!(
+        st.try_next(&c, &clock, &mut ev).unwrap(),
+        Attempt::Wait(1000)
+    );
+    // 0.3 ms later only the rest of the millisecond is left to wait.
+    clock.advance(300_000);
+    assert_eq!(
+        st.try_next(&c, &clock, &mut ev).unwrap(),
+        Attempt::Wait(700)
+    );
+    clock.advance(699_999);
+    assert_eq!(st.try_next(&c, &clock, &mut ev).unwrap(), Attempt::Wait(1));
+    clock.advance(1);
+    assert!(matches!(
+        st.try_next(&c, &clock, &mut ev).unwrap(),
+        Attempt::Issued(_)
+    ));
+}
+
+#[test]
+fn zero_lead_waits_for_next_millisecond() {
+    let st = GeneratorState::new();
+    let c = cfg(0);
+    let clock = ManualClock::new(T0, M0);
+    let mut n = 0;
+    let mut ev = Events::default();
+    while let Attempt::Issued(_) = st.try_next(&c, &clock, &mut ev).unwrap() {
+        n += 1;
+    }
+    // The whole first millisecond from its start sequence, then a wait.
+    let start = c
+        .layout
+        .start_sequence((T0 / MS - c.layout.epoch_ms()) as u64, 42);
+    assert_eq!(n, 4096 - start);
+}
+
+#[test]
+fn lead_is_measured_against_pre_step_timeline() {
+    let st = GeneratorState::new();
+    let c = cfg(5);
+    let clock = ManualClock::new(T0, M0);
+    issue(&st, &c, &clock);
+    clock.step_wall(-3_600_000 * MS);
+    // A full-rate burst right after a one-hour step back: as many IDs as
+    // the lead allows on the old timeline, not a one-hour stall.
+    let mut issued = 0;
+    let mut ev = Events::default();
+    while let Attempt::Issued(_) = st.try_next(&c, &clock, &mut ev).unwrap() {
+        issued += 1;
+        assert!(issued < 100_000);
+    }
+    assert!(issued > 4 * 4096, "{issued}");
+    assert_eq!(ev.waits, 1);
+    assert!(ev.step_back_ns.is_some());
+    // And the timeline keeps moving with real time.
+    clock.advance(10 * MS);
+    let (_, ev) = issue(&st, &c, &clock);
+    assert_eq!(ev.waits, 0);
+}
+
+#[test]
+fn lead_bound_returns_to_wall_clock_after_catch_up() {
+    let st = GeneratorState::new();
+    let c = cfg(5);
+    let clock = ManualClock::new(T0, M0);
+    let (before, _) = issue(&st, &c, &clock);
+    clock.step_wall(-10_000 * MS);
+    issue(&st, &c, &clock);
+    // Light traffic while the clock catches up with the IDs.
+    for _ in 0..11 {
+        clock.advance(1000 * MS);
+        let (id, _) = issue(&st, &c, &clock);
+        assert!(id > before);
+    }
+    // Back on wall time: a burst may lead the wall clock by max_lead
+    // only, not by the size of the old step.
+    let mut ev = Events::default();
+    while let Attempt::Issued(_) = st.try_next(&c, &clock, &mut ev).unwrap() {}
+    let wall_ms = clock.wall_ns() / MS;
+    assert_eq!(st.lead_ms(&c.layout, wall_ms).unwrap(), 5);
+}
+
+#[test]
+fn monotonic_anomaly_does_not_stall() {
+    let st = GeneratorState::new();
+    let c = cfg(5);
+    let clock = ManualClock::new(T0, M0);
+    issue(&st, &c, &clock);
+    // Both clocks jump back an hour (e.g. a faked time source).
+    clock.step_wall(-3_600_000 * MS);
+    clock.step_mono(-3_600_000 * MS);
+    let mut ev = Events::default();
+    let mut slept = 0;
+    for _ in 0..20_000 {
+        st.next_id(&c, &clock, &mut ev, |us| {
+            slept += us;
+            clock.advance(us as i64 * 1_000)
+        })
+        .unwrap();
+    }
+    assert!(ev.reanchored);
+    assert!(slept < 50_000, "slept {slept} µs");
+}
+
+#[test]
+fn clock_outside_range_is_an_error() {
+    let st = GeneratorState::new();
+    let c = cfg(1000);
+    let before = ManualClock::new((c.layout.epoch_ms() - 1) * MS, M0);
+    assert!(matches!(
+        st.try_next(&c, &before, &mut Events::default()),
+        Err(GenError::BeforeEpoch { .. })
+    ));
+    let end = ManualClock::new((c.layout.last_unix_ms() + 1) * MS, M0);
+    assert!(matches!(
+        st.try_next(&c, &end, &mut Events::default()),
+        Err(GenError::Exhausted { .. })
+    ));
+    // The very last millisecond works until its sequence runs out,
+    // then it is an error, never a wrapped or negative ID.
+    let st = GeneratorState::new();
+    let last = ManualClock::new(c.layout.last_unix_ms() * MS, M0);
+    let mut ids = 0;
+    let err = loop {
+        match st.try_next(&c, &last, &mut Events::default()) {
+            Ok(Attempt::Issued(id)) => {
+                assert!(id > 0);
+                ids += 1
+            }
+            Ok(other) => panic!("unexpected {other:?}"),
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, GenError::Exhausted { .. }));
+    assert!(ids > 0 && ids <= 4096);
+    assert_eq!(st.last_issued().unwrap() & 0xFFF, 4095);
+}
+
+#[test]
+fn worker_change_keeps_ids_increasing() {
+    let st = GeneratorState::new();
+    let clock = ManualClock::new(T0, M0);
+    let mut c = cfg(1000);
+    let (a, _) = issue(&st, &c, &clock);
+    c.worker = 3;
+    let (b, _) = issue(&st, &c, &clock);
+    assert!(b > a);
+    assert_eq!(c.layout.decode(b).unwrap().worker, 3);
+}
+
+#[test]
+fn low_traffic_ids_spread_over_residues() {
+    let st = GeneratorState::new();
+    let c = cfg(1000);
+    let clock = ManualClock::new(T0, M0);
+    let mut even = 0;
+    let mut mod8 = [0; 8];
+    for _ in 0..8000 {
+        let (id, _) = issue(&st, &c, &clock);
+        even += (id % 2 == 0) as i32;
+        mod8[(id % 8) as usize] += 1;
+        clock.advance(3 * MS);
+    }
+    assert!((3600..=4400).contains(&even), "{even}");
+    for n in mod8 {
+        assert!((800..=1200).contains(&n), "{mod8:?}");
+    }
+}
+
+#[test]
+fn warnings_are_rate_limited() {
+    let st = GeneratorState::new();
+    assert!(st.should_warn(1_000));
+    assert!(!st.should_warn(1_001));
+    assert!(!st.should_warn(1_000 + WARN_INTERVAL_MS - 1));
+    assert!(st.should_warn(1_000 + WARN_INTERVAL_MS));
+    // A clock that went back past the last warning may warn again.
+    assert!(st.should_warn(0));
+}
+
+#[test]
+fn reservation_bounds_issuing() {
+    let st = GeneratorState::new();
+    let c = cfg(1000);
+    let clock = ManualClock::new(T0, M0);
+    st.publish_reservation(T0 / MS + 2);
+    let mut n = 0;
+    let req = loop {
+        match st.try_next(&c, &clock, &mut Events::default()).unwrap() {
+            Attempt::Issued(_) => n += 1,
+            Attempt::Reserve(ms) => break ms,
+            Attempt::Wait(_) => panic!("no wait expected"),
+        }
+    };
+    // Everything up to the reserved millisecond, then a request for
+    // the next one.
+    assert_eq!(req, T0 / MS + 3);
+    assert!(n > 2 * 4096 && n <= 3 * 4096, "{n}");
+    let target = st.renewal_target(&c.layout, clock.wall_ns(), clock.mono_ns(), 2000);
+    assert_eq!(target, T0 / MS + 2 + 2000);
+    assert!(st.needs_renewal(&c.layout, clock.wall_ns(), clock.mono_ns(), 1000));
+    st.publish_reservation(target);
+    assert!(!st.needs_renewal(&c.layout, clock.wall_ns(), clock.mono_ns(), 1000));
+    issue(&st, &c, &clock);
+    // A reservation never moves backwards.
+    st.publish_reservation(T0 / MS);
+    assert_eq!(st.reserved_until_ms.load(Ordering::Relaxed), target);
+}
+
+#[test]
+fn raise_above_a_replayed_reservation() {
+    let c = cfg(5);
+    let clock = ManualClock::new(T0, M0);
+    let st = GeneratorState::resume_above(T0 / MS - 5_000, &c.layout, clock.mono_ns());
+    st.publish_reservation(i64::MAX - 1);
+    // A newer reservation replayed from WAL: IDs continue above it,
+    // without waiting although the clock is 3 s behind it.
+    st.raise_above(T0 / MS + 3_000, &c.layout, clock.mono_ns());
+    // An older one changes nothing.
+    st.raise_above(T0 / MS - 1_000, &c.layout, clock.mono_ns());
+    let (id, ev) = issue(&st, &c, &clock);
+    assert_eq!(c.layout.decode(id).unwrap().unix_ms, T0 / MS + 3_001);
+    assert_eq!(ev.waits, 0);
+    // Past the end of the layout: used up.
+    let st = GeneratorState::new();
+    st.raise_above(c.layout.last_unix_ms() + 10, &c.layout, clock.mono_ns());
+    assert!(matches!(
+        st.try_next(&c, &clock, &mut Events::default()),
+        Err(GenError::Exhausted { .. })
+    ));
+}
+
+#[test]
+fn resume_above_reservation_with_clock_a_day_behind() {
+    let c = cfg(5);
+    let reserved = T0 / MS + 1500;
+    let before_restart = c.layout.max_id(reserved).unwrap();
+    // Restart: the wall clock is a day behind, the monotonic clock
+    // restarted from an unrelated origin.
+    let clock = ManualClock::new(T0 - 86_400_000 * MS, 77 * MS);
+    let st = GeneratorState::resume_above(reserved, &c.layout, clock.mono_ns());
+    st.publish_reservation(st.renewal_target(&c.layout, clock.wall_ns(), clock.mono_ns(), 2000));
+    let mut prev = before_restart;
+    for _ in 0..3 * 4096 {
+        // No waits: the restart jump is not a burst.
+        let (id, ev) = issue(&st, &c, &clock);
+        assert!(id > prev);
+        assert_eq!(ev.waits, 0);
+        prev = id;
+    }
+    assert!(c.layout.decode(prev).unwrap().unix_ms > reserved);
+}
+
+fn block(st: &GeneratorState, c: &Config, clock: &ManualClock, want: u64) -> BlockAttempt {
+    st.try_next_block(c, clock, &mut Events::default(), want)
+        .unwrap()
+}
+
+/// A copy of every field of a state (for comparing two runs).
+fn snapshot(st: &GeneratorState) -> [i64; 14] {
+    let c = &st.counters;
+    [
+        st.last_id.load(Ordering::Relaxed) as i64,
+        st.behind_seen_ms.load(Ordering::Relaxed),
+        st.max_offset.load(Ordering::Relaxed),
+        st.ref_offset.load(Ordering::Relaxed),
+        st.last_warning_ms.load(Ordering::Relaxed),
+        st.reserved_until_ms.load(Ordering::Relaxed),
+        st.blocked.load(Ordering::Relaxed) as i64,
+        c.sequence_overflows.load(Ordering::Relaxed) as i64,
+        c.clock_steps_back.load(Ordering::Relaxed) as i64,
+        c.largest_step_back_ns.load(Ordering::Relaxed),
+        c.backpressure_waits.load(Ordering::Relaxed) as i64,
+        c.reservation_waits.load(Ordering::Relaxed) as i64,
+        c.reservations_written.load(Ordering::Relaxed) as i64,
+        st.lead_cap_ms.load(Ordering::Relaxed) as i64,
+    ]
+}
+
+fn restore(v: &[i64; 14]) -> GeneratorState {
+    let st = GeneratorState::new();
+    st.last_id.store(v[0] as u64, Ordering::Relaxed);
+    st.behind_seen_ms.store(v[1], Ordering::Relaxed);
+    st.max_offset.store(v[2], Ordering::Relaxed);
+    st.ref_offset.store(v[3], Ordering::Relaxed);
+    st.last_warning_ms.store(v[4], Ordering::Relaxed);
+    st.reserved_until_ms.store(v[5], Ordering::Relaxed);
+    st.lead_cap_ms.store(v[13] as u64, Ordering::Relaxed);
+    st
+}
+
+/// The short path of `try_next` issues exactly what the general
+/// algorithm (a block of one) would, and changes the state exactly as
+/// it would, from random states of every kind: the last ID in this,
+/// an earlier or a later millisecond, of this or a neighbouring worker,
+/// at any sequence including the last; the clocks measured in this
+/// millisecond or not; reservations and lead bounds that do and do not
+/// cover the next ID; lead caps below and above the lead; clock readings
+/// anywhere within a millisecond.
+#[test]
+fn short_path_agrees_with_the_general_algorithm() {
+    let mut rng = Xorshift::new(0x2545_f491_4f6c_dd1d);
+    let mut rnd = move |n: u64| rng.below(n);
+    let layout = Layout::default_layout();
+    let (mut short, mut general) = (0, 0);
+    for _ in 0..200_000 {
+        let wall = T0 + rnd(MS as u64) as i64;
+        let unix_ms = wall / MS;
+        let now = (unix_ms - layout.epoch_ms()) as u64;
+        let last_ts = now + rnd(8) - 3; // 3 ms behind to 4 ahead
+        let worker = 41 + rnd(3);
+        let seq = match rnd(4) {
+            0 => layout.max_sequence(),
+            1 => layout.max_sequence() - 1,
+            _ => rnd(layout.max_sequence() + 1),
+        };
+        let c = Config {
+            layout,
+            worker: 42,
+            max_lead_ms: [0, 1, 2, 5, 1000][rnd(5) as usize],
+        };
+        let mut v = snapshot(&GeneratorState::new());
+        v[0] = layout.pack(last_ts, worker, seq) as i64;
+        v[1] = if rnd(2) == 0 { unix_ms } else { unix_ms - 1 };
+        v[2] = if rnd(4) == 0 {
+            UNSET
+        } else {
+            wall - M0 - rnd(2) as i64 * MS
+        };
+        v[3] = v[2];
+        v[5] = match rnd(3) {
+            0 => i64::MAX,
+            1 => layout.epoch_ms() + last_ts as i64,
+            _ => layout.epoch_ms() + last_ts as i64 - 1,
+        };
+        // No lead cap, or one below, at or above the lead.
+        v[13] = match rnd(3) {
+            0 => NO_CAP as i64,
+            _ => rnd(4) as i64,
+        };
+        let clock = ManualClock::new(wall, M0);
+        let (a, b) = (restore(&v), restore(&v));
+        let mut ev = Events::default();
+        match a.try_next_same_millisecond(&c, &clock) {
+            Some(id) => {
+                short += 1;
+                let want = b.try_next_block(&c, &clock, &mut ev, 1).unwrap();
+                assert_eq!(
+                    want,
+                    BlockAttempt::Issued(Block {
+                        first: id,
+                        count: 1
+                    }),
+                    "state {v:?}, config {c:?}"
+                );
+                assert_eq!(ev, Events::default(), "state {v:?}");
+                assert_eq!(snapshot(&a), snapshot(&b), "state {v:?}");
+            }
+            None => {
+                general += 1;
+                assert_eq!(
+                    snapshot(&a),
+                    v,
+                    "the short path gave up but changed the state"
+                );
+            }
+        }
+    }
+    // Both paths were exercised (the test can not pass vacuously).
+    assert!(
+        short > 5_000 && general > 5_000,
+        "{short} short, {general} general"
+    );
+}
+
+#[test]
+fn block_is_one_cas_of_consecutive_ids() {
+    let st = GeneratorState::new();
+    let c = cfg(1000);
+    let clock = ManualClock::new(T0, M0);
+    let (before, _) = issue(&st, &c, &clock);
+    let BlockAttempt::Issued(b) = block(&st, &c, &clock, 10_000) else {
+        panic!("block not issued")
+    };
+    assert_eq!(b.count, 10_000);
+    let ids: Vec<i64> = b.ids(c.layout).collect();
+    assert_eq!(ids.len(), 10_000);
+    assert!(ids[0] > before);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    assert_eq!(*ids.last().unwrap(), b.last(&c.layout));
+    // The state is the block's last ID: the next single ID follows it.
+    assert_eq!(st.last_issued(), Some(b.last(&c.layout)));
+    let (after, _) = issue(&st, &c, &clock);
+    assert!(after > b.last(&c.layout));
+    // Every ID is this worker's, and the block crossed into borrowed
+    // milliseconds: 10,000 IDs need 3 of 4096.
+    let parts: Vec<_> = ids.iter().map(|id| c.layout.decode(*id).unwrap()).collect();
+    assert!(parts.iter().all(|p| p.worker == 42));
+    assert_eq!(parts.last().unwrap().unix_ms - parts[0].unix_ms, 2);
+    assert_eq!(st.counters.sequence_overflows.load(Ordering::Relaxed), 2);
+}
+
+#[test]
+fn block_stops_at_the_lead_bound() {
+    let st = GeneratorState::new();
+    let c = cfg(2);
+    let clock = ManualClock::new(T0, M0);
+    let BlockAttempt::Issued(b) = block(&st, &c, &clock, 1_000_000) else {
+        panic!("block not issued")
+    };
+    // At most now + 2 ms: the rest of this millisecond and two more.
+    let last = c.layout.decode(b.last(&c.layout)).unwrap();
+    assert_eq!(last.unix_ms, T0 / MS + 2);
+    assert_eq!(last.sequence, 4095);
+    assert!(b.count < 3 * 4096 + 4096 && b.count > 2 * 4096);
+    // The clock has not moved: the next attempt must wait.
+    assert!(matches!(
+        block(&st, &c, &clock, 10),
+        BlockAttempt::Wait(1000)
+    ));
+    clock.advance(MS);
+    let BlockAttempt::Issued(b2) = block(&st, &c, &clock, 1_000_000) else {
+        panic!("block not issued after the clock moved")
+    };
+    assert_eq!(b2.count, 4096);
+    assert!(b2.first > b.last(&c.layout));
+}
+
+#[test]
+fn block_waits_for_a_reservation_covering_its_end() {
+    let st = GeneratorState::new();
+    let c = cfg(1000);
+    let clock = ManualClock::new(T0, M0);
+    st.publish_reservation(T0 / MS + 1);
+    // 20,000 IDs reach now + 4 ms: the whole end must be reserved.
+    assert_eq!(
+        block(&st, &c, &clock, 20_000),
+        BlockAttempt::Reserve(T0 / MS + 4)
+    );
+    assert_eq!(st.last_issued(), None);
+    st.publish_reservation(T0 / MS + 4);
+    let BlockAttempt::Issued(b) = block(&st, &c, &clock, 20_000) else {
+        panic!("block not issued")
+    };
+    assert_eq!(b.count, 20_000);
+}
+
+#[test]
+fn block_stops_at_the_end_of_the_layout() {
+    let st = GeneratorState::new();
+    let l = Layout::new(T0 / MS, 10, 12).unwrap();
+    let c = Config {
+        layout: l,
+        worker: 3,
+        max_lead_ms: 1000,
+    };
+    // The clock in the layout's last millisecond.
+    let end_ns = l.last_unix_ms() * MS;
+    let clock = ManualClock::new(end_ns, M0);
+    let BlockAttempt::Issued(b) = block(&st, &c, &clock, 1_000_000) else {
+        panic!("block not issued")
+    };
+    assert_eq!(
+        b.last(&l) as u64,
+        l.pack(l.max_timestamp(), 3, l.max_sequence())
+    );
+    assert!(b.count <= 4096);
+    assert!(matches!(
+        st.try_next_block(&c, &clock, &mut Events::default(), 5),
+        Err(GenError::Exhausted { .. })
+    ));
+}
