@@ -86,6 +86,14 @@ def subgraph(d):
     return edges
 
 
+# Modules that must depend on nothing else in their crate: the bottom
+# layers everything else builds on (see CONTRIBUTING.md).
+LEAVES = {
+    "core/src": {"layout", "clock", "epoch"},
+    "src": {"gucs", "shmem", "errors", "datadir"},
+}
+
+
 def cycle(edges):
     state, stack = {}, []
 
@@ -117,7 +125,13 @@ def main(argv):
     failed = False
     for root in roots:
         graphs = [(str(root), graph(root))]
-        graphs += [(str(d), subgraph(d)) for d in sorted(root.iterdir()) if d.is_dir()]
+        graphs += [(str(d), subgraph(d)) for d in sorted(root.iterdir())
+                   if d.is_dir() and any(d.glob("*.rs"))]
+        for leaf in sorted(LEAVES.get(str(root), ())):
+            if graphs[0][1].get(leaf):
+                print(f"{root}: {leaf} must depend on nothing else in the crate, "
+                      f"but uses {', '.join(sorted(graphs[0][1][leaf]))}", file=sys.stderr)
+                failed = True
         for name, edges in graphs:
             if show:
                 print(f"{name}:")

@@ -7,7 +7,7 @@ The ordering of items is not stable, it is driven by a dependency graph.
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/admin.rs:113
+-- src/admin.rs:112
 -- snowflake_id::admin::snowflake_accept_configuration
 CREATE  FUNCTION "snowflake_accept_configuration"() RETURNS TEXT /* String */
 STRICT VOLATILE PARALLEL UNSAFE
@@ -16,11 +16,12 @@ AS 'MODULE_PATHNAME', 'snowflake_accept_configuration_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/admin.rs:150
+-- src/admin.rs:149
 -- requires:
 --   snowflake_accept_configuration
 
-
+-- Only superusers (and roles they grant it to) may accept a changed
+-- configuration: see snowflake_accept_configuration() in src/admin.rs.
 REVOKE ALL ON FUNCTION snowflake_accept_configuration() FROM PUBLIC;
 /* </end connected objects> */
 
@@ -53,8 +54,8 @@ AS 'MODULE_PATHNAME', 'snowflake_decode_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/formats.rs:99
--- snowflake_id::formats::snowflake_decode
+-- src/decode_foreign.rs:99
+-- snowflake_id::decode_foreign::snowflake_decode
 CREATE  FUNCTION "snowflake_decode"(
 	"id" bigint, /* i64 */
 	"epoch" timestamp with time zone, /* TimestampWithTimeZone */
@@ -72,8 +73,8 @@ AS 'MODULE_PATHNAME', 'snowflake_decode_explicit_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/formats.rs:67
--- snowflake_id::formats::snowflake_decode
+-- src/decode_foreign.rs:67
+-- snowflake_id::decode_foreign::snowflake_decode
 CREATE  FUNCTION "snowflake_decode"(
 	"id" bigint, /* i64 */
 	"layout" TEXT /* & str */
@@ -110,8 +111,8 @@ AS 'MODULE_PATHNAME', 'snowflake_max_id_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/formats.rs:149
--- snowflake_id::formats::snowflake_max_id
+-- src/decode_foreign.rs:149
+-- snowflake_id::decode_foreign::snowflake_max_id
 CREATE  FUNCTION "snowflake_max_id"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
 	"epoch" timestamp with time zone, /* TimestampWithTimeZone */
@@ -136,8 +137,8 @@ AS 'MODULE_PATHNAME', 'snowflake_min_id_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/formats.rs:130
--- snowflake_id::formats::snowflake_min_id
+-- src/decode_foreign.rs:130
+-- snowflake_id::decode_foreign::snowflake_min_id
 CREATE  FUNCTION "snowflake_min_id"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
 	"epoch" timestamp with time zone, /* TimestampWithTimeZone */
@@ -160,11 +161,14 @@ AS 'MODULE_PATHNAME', 'snowflake_nextval_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/convert.rs:52
+-- src/convert_column.rs:52
 -- requires:
 --   snowflake_nextval
 
-
+-- snowflake_convert_column(tbl regclass, col name): see src/convert_column.rs
+-- for what it does and why it is PL/pgSQL. Included in the install script
+-- by extension_sql_file!; edit it here, then regenerate
+-- sql/snowflake_id--<version>.sql (the lint says how).
 CREATE FUNCTION snowflake_convert_column(tbl regclass, col name)
 RETURNS TABLE (step integer, action text, object text, detail text)
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE

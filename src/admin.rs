@@ -61,7 +61,7 @@ pub fn snowflake_stats() -> TableIterator<
     let Some(st) = shmem::state() else {
         errors::not_preloaded();
     };
-    let layout = gucs::layout_or_error();
+    let layout = gucs::layout_or(errors::invalid_layout);
     let wall_ns = SystemClock.wall_ns();
     let last = st.last_issued();
     let last_ms = last.map(|id| layout.epoch_ms() + layout.timestamp_of(id as u64) as i64);
@@ -119,7 +119,7 @@ pub fn snowflake_accept_configuration() -> String {
         errors::not_preloaded();
     };
     crate::nextval::refuse_during_recovery();
-    let layout = gucs::layout_or_error();
+    let layout = gucs::layout_or(errors::invalid_layout);
     if gucs::worker_id().is_none() {
         errors::worker_id_unset();
     }
@@ -146,10 +146,8 @@ pub fn snowflake_accept_configuration() -> String {
     )
 }
 
-extension_sql!(
-    r#"
-REVOKE ALL ON FUNCTION snowflake_accept_configuration() FROM PUBLIC;
-"#,
+extension_sql_file!(
+    "sql/revoke_admin.sql",
     name = "revoke_admin",
     requires = [snowflake_accept_configuration]
 );

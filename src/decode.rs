@@ -43,13 +43,13 @@ pub(crate) fn from_unix_ms(ms: i64) -> TimestampWithTimeZone {
 }
 
 fn parts(id: i64) -> Parts {
-    gucs::layout_or_error()
+    gucs::layout_or(errors::invalid_layout)
         .decode(id)
         .unwrap_or_else(|e| errors::id_error(e))
 }
 
 fn layout() -> Layout {
-    gucs::layout_or_error()
+    gucs::layout_or(errors::invalid_layout)
 }
 
 /// Splits an ID into its timestamp, worker id and sequence number.

@@ -13,13 +13,17 @@
 //!
 //! The layout parameters are validated once per process and cached; being
 //! POSTMASTER parameters they cannot change while the process lives.
+//!
+//! This module depends on nothing else in the extension: whether the
+//! library is being preloaded is passed to [`define`], and callers turn a
+//! layout problem into their own ERROR ([`layout_or`]).
 
-use crate::errors;
 use parking_lot::Mutex;
 use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys;
 use snowflake_id_core::{parse_epoch, Layout, LayoutError};
 use std::ffi::{CStr, CString};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 pub const WORKER_ID_UNSET: i32 = -1;
@@ -102,16 +106,23 @@ fn set_check_detail(msg: &str) {
     }
 }
 
-/// Define every parameter. Returns the problems found with values that the
-/// configuration gave but our definitions rejected.
-pub fn define() -> Vec<String> {
+/// Whether the layout parameters were defined as POSTMASTER parameters
+/// (the library is preloaded), so that the layout cannot change while the
+/// server runs and may be cached. Set in the postmaster, inherited.
+static LAYOUT_FIXED: AtomicBool = AtomicBool::new(false);
+
+/// Define every parameter. `preloading` says whether the library is being
+/// loaded through `shared_preload_libraries`. Returns the problems found
+/// with values that the configuration gave but our definitions rejected.
+pub fn define(preloading: bool) -> Vec<String> {
+    LAYOUT_FIXED.store(preloading, Ordering::Relaxed);
     let before: Vec<Option<String>> = NAMES.iter().map(|n| placeholder_value(n)).collect();
     // PostgreSQL cannot create POSTMASTER parameters after start-up. When
     // the library is loaded on demand (not preloaded) only the decoders can
     // run, and the layout parameters are read from the configuration files
     // as SIGHUP parameters instead.
     let layout_context = || {
-        if crate::shmem::preloading() {
+        if preloading {
             GucContext::Postmaster
         } else {
             GucContext::Sighup
@@ -233,7 +244,7 @@ static RELOADABLE_LAYOUT: Mutex<Option<(LayoutKey, Result<Layout, String>)>> =
     parking_lot::const_mutex(None);
 
 /// Validate the layout parameters as they are now.
-pub fn compute_layout() -> Result<Layout, String> {
+fn compute_layout() -> Result<Layout, String> {
     let epoch = EPOCH
         .get()
         .map(|c| c.to_string_lossy().into_owned())
@@ -248,10 +259,12 @@ pub fn compute_layout() -> Result<Layout, String> {
     .map_err(|e: LayoutError| format!("invalid snowflake_id layout: {e}"))
 }
 
-/// The layout of this server.
+/// The layout of this server. On a server that preloads the library the
+/// first valid answer is cached for the life of the process (the postmaster
+/// computes it once in `_PG_init`, and every backend inherits it).
 #[inline]
 pub fn layout() -> Result<Layout, String> {
-    if crate::shmem::is_preloaded() {
+    if LAYOUT_FIXED.load(Ordering::Relaxed) {
         if let Some(l) = FROZEN_LAYOUT.get() {
             return Ok(*l);
         }
@@ -270,20 +283,21 @@ pub fn layout() -> Result<Layout, String> {
     }
 }
 
-/// The layout, or an ERROR. The frozen layout of a preloading server
-/// (the hot path of `snowflake_nextval()`) is one load.
+/// The layout, or `fail(message)` (which raises the caller's ERROR). The
+/// frozen layout of a preloading server (the hot path of
+/// `snowflake_nextval()`) is one load.
 #[inline(always)]
-pub fn layout_or_error() -> Layout {
+pub fn layout_or(fail: fn(&str) -> !) -> Layout {
     match FROZEN_LAYOUT.get() {
         Some(l) => *l,
-        None => layout_slow(),
+        None => layout_slow(fail),
     }
 }
 
 #[cold]
 #[inline(never)]
-fn layout_slow() -> Layout {
-    layout().unwrap_or_else(|msg| errors::invalid_layout(&msg))
+fn layout_slow(fail: fn(&str) -> !) -> Layout {
+    layout().unwrap_or_else(|msg| fail(&msg))
 }
 
 /// The value of an integer GUC, read directly. `GucSetting::get` first

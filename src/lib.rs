@@ -2,30 +2,33 @@
 //! shared memory.
 //!
 //! The algorithm lives in the `snowflake_id_core` crate (no pgrx); this
-//! crate is the glue:
-//! - [`gucs`]: configuration parameters;
-//! - [`shmem`]: the shared generator state;
+//! crate is the glue, in small modules named for what they expose (the
+//! graph they form is in CONTRIBUTING.md):
+//! - [`gucs`]: configuration parameters and the layout they define;
+//! - [`shmem`]: the shared generator state, and whether we are preloaded;
 //! - [`nextval`]: the generator, `snowflake_nextval()`;
-//! - [`fastclock`]: its clock (a per-backend millisecond cache on an invariant TSC);
+//! - [`backend_clock`]: its clock (a per-backend millisecond cache on an
+//!   invariant TSC);
 //! - [`decode`]: decoding, composing and range-bound functions;
-//! - [`formats`]: decoding foreign layouts, explicit-layout bounds;
+//! - [`decode_foreign`]: decoding foreign layouts, explicit-layout bounds;
 //! - [`text`]: JavaScript-safe text forms (decimal, base32);
-//! - [`convert`]: `snowflake_convert_column()`, the migration path;
-//! - [`admin`], [`reservation`], [`bgworker`], [`wal`], [`datadir`]: stats,
-//!   durability (the state file, and the WAL resource manager that
+//! - [`convert_column`]: `snowflake_convert_column()`, the migration path;
+//! - [`admin`]: `snowflake_stats()`, `snowflake_accept_configuration()`;
+//! - [`reservation`], [`bgworker`], [`wal`], [`datadir`]: durability (the
+//!   state file, its renewal, and the WAL resource manager that
 //!   replicates it);
 //! - [`errors`]: SQLSTATEs and messages.
 
 use pgrx::prelude::*;
 
 pub mod admin;
+pub mod backend_clock;
 pub mod bgworker;
-pub mod convert;
+pub mod convert_column;
 pub mod datadir;
 pub mod decode;
+pub mod decode_foreign;
 pub mod errors;
-pub mod fastclock;
-pub mod formats;
 pub mod gucs;
 pub mod nextval;
 pub mod reservation;
@@ -37,8 +40,9 @@ pub mod wal;
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
-    let problems = gucs::define();
-    if !shmem::preloading() {
+    let preloading = shmem::preloading();
+    let problems = gucs::define(preloading);
+    if !preloading {
         // Loaded on demand by a backend: the decoders work, the generator
         // reports that it needs preloading. Never fail a library load here.
         return;
@@ -48,14 +52,14 @@ pub extern "C-unwind" fn _PG_init() {
     if let Some(p) = problems.first() {
         errors::invalid_layout(p);
     }
-    if let Err(msg) = gucs::compute_layout() {
+    // Validate and freeze the layout in the postmaster; every backend
+    // inherits it.
+    if let Err(msg) = gucs::layout() {
         errors::invalid_layout(&msg);
     }
-    shmem::init();
+    shmem::init(reservation::startup_state);
     wal::register();
-    fastclock::detect();
-    // Freeze the layout in the postmaster; every backend inherits it.
-    let _ = gucs::layout();
+    backend_clock::detect();
     bgworker::register();
 }
 

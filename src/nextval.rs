@@ -1,6 +1,6 @@
 //! `snowflake_nextval()`: the generator, as SQL.
 
-use crate::{errors, fastclock, gucs, reservation, shmem};
+use crate::{backend_clock, errors, gucs, reservation, shmem};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
@@ -33,8 +33,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub fn snowflake_nextval() -> i64 {
     let (state, cfg) = generator();
     let mut ev = Events::default();
-    let result = if fastclock::in_use() {
-        fastclock::cached(|clock| next_one(state, &cfg, clock, &mut ev))
+    let result = if backend_clock::in_use() {
+        backend_clock::cached(|clock| next_one(state, &cfg, clock, &mut ev))
     } else {
         next_one(state, &cfg, &SystemClock, &mut ev)
     };
@@ -131,7 +131,7 @@ fn generator() -> (&'static GeneratorState, Config) {
         errors::not_preloaded();
     };
     refuse_during_recovery();
-    let layout = gucs::layout_or_error();
+    let layout = gucs::layout_or(errors::invalid_layout);
     let Some(worker) = gucs::worker_id() else {
         errors::worker_id_unset();
     };

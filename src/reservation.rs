@@ -57,7 +57,8 @@ fn unreserved_state() -> GeneratorState {
 ///   `snowflake_accept_configuration()`;
 /// - an unreadable or corrupt file: refuse to generate (never restart from
 ///   zero silently) until a superuser accepts.
-pub fn startup_state(layout: &Layout) -> GeneratorState {
+pub fn startup_state() -> GeneratorState {
+    let layout = &gucs::layout().expect("layout validated in _PG_init");
     let mono = SystemClock.mono_ns();
     match datadir::load() {
         Ok(None) => {

@@ -1,6 +1,11 @@
 //! Shared memory: one [`GeneratorState`] per server, shared by every
 //! backend of every database. Only available when the library is loaded
 //! through `shared_preload_libraries`.
+//!
+//! This is the one home of the preload state: [`preloading`] (the library
+//! is being loaded by the postmaster now) and [`is_preloaded`] (it was, so
+//! shared memory exists). It depends on nothing else in the extension: the
+//! initial state is computed by a function [`init`] is given.
 
 use pgrx::lwlock::PgLwLockExclusiveGuard;
 use pgrx::pg_sys;
@@ -8,6 +13,7 @@ use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, AssertPGRXSharedMemory, PgAtomic, PgLwLock};
 use snowflake_id_core::GeneratorState;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 
 static STATE: PgAtomic<AssertPGRXSharedMemory<GeneratorState>> =
     // SAFETY: the name is unique to this extension.
@@ -35,18 +41,19 @@ pub fn in_recovery() -> bool {
     unsafe { pg_sys::RecoveryInProgress() }
 }
 
+/// Computes the initial state when shared memory is created.
+static INITIAL: OnceLock<fn() -> GeneratorState> = OnceLock::new();
+
 /// Request and initialise the shared state. Call from `_PG_init` only
-/// while preloading.
-pub fn init() {
+/// while preloading. `initial` computes the state each time shared memory
+/// is created: at start-up, and again after a crash restart.
+pub fn init(initial: fn() -> GeneratorState) {
     debug_assert!(preloading());
+    let _ = INITIAL.set(initial);
     // The initial value is computed in the postmaster when shared memory is
-    // created (start-up and crash restart), from the durable state file.
+    // created (start-up and crash restart).
     pg_shmem_init!(
-        STATE = unsafe {
-            AssertPGRXSharedMemory::new(crate::reservation::startup_state(
-                &crate::gucs::layout().expect("layout validated in _PG_init"),
-            ))
-        }
+        STATE = unsafe { AssertPGRXSharedMemory::new(INITIAL.get().expect("set just before")()) }
     );
     pg_shmem_init!(RENEWAL);
     PRELOADED.store(true, Ordering::Relaxed);

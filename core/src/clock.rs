@@ -117,7 +117,7 @@ pub trait Cycles {
 }
 
 /// The time-stamp counter. Only use it where the operating system says it
-/// is invariant and its clock source (see the extension's `fastclock`).
+/// is invariant and its clock source (see the extension's `backend_clock`).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Tsc;
 

@@ -77,7 +77,7 @@ pub fn snowflake_decode_layout(
     ),
 > {
     let format = if layout.trim().eq_ignore_ascii_case("default") {
-        Format::from(gucs::layout_or_error())
+        Format::from(gucs::layout_or(errors::invalid_layout))
     } else {
         Format::preset(layout).unwrap_or_else(|e| errors::invalid_format(&e))
     };
