@@ -31,6 +31,16 @@ SELECT ts, worker_id AS node, sequence AS count
 -- 'default' is this server's layout and agrees with the one-argument decoder.
 SELECT (SELECT row(d.*) FROM snowflake_decode(4194324487, 'default') d)
      = (SELECT row(d.*) FROM snowflake_decode(4194324487) d) AS same;
+-- ... for a fresh ID too, and the explicit form spelled with the layout
+-- snowflake_stats() reports gives the server's own bounds.
+WITH i AS (SELECT snowflake_nextval() AS id),
+     l AS (SELECT epoch, timestamp_bits, worker_bits, sequence_bits FROM snowflake_stats())
+SELECT (SELECT row(d.*) FROM snowflake_decode(i.id, 'default') d)
+     = (SELECT row(d.*) FROM snowflake_decode(i.id) d) AS same_fresh,
+       snowflake_min_id(snowflake_timestamp(i.id), l.epoch, l.timestamp_bits,
+                        l.worker_bits, l.sequence_bits)
+     = snowflake_min_id(snowflake_timestamp(i.id)) AS explicit_is_server_layout
+  FROM i, l;
 
 -- Explicit layouts (IMMUTABLE): Twitter spelled out.
 SELECT * FROM snowflake_decode(1763287703813013644, to_timestamp(1288834974.657), 41, 10, 12);

@@ -82,6 +82,17 @@ SELECT count(*) AS bulk_rows FROM orders WHERE n < 0;
 SELECT count(*) AS zero FROM snowflake_nextval(0);
 SELECT count(*) AS null_count FROM snowflake_nextval(NULL);
 
--- Volatility and parallel safety.
-SELECT proname, provolatile, proparallel, pg_get_function_result(oid) AS result
+-- snowflake_stats() reports this server's generator: its worker id, a
+-- last ID at least the one just issued, a reservation that covers it.
+SELECT snowflake_nextval() AS just_issued \gset
+SELECT worker_id, last_id >= :just_issued AS has_last_id,
+       reserved_until >= last_id_time AS reservation_covers_it, state
+  FROM snowflake_stats();
+
+-- Volatility, parallel safety and strictness. Decoders of the server
+-- layout are STABLE (they read restart-only settings), explicit-layout
+-- decoders and text forms IMMUTABLE, the generator VOLATILE, DDL and
+-- administration VOLATILE PARALLEL UNSAFE. (STRICT on the argument-less
+-- functions is pgrx's default and has no effect.)
+SELECT proname, provolatile, proparallel, proisstrict, pg_get_function_result(oid) AS result
   FROM pg_proc WHERE proname LIKE 'snowflake\_%' ORDER BY proname, pronargs;
