@@ -88,6 +88,7 @@ for v in "${VERSIONS[@]}"; do
     cp "$lib/snowflake_id.so" "$tdir/lib/"
     cp "$ext"/snowflake_id* "$tdir/extension/"
     cp "$ROOT/README.md" "$ROOT/CHANGELOG.md" "$ROOT/LICENSE" "$tdir/"
+    mkdir -p "$tdir/docs" && cp "$ROOT"/docs/*.md "$tdir/docs/"
     write_installer "$v" "$tdir/install.sh"
     find "$tdir" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
     tar_reproducible "$DIST/$name.tar.gz" "$WORK/pg$v/tar" "$name"
@@ -101,6 +102,10 @@ for v in "${VERSIONS[@]}"; do
     install -m 644 "$ext"/snowflake_id* "$root/usr/share/postgresql/$v/extension/"
     gzip -n -9 < "$ROOT/CHANGELOG.md" > "$root/usr/share/doc/$pkg/changelog.gz"
     gzip -n -9 < "$ROOT/README.md" > "$root/usr/share/doc/$pkg/README.md.gz"
+    install -d "$root/usr/share/doc/$pkg/docs"
+    for d in "$ROOT"/docs/*.md; do
+        gzip -n -9 < "$d" > "$root/usr/share/doc/$pkg/docs/$(basename "$d").gz"
+    done
     {
         printf 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n'
         printf 'Upstream-Name: snowflake_id\n\nFiles: *\n'

@@ -56,6 +56,9 @@ if [ -e "$libdir/snowflake_id.so" ] || compgen -G "$extdir/snowflake_id*" >/dev/
 fi
 rm -rf "$BASE/tar" && mkdir -p "$BASE/tar"
 norust tar xzf "$tgz" -C "$BASE/tar"
+for d in "$ROOT"/docs/*.md; do
+    cmp "$d" "$BASE/tar/$name/docs/$(basename "$d")" || die "the tarball lacks docs/$(basename "$d")"
+done
 norust "$BASE/tar/$name/install.sh" "$pgc" >&2
 cmp "$BASE/tar/$name/lib/snowflake_id.so" "$libdir/snowflake_id.so" || die "install.sh did not install the library"
 for f in "$BASE/tar/$name"/extension/*; do
