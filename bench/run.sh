@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark of primary-key generators in one cluster and one
-# run, interleaved and repeated; prints Markdown tables of medians and
-# ratios (see bench/README.md).
+# run, interleaved and repeated. This script only collects samples (into
+# report.samples.txt); bench/report.py renders them as Markdown tables of
+# medians and ratios (see bench/README.md).
 #
 #   bash bench/run.sh            full run (about 45 minutes on 2 cores)
 #   bash bench/run.sh --smoke    every workload at toy sizes (CI: the runner
@@ -40,6 +41,7 @@ REPS1=$REPS; [ $SMOKE = 1 ] || REPS1=$(( REPS > 9 ? REPS : 9 ))
 REPS2=$REPS1
 DIR=$(state_dir "$ROOT/.run/bench" bench)
 OUT=${BENCH_OUT:-$DIR/report.md}
+mkdir -p "$(dirname "$OUT")"
 cleanup() { cluster_stop "$DIR"; }
 trap cleanup EXIT
 
@@ -98,9 +100,6 @@ SQL
 
 ceiling_per_ms=$(q -c "SELECT snowflake_sequence(snowflake_max_id(now())) + 1")
 
-median() { sort -g | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2}'; }
-fmt() { awk -v x="$1" -v d="${2:-0}" 'BEGIN {printf "%.*f", d, x}'; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "n/a"}'; }
 declare -A R=()   # results: R[workload|generator] = list of samples
 
 # rotate LIST-ITEMS by REP so that no generator always runs first.
@@ -272,99 +271,33 @@ R["range_size|sf"]=$(q -c "SELECT pg_total_relation_size('rs_snowflake')")
 R["range_size|ca"]=$(q -c "SELECT pg_total_relation_size('rs_created_at')")
 fi
 
-# --- report -------------------------------------------------------------
-med() { printf '%s\n' ${R["$1"]} | median; }
-# median over repetitions of KEY_A's sample / KEY_B's sample (same repetition)
-pratio() { [ -n "${R["$1"]:-}" ] && [ -n "${R["$2"]:-}" ] || { echo "n/a"; return; }; fmt "$(paste <(printf '%s\n' ${R["$1"]}) <(printf '%s\n' ${R["$2"]}) \
-    | awk '$2 > 0 {printf "%.6f\n", $1 / $2}' | median)" 2; }
-mib() { awk -v b="$1" 'BEGIN {printf "%.1f MiB", b / 1048576}'; }
-cpu_model=$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)
-{
-echo "## Benchmark results"
-echo
-echo "PostgreSQL $("$PG_CONFIG" --version | cut -d' ' -f2), snowflake_id $(project_version), $(nproc) cores ($cpu_model), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo) RAM."
-echo "Medians of $REPS interleaved repetitions ($REPS1 for workload 1 at N = $N1, $REPS2 for workload 2)$([ $SMOKE = 1 ] && echo ' — SMOKE MODE, toy sizes: these numbers mean nothing')."
+# --- samples, then the report ------------------------------------------
+# Collecting ends here: every sample goes into the samples file, with the
+# facts about the run the report needs; bench/report.py renders the tables.
+SAMPLES=${OUT%.md}.samples.txt
 settings=""
 for v in BENCH_WORKLOADS BENCH_REPS BENCH_PGBENCH_SECONDS BENCH_PAIR_ONLY; do
     if [ -n "${!v:-}" ]; then settings+="$v=\"${!v}\" "; fi
 done
-echo "Command: \`${settings}bash bench/run.sh$([ $SMOKE = 1 ] && echo ' --smoke')\`."
-if want 1; then
-for n in "$N1" "$N10"; do
-    echo
-    echo "### 1. Generation, \`SELECT count(f()) FROM generate_series(1, $n)\`"
-    echo
-    echo "| generator | ms | IDs/ms | vs nextval (× faster) | vs floor (× slower) | vs no-call expression (× slower) | share of format ceiling ($ceiling_per_ms/ms) |"
-    echo "|---|---:|---:|---:|---:|---:|---:|"
-    nv=$(med "gen$n|nextval (bigserial)"); fl=$(med "gen$n|floor (constant function)"); nc=$(med "gen$n|constant expression (no call)")
-    for g in "${GENS[@]}" "$FLOOR" "$NOCALL" "bulk|bulk|"; do
-        IFS='|' read -r name _ _ <<< "$g"
-        ms=$(med "gen$n|$name"); rate=$(awk -v n="$n" -v ms="$ms" 'BEGIN {printf "%.0f", n / ms}')
-        label=$name; [ "$name" = "bulk" ] && label="\`snowflake_nextval($n)\` (bulk, \`count(*)\`)"
-        share=""; [[ "$name" == snowflake* || "$name" == bulk ]] && share="$(awk -v r="$rate" -v c="$ceiling_per_ms" 'BEGIN {printf "%.0f%%", 100 * r / c}')"
-        echo "| $label | $(fmt "$ms" 1) | $rate | $(ratio "$nv" "$ms") | $(ratio "$ms" "$fl") | $(ratio "$ms" "$nc") | $share |"
-    done
-done
-fi
-if want 1b; then
-echo
-echo "### 1b. $N10 IDs against the lead bound (\`max_lead = 100ms\`), \`SELECT count(snowflake_nextval()) FROM (SELECT generate_series(1, $N10)) s\`"
-echo
-ms=$(med "lead|ms"); lead=$(med "lead|lead"); cpu=$(med "lead|cpu"); waits=$(med "lead|waits")
-eff=$(awk -v n="$N10" -v c="$ceiling_per_ms" -v lead="$lead" -v ms="$ms" 'BEGIN {printf "%.0f%%", 100 * (n / c - lead) / ms}')
-echo "| wall ms | lead at end (ms) | clock-backed rate / ceiling | backend CPU ms | back-pressure waits |"
-echo "|---:|---:|---:|---:|---:|"
-echo "| $(fmt "$ms" 0) | $(fmt "$lead" 0) | $eff | $cpu | $waits |"
-echo
-echo "Clock-backed rate = (N / ceiling − lead at end) / wall time: the IDs not borrowed from the future, per ms. CPU well below wall time means the backend sleeps at the bound instead of spinning."
-fi
-if want 2; then
-echo
-echo "### 2. pgbench \`-M prepared\`, \`SELECT f();\` (TPS, ${PGB_T}s runs)"
-echo
-echo "Median TPS of $REPS2 repetitions; each ratio is the median of the per-repetition ratios (\`snowflake_nextval()\` and the floor run back to back)."
-echo
-printf '| generator |'; for c in $CLIENTS; do printf ' %s client%s |' "$c" "$([ "$c" = 1 ] || echo s)"; done; echo
-printf '|---|'; for c in $CLIENTS; do printf -- '---:|'; done; echo
-for g in "${GENS[@]}" "$FLOOR" "$NOCALL"; do
-    IFS='|' read -r name _ _ <<< "$g"
-    [ -n "${R["pgb${CLIENTS%% *}|$name"]:-}" ] || continue
-    printf '| %s |' "$name"
-    for c in $CLIENTS; do
-        t=$(med "pgb$c|$name")
-        vs_nv=$(pratio "pgb$c|$name" "pgb$c|nextval (bigserial)")
-        printf ' %s (%s× floor%s) |' "$(fmt "$t" 0)" \
-            "$(pratio "pgb$c|$name" "pgb$c|floor (constant function)")" "$([ "$vs_nv" = n/a ] || echo ", $vs_nv× nextval")"
-    done
-    echo
-done
-fi
-if want 3; then
-echo
-echo "### 3. Inserts, $NINS rows into \`(id PRIMARY KEY DEFAULT f(), v int)\`"
-echo
-echo "| generator | one statement ms | vs bigserial | pgbench 8 clients ms | PK index after load | vs bigserial | vs gen_random_uuid | after 20% delete + insert |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|"
-bs1=$(med "ins1|nextval (bigserial)"); bss=${R["size_load|nextval (bigserial)"]}; us=${R["size_load|gen_random_uuid()"]}
-for g in "${GENS[@]}"; do
-    IFS='|' read -r name _ _ <<< "$g"
-    ms=$(med "ins1|$name"); s=${R["size_load|$name"]}
-    echo "| $name | $(fmt "$ms" 0) | $(ratio "$ms" "$bs1")× | $(med "ins8|$name") | $(mib "$s") | $(ratio "$s" "$bss")× | $(ratio "$s" "$us")× | $(mib "${R["size_churn|$name"]}") |"
-done
-fi
-if want 4; then
-echo
-echo "### 4. Range scan: one hour out of $NRANGE rows over 10 days"
-echo
-echo "| access path | ms (median of $((REPS * hours)) hours) | table + indexes |"
-echo "|---|---:|---:|"
-echo "| \`id\` between \`snowflake_min_id\` bounds (primary key only) | $(fmt "$(med "range|sf")" 2) | $(mib "${R["range_size|sf"]}") |"
-echo "| \`created_at\` column with its own index | $(fmt "$(med "range|ca")" 2) | $(mib "${R["range_size|ca"]}") |"
-fi
-} > "$OUT"
-# Every sample, in the order measured, beside the report: the spread behind
-# each median.
-SAMPLES=${OUT%.md}.samples.txt
-for k in "${!R[@]}"; do printf '%s\t%s\n' "$k" "${R[$k]% }"; done | sort > "$SAMPLES"
+gen_names=()
+for g in "${GENS[@]}"; do IFS='|' read -r name _ _ <<< "$g"; gen_names+=("$name"); done
+{
+    meta() { printf 'meta|%s\t%s\n' "$1" "$2"; }
+    meta pg_version "$("$PG_CONFIG" --version | cut -d' ' -f2)"
+    meta project_version "$(project_version)"
+    meta nproc "$(nproc)"
+    meta cpu_model "$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)"
+    meta mem "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
+    meta smoke "$SMOKE"; meta settings "$settings"; meta workloads "$WORKLOADS"
+    meta reps "$REPS"; meta reps1 "$REPS1"; meta reps2 "$REPS2"; meta hours "${hours:-5}"
+    meta n1 "$N1"; meta n10 "$N10"; meta nins "$NINS"; meta nrange "$NRANGE"
+    meta clients "$CLIENTS"; meta pgb_t "$PGB_T"; meta ceiling_per_ms "$ceiling_per_ms"
+    meta gens "$(IFS=';'; echo "${gen_names[*]}")"
+    meta floor "${FLOOR%%|*}"; meta nocall "${NOCALL%%|*}"
+    # Every sample, in the order measured: the spread behind each median.
+    for k in "${!R[@]}"; do printf '%s\t%s\n' "$k" "${R[$k]% }"; done | sort
+} > "$SAMPLES"
+python3 "$ROOT/bench/report.py" "$SAMPLES" > "$OUT"
+
 cat "$OUT"
 log "report written to $OUT (every sample in $SAMPLES)"
