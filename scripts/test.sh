@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Command 2: the whole test suite, every layer, from a fresh clone.
-#   1. cargo fmt --check and cargo clippy (both crates)
+#   1. lint: cargo fmt --check, cargo clippy (both crates), shellcheck,
+#      the module graph, links and recipes in the docs, the install script
 #   2. unit tests of the pure core (fake clock, multithreaded stress)
 #   3. #[pg_test]s inside a server with the library preloaded
 #   4. pg_regress suites against real clusters (preloaded; preloaded with
@@ -34,7 +35,7 @@ mkdir -p "$ROOT/.run"
 declare -a SUMMARY=()
 
 if has lint; then
-    log "lint: cargo fmt --check, cargo clippy"
+    log "lint: cargo fmt --check, cargo clippy, shellcheck, module graph, docs"
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --features pg_test -q -- -D warnings
     # sql/snowflake_id--<version>.sql is the committed install script of this
@@ -44,10 +45,13 @@ if has lint; then
     strip() { grep -vE '^\s*--|^/\*|^\*/|^This file|^The ordering|^$' "$1"; }
     diff <(strip "$ROOT/sql/snowflake_id--$version.sql") <(strip "$ROOT/.run/schema.sql") >&2 \
         || die "sql/snowflake_id--$version.sql is stale: regenerate it with cargo pgrx schema pg$PG_MAJOR -o sql/snowflake_id--$version.sql"
-    # The README's re-keying recipe is the file the multinode test runs.
-    diff <(sed -n '/^<!-- BEGIN tests\/integration\/rekey.sql -->$/,/^<!-- END/p' "$ROOT/README.md" | sed '1,2d;$d' | sed '$d') \
-         "$ROOT/tests/integration/rekey.sql" >&2 \
-        || die "README.md's re-keying recipe differs from tests/integration/rekey.sql"
+    mapfile -t shell_scripts < <(git -C "$ROOT" ls-files '*.sh')
+    (cd "$ROOT" && shellcheck -x -S warning "${shell_scripts[@]}") \
+        || die "shellcheck found problems in the scripts above"
+    # No import cycle; the bottom modules depend on nothing (CONTRIBUTING.md).
+    python3 "$ROOT/scripts/module_graph.py" || die "the module graph is not one-way"
+    # Every relative link resolves; documented recipes equal the tested files.
+    python3 "$ROOT/scripts/check_docs.py" || die "the documentation has the problems above"
     SUMMARY+=("lint: ok")
 fi
 
