@@ -99,6 +99,9 @@ class Report:
             self.inserts(gens, m["nins"])
         if self.want("4"):
             self.range_scan(m["nrange"], int(m["reps"]) * int(m["hours"]))
+        if self.want("5"):
+            self.scaling(m["nscale"], m["scale_backends"].split(), gens[0], floor, gens[1],
+                         ceiling)
         return "\n".join(self.out) + "\n"
 
     def generation(self, n, names, ceiling):
@@ -186,6 +189,24 @@ class Report:
                f"| {fmt(self.med('range|sf'), 2)} | {mib(self.r['range_size|sf'][0])} |")
         self.p(f"| `created_at` column with its own index | {fmt(self.med('range|ca'), 2)} "
                f"| {mib(self.r['range_size|ca'][0])} |")
+
+    def scaling(self, n, backends, snowflake, floor, nextval, ceiling):
+        self.p()
+        self.p(f"### 5. Many backends at once: each runs `SELECT count(f()) FROM "
+               f"generate_series(1, {n})` (`max_lead = 1h`)")
+        self.p()
+        self.p("Aggregate IDs per ms of wall time, medians; the ratios are medians of the "
+               "per-repetition ratios.")
+        self.p()
+        self.p(f"| backends | floor | `snowflake_nextval()` | share of ceiling ({ceiling}/ms) "
+               f"| × floor | `nextval` (bigserial) |")
+        self.p("|---:|---:|---:|---:|---:|---:|")
+        for b in backends:
+            sf = self.med(f"scale{b}|{snowflake}")
+            self.p(f"| {b} | {fmt(self.med(f'scale{b}|{floor}'))} | {fmt(sf)} "
+                   f"| {100 * float(sf) / float(ceiling):.0f}% "
+                   f"| {self.pratio(f'scale{b}|{snowflake}', f'scale{b}|{floor}')} "
+                   f"| {fmt(self.med(f'scale{b}|{nextval}'))} |")
 
 
 def main(argv):

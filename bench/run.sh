@@ -13,7 +13,9 @@
 #   BENCH_PORT   port of the benchmark cluster (default 55610)
 #   BENCH_OUT    where the Markdown report goes (default .run/bench/report.md);
 #                every sample goes beside it, in report.samples.txt
-#   BENCH_WORKLOADS  which workloads to run and report (default "1 1b 2 3 4")
+#   BENCH_WORKLOADS  which workloads to run and report (default "1 1b 2 3 4 5")
+#   BENCH_SCALING_BACKENDS  backend counts of workload 5 (default "1 2 4 8",
+#                on a 16-core machine "1 2 4 8 16 32 64")
 #   BENCH_PGBENCH_SECONDS  length of each pgbench sample (default 5)
 #   BENCH_PAIR_ONLY=1  workload 2 runs only snowflake_nextval() and the floor
 #                (a focused, longer check of that ratio:
@@ -29,10 +31,12 @@ PORT=${BENCH_PORT:-55610}
 REPS=${BENCH_REPS:-3}
 if [ $SMOKE = 1 ]; then
     REPS=1; N1=10000; N10=20000; NINS=10000; NRANGE=20000; PGB_T=1; CLIENTS="1 2"
+    NSCALE=20000; SCALE_BACKENDS=${BENCH_SCALING_BACKENDS:-"1 2"}
 else
     N1=1000000; N10=10000000; NINS=1000000; NRANGE=10000000; PGB_T=${BENCH_PGBENCH_SECONDS:-5}; CLIENTS="1 2 8 32"
+    NSCALE=1000000; SCALE_BACKENDS=${BENCH_SCALING_BACKENDS:-"1 2 4 8"}
 fi
-WORKLOADS=" ${BENCH_WORKLOADS:-1 1b 2 3 4} "
+WORKLOADS=" ${BENCH_WORKLOADS:-1 1b 2 3 4 5} "
 want() { [[ "$WORKLOADS" == *" $1 "* ]]; }
 # Workload 1 at N = 1M is short and the most sensitive to this machine's
 # noise: at least 9 repetitions.
@@ -271,12 +275,41 @@ R["range_size|sf"]=$(q -c "SELECT pg_total_relation_size('rs_snowflake')")
 R["range_size|ca"]=$(q -c "SELECT pg_total_relation_size('rs_created_at')")
 fi
 
+# --- 5. many backends at once -------------------------------------------
+# N backends each run SELECT count(f()) FROM generate_series(1, NSCALE) at
+# the same moment (one pgbench transaction per client, connection time
+# excluded); the aggregate rate is N * NSCALE IDs over the wall time.
+# max_lead = 1h, so back-pressure never engages and the shared state's
+# contention is what is measured. Last, because it leaves IDs leading the
+# clock by a few seconds.
+if want 5; then
+log "5. $NSCALE IDs in each of $SCALE_BACKENDS concurrent backends (max_lead = 1h)"
+q -c "ALTER SYSTEM SET snowflake_id.max_lead = '1h'" -c "SELECT pg_reload_conf()" >/dev/null
+sleep 1
+scale_gens=("${GENS[0]}" "$FLOOR" "${GENS[1]}")
+for n in $SCALE_BACKENDS; do
+    for ((rep = 0; rep < REPS; rep++)); do
+        while IFS= read -r g; do
+            IFS='|' read -r name expr _ <<< "$g"
+            echo "SELECT count($expr) FROM generate_series(1, $NSCALE);" > "$DIR/scale.sql"
+            "$(pgbin)/pgbench" -n -h "$DIR" -p "$PORT" -U postgres -c "$n" -j "$n" -t 1 \
+                -f "$DIR/scale.sql" bench > "$DIR/pgbench.out" 2>&1 || { cat "$DIR/pgbench.out" >&2; die "pgbench failed for $name"; }
+            pgbench_clean "$DIR/pgbench.out" || { cat "$DIR/pgbench.out" >&2; die "pgbench had failures for $name"; }
+            tps=$(sed -nE 's/^tps = ([0-9.]+) .*without initial connection time.*/\1/p' "$DIR/pgbench.out")
+            [ -n "$tps" ] || { cat "$DIR/pgbench.out" >&2; die "no tps from pgbench"; }
+            R["scale$n|$name"]+="$(awk -v t="$tps" -v m="$NSCALE" 'BEGIN {printf "%.1f", t * m / 1000}') "
+        done < <(rotated "$rep" "${scale_gens[@]}")
+    done
+done
+q -c "ALTER SYSTEM RESET snowflake_id.max_lead" -c "SELECT pg_reload_conf()" >/dev/null
+fi
+
 # --- samples, then the report ------------------------------------------
 # Collecting ends here: every sample goes into the samples file, with the
 # facts about the run the report needs; bench/report.py renders the tables.
 SAMPLES=${OUT%.md}.samples.txt
 settings=""
-for v in BENCH_WORKLOADS BENCH_REPS BENCH_PGBENCH_SECONDS BENCH_PAIR_ONLY; do
+for v in BENCH_WORKLOADS BENCH_REPS BENCH_PGBENCH_SECONDS BENCH_PAIR_ONLY BENCH_SCALING_BACKENDS; do
     if [ -n "${!v:-}" ]; then settings+="$v=\"${!v}\" "; fi
 done
 gen_names=()
@@ -292,6 +325,7 @@ for g in "${GENS[@]}"; do IFS='|' read -r name _ _ <<< "$g"; gen_names+=("$name"
     meta reps "$REPS"; meta reps1 "$REPS1"; meta reps2 "$REPS2"; meta hours "${hours:-5}"
     meta n1 "$N1"; meta n10 "$N10"; meta nins "$NINS"; meta nrange "$NRANGE"
     meta clients "$CLIENTS"; meta pgb_t "$PGB_T"; meta ceiling_per_ms "$ceiling_per_ms"
+    meta nscale "$NSCALE"; meta scale_backends "$SCALE_BACKENDS"
     meta gens "$(IFS=';'; echo "${gen_names[*]}")"
     meta floor "${FLOOR%%|*}"; meta nocall "${NOCALL%%|*}"
     # Every sample, in the order measured: the spread behind each median.

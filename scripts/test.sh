@@ -110,7 +110,7 @@ if has bench; then
     SNOWFLAKE_PREREQS_DONE=1 PG_VERSION=$bench_pg BENCH_OUT="$ROOT/.run/bench-smoke.md" \
         bash "$ROOT/bench/run.sh" --smoke > "$ROOT/.run/bench-smoke.log" 2>&1 \
         || { tail -40 "$ROOT/.run/bench-smoke.log" >&2; die "bench/run.sh --smoke failed; see .run/bench-smoke.log"; }
-    for section in "### 1. Generation" "### 1b." "### 2. pgbench" "### 3. Inserts" "### 4. Range scan"; do
+    for section in "### 1. Generation" "### 1b." "### 2. pgbench" "### 3. Inserts" "### 4. Range scan" "### 5. Many backends"; do
         grep -qF "$section" "$ROOT/.run/bench-smoke.md" || die "the smoke report has no \"$section\" section"
     done
     SNOWFLAKE_PREREQS_DONE=1 PG_VERSION=$bench_pg BENCH_NO_INSTALL=1 BENCH_PROFILE_N=5000 BENCH_PROFILE_TXNS=200 \

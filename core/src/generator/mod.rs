@@ -69,6 +69,11 @@ pub const MAX_WAIT_MS: u64 = 1_000;
 /// Minimum interval between two clock-step warnings, server-wide.
 pub const WARN_INTERVAL_MS: i64 = 10_000;
 
+/// The longest pause, in spin-loop hints, between two compare-and-swap
+/// attempts of the short path (1, 2, 4, ... up to this, then the general
+/// path takes over).
+const MAX_CAS_PAUSE: u32 = 64;
+
 const UNSET: i64 = i64::MIN;
 const NO_CAP: u64 = u64::MAX;
 
@@ -292,17 +297,55 @@ impl GeneratorState {
     }
 
     /// The short path of [`Self::try_next`]: `None` whenever anything but
-    /// "last ID + 1" could be the answer, or the CAS lost a race.
+    /// "last ID + 1" could be the answer, or the CAS kept losing races.
+    ///
+    /// A lost CAS hands back the current last ID; it is checked against the
+    /// same clock reading (exactly as if this caller had been preempted
+    /// between reading the clock and the CAS) and tried again after a
+    /// short, growing pause, so that contending backends neither repeat
+    /// the clock read and the general algorithm for every lost race nor
+    /// keep the state's cache line bouncing between them.
     #[inline(always)]
     fn try_next_same_millisecond(&self, cfg: &Config, clock: &impl Clock) -> Option<i64> {
-        let layout = &cfg.layout;
-        let last = self.last_id.load(Ordering::Acquire);
+        let mut last = self.last_id.load(Ordering::Acquire);
         let unix_ms = clock.wall_ms();
+        let mut pause = 1u32;
+        loop {
+            if !self.is_next_in_same_millisecond(cfg, last, unix_ms) {
+                return None;
+            }
+            match self.last_id.compare_exchange_weak(
+                last,
+                last + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some((last + 1) as i64),
+                Err(now) if pause <= MAX_CAS_PAUSE => {
+                    last = now;
+                    for _ in 0..pause {
+                        std::hint::spin_loop();
+                    }
+                    pause *= 2;
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Whether "`last` + 1" is the next ID at wall-clock ms `unix_ms`, and
+    /// may be issued without consulting anything but the short path's
+    /// fields.
+    #[inline(always)]
+    fn is_next_in_same_millisecond(&self, cfg: &Config, last: u64, unix_ms: i64) -> bool {
+        let layout = &cfg.layout;
         let (last_ts, last_worker, last_seq) = layout.split(last);
         if last_worker != cfg.worker || last_seq == layout.max_sequence() {
-            return None; // another worker's ID, or a new millisecond needed
+            return false; // another worker's ID, or a new millisecond needed
         }
-        let now = unix_ms.checked_sub(layout.epoch_ms())?;
+        let Some(now) = unix_ms.checked_sub(layout.epoch_ms()) else {
+            return false;
+        };
         if now != last_ts as i64 {
             // The wall clock is behind the last ID (a burst, or a step
             // back): only when the clocks were measured in this wall-clock
@@ -313,16 +356,10 @@ impl GeneratorState {
                 || self.behind_seen_ms.load(Ordering::Relaxed) != unix_ms
                 || last_ts > (now as u64).saturating_add(self.max_lead_ms(cfg))
             {
-                return None;
+                return false;
             }
         }
-        if layout.epoch_ms() + last_ts as i64 > self.reserved_until_ms.load(Ordering::Acquire) {
-            return None;
-        }
-        self.last_id
-            .compare_exchange(last, last + 1, Ordering::AcqRel, Ordering::Relaxed)
-            .ok()
-            .map(|_| (last + 1) as i64)
+        layout.epoch_ms() + last_ts as i64 <= self.reserved_until_ms.load(Ordering::Acquire)
     }
 
     /// [`Self::try_next`] beyond the short path: a block of one.
