@@ -14,6 +14,7 @@
 //! - [`text`]: JavaScript-safe text forms (decimal, base32);
 //! - [`convert_column`]: `snowflake_convert_column()`, the migration path;
 //! - [`admin`]: `snowflake_stats()`, `snowflake_accept_configuration()`;
+//! - [`fleet_check`]: `snowflake_fleet_check()`, the `snowflake_node` view;
 //! - [`reservation`], [`bgworker`], [`wal`], [`datadir`]: durability (the
 //!   state file, its renewal, and the WAL resource manager that
 //!   replicates it);
@@ -29,6 +30,7 @@ pub mod datadir;
 pub mod decode;
 pub mod decode_foreign;
 pub mod errors;
+pub mod fleet_check;
 pub mod gucs;
 pub mod nextval;
 pub mod reservation;

@@ -18,8 +18,10 @@
 #      import worker id (the README recipe), then both merge with zero
 #      conflicts and every foreign key intact.
 #   5. Misconfiguration: a fourth server with shard 1's worker id. A merge
-#      of the two does collide, and the coordinator's duplicate-worker
-#      check over snowflake_stats() names both servers.
+#      of the two does collide, and snowflake_fleet_check() on the
+#      coordinator names both servers (after it reported the healthy shards
+#      clean, apart from the clock 2 s behind); restarted with another
+#      epoch, the server is reported for its layout and its refusal to mint.
 # Every loop is bounded in count and time; all clusters are stopped on exit.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
@@ -71,9 +73,6 @@ CREATE TABLE orders (
     shard      int NOT NULL DEFAULT $i,
     created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
     payload    text NOT NULL DEFAULT md5(random()::text));
--- What the coordinator reads to detect duplicate worker ids.
-CREATE VIEW snowflake_node AS
-    SELECT current_setting('port')::int AS port, worker_id, state, last_id FROM snowflake_stats();
 SQL
 done
 
@@ -102,17 +101,23 @@ done
         n=${NAMES[$i]}
         echo "CREATE SERVER $n FOREIGN DATA WRAPPER postgres_fdw OPTIONS (host '127.0.0.1', port '$(port_of $i)', dbname 'postgres', extensions 'snowflake_id', fetch_size '10000');"
         echo "CREATE USER MAPPING FOR postgres SERVER $n OPTIONS (user 'postgres');"
-        echo "CREATE FOREIGN TABLE node_$n (port int, worker_id int, state text, last_id bigint) SERVER $n OPTIONS (table_name 'snowflake_node');"
         if [ "$i" -le 3 ]; then
             echo "CREATE FOREIGN TABLE orders_$n PARTITION OF all_orders FOR VALUES IN ($i) SERVER $n OPTIONS (table_name 'orders');"
         fi
     done
     echo "CREATE FOREIGN TABLE orders_dup (id bigint, shard int, created_at timestamptz, payload text) SERVER dup OPTIONS (table_name 'orders');"
-    # The operator's duplicate-worker check reads every server's snowflake_stats().
-    echo "CREATE VIEW fleet AS SELECT 's1' AS server, * FROM node_s1 UNION ALL SELECT 's2', * FROM node_s2 UNION ALL SELECT 's3', * FROM node_s3;"
 } | q $C
-dups=$(q $C -At -c "SELECT count(*) FROM (SELECT worker_id FROM fleet GROUP BY 1 HAVING count(*) > 1) d")
-[ "$dups" = 0 ] || die "the healthy fleet reports duplicate worker ids"
+# The fleet check over the healthy shards: distinct worker ids and one
+# layout; only s2's clock, 2 s behind, is more than the default 1 s apart.
+fleet=$(q $C -At -F ' ' -c "SELECT node, worker_id, coalesce(problem, 'ok')
+                              FROM snowflake_fleet_check(servers => ARRAY['s1', 's2', 's3']::name[])")
+log "fleet check of the healthy shards:"; sed 's/^/    /' <<< "$fleet" >&2
+[ "$(awk '$3 == "ok" {print $1 "/" $2}' <<< "$fleet" | paste -sd' ')" = "local/100 s1/1 s3/3" ] \
+    || die "the fleet check flags a healthy server"
+grep -qE '^s2 2 clock is [0-9]+ ms behind local \(more than 00:00:01 apart\)$' <<< "$fleet" \
+    || die "the fleet check does not report s2's clock, 2 s behind"
+n=$(q $C -At -c "SELECT count(*) FROM snowflake_fleet_check('5 seconds', ARRAY['s1', 's2', 's3']::name[]) WHERE problem IS NOT NULL")
+[ "$n" = 0 ] || die "with a 5 s tolerance the fleet check still reports $n problem(s)"
 
 # --- 2. merge (合服) -------------------------------------------------------------
 out=$(q $C -At -F ' ' <<'SQL'
@@ -277,14 +282,20 @@ for _ in 1 2 3; do
 done
 log "duplicate worker id: servers s1 and dup (both worker 1) minted $dup_found identical IDs; a merge would collide"
 [ "$dup_found" -gt 0 ] || die "expected colliding IDs from two servers sharing worker id 1"
-detected=$(q $C -At -c "
-    CREATE OR REPLACE VIEW fleet AS
-              SELECT 's1' AS server, * FROM node_s1 UNION ALL SELECT 's2', * FROM node_s2
-    UNION ALL SELECT 's3', * FROM node_s3 UNION ALL SELECT 'dup', * FROM node_dup" -c "
-    SELECT worker_id || ': ' || string_agg(server, ', ' ORDER BY server)
-      FROM fleet GROUP BY worker_id HAVING count(*) > 1")
-log "operator check over snowflake_stats(): duplicate worker ids -> $detected"
-[ "$detected" = "1: dup, s1" ] || die "duplicate-worker check did not name both servers: '$detected'"
+detected=$(q $C -At -F ' | ' -c "SELECT node, problem FROM snowflake_fleet_check('5 seconds')
+                                 WHERE problem IS NOT NULL ORDER BY node")
+log "fleet check with the misconfigured server: $(paste -sd';' <<< "$detected")"
+[ "$detected" = "dup | worker_id 1 is also used by s1
+s1 | worker_id 1 is also used by dup" ] || die "the fleet check did not name both servers: '$detected'"
+# The misconfigured server restarted with another epoch: it refuses to mint
+# (the change could repeat IDs) and its layout differs from the fleet's.
+q 4 -c "ALTER SYSTEM SET snowflake_id.epoch = '2025-01-01 00:00:00+00'"
+cluster_stop "$(dir_of dup)"
+cluster_start "$(dir_of dup)" || { cat "$(dir_of dup)/server.log" >&2; die "dup did not restart"; }
+detected=$(q $C -At -c "SELECT problem FROM snowflake_fleet_check('5 seconds', ARRAY['dup']::name[]) WHERE node = 'dup'")
+log "fleet check after dup's epoch change: $detected"
+[[ "$detected" == *"layout differs from local: epoch 2025-01-01 00:00:00+00, 41/10/12 bits instead of 2024-01-01 00:00:00+00, 41/10/12"*"cannot mint: disabled: "* ]] \
+    || die "the fleet check did not report dup's layout and state: '$detected'"
 log "multinode: ok"
 trap - EXIT
 cleanup

@@ -44,6 +44,17 @@ catalog() {  # the extension's functions as \df+ would show them, plus ACL and c
           JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'snowflake_id'
           JOIN pg_language l ON l.oid = p.prolang
          ORDER BY p.oid::regprocedure::text COLLATE \"C\""
+    # ... and its relations (views): kind, definition, columns, ACL, comment.
+    pq "$DIR" "$PORT" -d "$1" -At -c "
+        SELECT c.oid::regclass::text, c.relkind,
+               CASE c.relkind WHEN 'v' THEN pg_get_viewdef(c.oid) END,
+               (SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum)
+                  FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
+               c.relacl, obj_description(c.oid, 'pg_class')
+          FROM pg_class c
+          JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e'
+          JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'snowflake_id'
+         ORDER BY c.oid::regclass::text COLLATE \"C\""
 }
 
 pq "$DIR" "$PORT" -c "CREATE DATABASE fresh"
@@ -80,7 +91,7 @@ SQL
     # The regression suites, in the upgraded database.
     if ! "$PGREGRESS" --inputdir="$ROOT/tests/regress" --outputdir="$DIR" --bindir="$(pgbin)" \
             --host="$DIR" --port="$PORT" --user=postgres --use-existing --dbname="$db" \
-            surface errors formats convert >"$DIR/regress.out" 2>&1; then
+            surface errors formats convert fleet >"$DIR/regress.out" 2>&1; then
         cat "$DIR/regress.out" "$DIR/regression.diffs" >&2 2>/dev/null || true
         die "regression suites fail after the upgrade from $old"
     fi

@@ -1,0 +1,47 @@
+//! `snowflake_fleet_check()` and the `snowflake_node` view: one call that
+//! checks a whole fleet for the mistakes that make Snowflake IDs collide
+//! or disorder: two nodes with one worker id, differing layouts or
+//! epochs, clocks far apart, and nodes that cannot mint.
+//!
+//! It reads `snowflake_node` on this server, on every other node of a
+//! Citus cluster (through `run_command_on_all_nodes`), and on every
+//! postgres_fdw foreign server with a user mapping (through a temporary
+//! foreign table), in the caller's transaction and with the caller's
+//! rights. It is PL/pgSQL (`src/sql/fleet_check.sql`): catalog lookups
+//! and remote queries, nothing on a hot path.
+//!
+//! ## `snowflake_fleet_check(max_clock_skew interval DEFAULT '1 second', servers name[] DEFAULT NULL)`
+//!
+//! One row per server, this one first; `problem` is NULL when all is
+//! well, so an alert is one query:
+//!
+//! ```sql
+//! SELECT node, worker_id, clock_offset_ms, problem
+//!   FROM snowflake_fleet_check()
+//!  WHERE problem IS NOT NULL;
+//! --  node | worker_id | clock_offset_ms |                problem
+//! --  s1   |         1 |             0.4 | worker_id 1 is also used by dup
+//! --  dup  |         1 |             1.2 | worker_id 1 is also used by s1
+//! ```
+//!
+//! `servers` limits the postgres_fdw servers read (all of them when
+//! NULL); a server that cannot be read is reported, not skipped.
+//!
+//! ## `snowflake_node`
+//!
+//! A view of this server's worker id, layout, state, system identifier,
+//! start time and clock: what the fleet check reads from each node.
+//!
+//! ```sql
+//! SELECT worker_id, state, server_clock FROM snowflake_node;
+//! ```
+
+#[allow(unused_imports)] // named in `requires` below
+use crate::admin::snowflake_stats;
+use pgrx::prelude::*;
+
+extension_sql_file!(
+    "sql/fleet_check.sql",
+    name = "fleet_check",
+    requires = [snowflake_stats]
+);
