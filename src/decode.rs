@@ -19,14 +19,27 @@ use snowflake_id_core::{Layout, Parts};
 /// 2000-01-01 00:00:00 UTC (PostgreSQL's timestamp origin) in Unix ms.
 const PG_EPOCH_UNIX_MS: i64 = 946_684_800_000;
 
-/// A finite timestamptz as Unix milliseconds, rounding down to the
-/// millisecond.
+/// A timestamptz as Unix milliseconds, rounding down to the millisecond.
+/// `-infinity` and `infinity` become `i64::MIN` and `i64::MAX`: before and
+/// after every layout, so that they fail with the layout's range.
 pub(crate) fn to_unix_ms(ts: TimestampWithTimeZone) -> i64 {
     if !ts.is_finite() {
-        errors::timestamp_out_of_range("timestamp");
+        return if ts.is_neg_infinity() {
+            i64::MIN
+        } else {
+            i64::MAX
+        };
     }
     let micros: i64 = ts.into();
     micros.div_euclid(1000) + PG_EPOCH_UNIX_MS
+}
+
+/// A finite timestamptz as Unix milliseconds, or the ERROR naming `what`.
+pub(crate) fn finite_unix_ms(ts: TimestampWithTimeZone, what: &str) -> i64 {
+    if !ts.is_finite() {
+        errors::timestamp_out_of_range(what);
+    }
+    to_unix_ms(ts)
 }
 
 /// Unix milliseconds as a finite timestamptz, if PostgreSQL can hold it.

@@ -8,7 +8,7 @@
 //! and generated columns. The preset-name variant is STABLE, because the
 //! `default` preset is this server's configured layout.
 
-use crate::decode::{from_unix_ms, to_unix_ms};
+use crate::decode::{finite_unix_ms, from_unix_ms, to_unix_ms};
 use crate::{errors, gucs};
 use pgrx::prelude::*;
 use snowflake_id_core::{FieldOrder, Format};
@@ -34,7 +34,7 @@ fn explicit(
     sequence_bits: i32,
 ) -> Format {
     Format::new(
-        to_unix_ms(epoch),
+        finite_unix_ms(epoch, "epoch"),
         timestamp_bits.into(),
         worker_bits.into(),
         sequence_bits.into(),

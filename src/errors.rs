@@ -130,6 +130,16 @@ pub fn timestamp_out_of_range(what: &str) -> ! {
     )
 }
 
+/// A timestamp in Unix ms as a DETAIL shows it; the extremes stand for the
+/// infinite timestamps (see `decode::to_unix_ms`).
+fn timestamp_text(unix_ms: i64) -> String {
+    match unix_ms {
+        i64::MIN => "-infinity".to_string(),
+        i64::MAX => "infinity".to_string(),
+        ms => format_epoch(ms),
+    }
+}
+
 pub fn id_error(e: IdError) -> ! {
     match e {
         IdError::NegativeId(id) => raise(
@@ -144,25 +154,32 @@ pub fn id_error(e: IdError) -> ! {
             Some("Bits are set above the timestamp, worker and sequence fields.".into()),
             Some("Check the layout: its field widths may be too narrow for this ID."),
         ),
-        IdError::BeforeEpoch { unix_ms, epoch_ms } => raise(
+        IdError::BeforeEpoch {
+            unix_ms,
+            epoch_ms,
+            last_unix_ms,
+        } => raise(
             PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
             "timestamp is before the snowflake epoch",
             Some(format!(
-                "The timestamp {} is before the layout's epoch {}.",
-                format_epoch(unix_ms),
-                format_epoch(epoch_ms)
+                "The timestamp {} is before the layout's epoch; snowflake IDs represent {} to {}.",
+                timestamp_text(unix_ms),
+                format_epoch(epoch_ms),
+                format_epoch(last_unix_ms)
             )),
             None,
         ),
         IdError::PastEnd {
             unix_ms,
+            epoch_ms,
             last_unix_ms,
         } => raise(
             PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
             "timestamp is beyond the range of snowflake IDs",
             Some(format!(
-                "The timestamp {} is after {}, the last millisecond the layout can represent.",
-                format_epoch(unix_ms),
+                "The timestamp {} is after the last millisecond the layout can represent; snowflake IDs represent {} to {}.",
+                timestamp_text(unix_ms),
+                format_epoch(epoch_ms),
                 format_epoch(last_unix_ms)
             )),
             None,

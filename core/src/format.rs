@@ -240,22 +240,25 @@ impl Format {
 
     /// Unix milliseconds as an in-range offset from the epoch.
     pub(crate) fn offset_of(&self, unix_ms: i64) -> Result<u64, IdError> {
+        // The bound must also fit a signed bigint so that it compares the
+        // way the IDs in a bigint column do.
+        let max_ts = mask(self.timestamp_bits).min((i64::MAX as u64) >> self.low_bits());
+        let last_unix_ms = self
+            .epoch_ms
+            .saturating_add(max_ts.min(i64::MAX as u64) as i64);
         if unix_ms < self.epoch_ms {
             return Err(IdError::BeforeEpoch {
                 unix_ms,
                 epoch_ms: self.epoch_ms,
+                last_unix_ms,
             });
         }
         let off = (unix_ms as i128 - self.epoch_ms as i128) as u128;
-        // The bound must also fit a signed bigint so that it compares the
-        // way the IDs in a bigint column do.
-        let max_ts = mask(self.timestamp_bits).min((i64::MAX as u64) >> self.low_bits());
         if off > max_ts as u128 {
             return Err(IdError::PastEnd {
                 unix_ms,
-                last_unix_ms: self
-                    .epoch_ms
-                    .saturating_add(max_ts.min(i64::MAX as u64) as i64),
+                epoch_ms: self.epoch_ms,
+                last_unix_ms,
             });
         }
         Ok(off as u64)

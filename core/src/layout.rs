@@ -77,12 +77,19 @@ pub enum IdError {
         id: i64,
         bits: u32,
     },
+    /// `unix_ms` is before the epoch; the layout represents `epoch_ms`
+    /// to `last_unix_ms`. `i64::MIN` stands for `-infinity`.
     BeforeEpoch {
         unix_ms: i64,
         epoch_ms: i64,
+        last_unix_ms: i64,
     },
+    /// `unix_ms` is after the last representable millisecond; the layout
+    /// represents `epoch_ms` to `last_unix_ms`. `i64::MAX` stands for
+    /// `infinity`.
     PastEnd {
         unix_ms: i64,
+        epoch_ms: i64,
         last_unix_ms: i64,
     },
     WorkerOutOfRange {

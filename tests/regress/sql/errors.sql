@@ -37,6 +37,7 @@ SELECT pg_temp.err($q$SELECT snowflake_min_id('2023-12-31 23:59:59.999+00')$q$);
 SELECT pg_temp.err($q$SELECT snowflake_max_id('2100-01-01+00')$q$);
 SELECT pg_temp.err($q$SELECT snowflake_min_id('-infinity')$q$);
 SELECT pg_temp.err($q$SELECT snowflake_min_id('infinity')$q$);
+SELECT pg_temp.err($q$SELECT snowflake_max_id('infinity')$q$);
 -- NULL in, NULL out (STRICT).
 SELECT snowflake_timestamp(NULL) IS NULL AS strict_null,
        snowflake_compose(NULL, 1, 1) IS NULL AS compose_null,
