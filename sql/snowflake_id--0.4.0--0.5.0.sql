@@ -1,8 +1,10 @@
-/* snowflake_id 0.4.0 -> 0.5.0: the fleet check.
+/* snowflake_id 0.4.0 -> 0.5.0: the fleet check and JavaScript-safe JSON.
  * Adds the snowflake_node view and snowflake_fleet_check(), which checks
  * every node of a Citus cluster and every postgres_fdw server for
  * duplicate worker ids, differing layouts, clocks apart and nodes that
- * cannot mint. Their source is src/sql/fleet_check.sql; this is a copy.
+ * cannot mint; and snowflake_js_safe(jsonb) and snowflake_to_jsonb(), JSON
+ * with IDs as strings. Their source is src/sql/fleet_check.sql and
+ * src/sql/js_safe.sql; this is a copy.
  * No restart needed: install the 0.5.0 library and run
  * ALTER EXTENSION snowflake_id UPDATE on every node.
  */
@@ -180,3 +182,37 @@ $fleet$;
 
 COMMENT ON FUNCTION snowflake_fleet_check(interval, name[]) IS
 'Check every node of the fleet (Citus nodes and postgres_fdw servers) for duplicate worker ids, differing layouts, clocks apart and nodes that cannot mint';
+
+
+CREATE FUNCTION snowflake_js_safe(j jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $js$
+SELECT CASE jsonb_typeof(j)
+    WHEN 'object' THEN
+        (SELECT coalesce(jsonb_object_agg(e.key, @extschema@.snowflake_js_safe(e.value)), '{}'::jsonb)
+           FROM jsonb_each(j) e)
+    WHEN 'array' THEN
+        (SELECT coalesce(jsonb_agg(@extschema@.snowflake_js_safe(a.value) ORDER BY a.n), '[]'::jsonb)
+           FROM jsonb_array_elements(j) WITH ORDINALITY a(value, n))
+    WHEN 'number' THEN
+        CASE WHEN scale(j::numeric) = 0 AND abs(j::numeric) > 9007199254740991
+                  AND j::numeric BETWEEN -9223372036854775808 AND 9223372036854775807
+             THEN to_jsonb(j::numeric::text)
+             ELSE j END
+    ELSE j
+END
+$js$;
+
+COMMENT ON FUNCTION snowflake_js_safe(jsonb) IS
+'Replace every bigint beyond JavaScript''s exact range (2^53 - 1) in a JSON document with its decimal string';
+
+CREATE FUNCTION snowflake_to_jsonb(r anyelement) RETURNS jsonb
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $js$
+SELECT @extschema@.snowflake_js_safe(to_jsonb(r))
+$js$;
+
+COMMENT ON FUNCTION snowflake_to_jsonb(anyelement) IS
+'to_jsonb() of a row or value, with every bigint beyond JavaScript''s exact range as a decimal string';

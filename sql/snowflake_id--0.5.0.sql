@@ -7,6 +7,45 @@ The ordering of items is not stable, it is driven by a dependency graph.
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- src/js_safe.rs:36
+-- snowflake_js_safe(jsonb) and snowflake_to_jsonb(anyelement): see src/js_safe.rs.
+-- Included in the install script by extension_sql_file!.
+
+CREATE FUNCTION snowflake_js_safe(j jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $js$
+SELECT CASE jsonb_typeof(j)
+    WHEN 'object' THEN
+        (SELECT coalesce(jsonb_object_agg(e.key, @extschema@.snowflake_js_safe(e.value)), '{}'::jsonb)
+           FROM jsonb_each(j) e)
+    WHEN 'array' THEN
+        (SELECT coalesce(jsonb_agg(@extschema@.snowflake_js_safe(a.value) ORDER BY a.n), '[]'::jsonb)
+           FROM jsonb_array_elements(j) WITH ORDINALITY a(value, n))
+    WHEN 'number' THEN
+        CASE WHEN scale(j::numeric) = 0 AND abs(j::numeric) > 9007199254740991
+                  AND j::numeric BETWEEN -9223372036854775808 AND 9223372036854775807
+             THEN to_jsonb(j::numeric::text)
+             ELSE j END
+    ELSE j
+END
+$js$;
+
+COMMENT ON FUNCTION snowflake_js_safe(jsonb) IS
+'Replace every bigint beyond JavaScript''s exact range (2^53 - 1) in a JSON document with its decimal string';
+
+CREATE FUNCTION snowflake_to_jsonb(r anyelement) RETURNS jsonb
+LANGUAGE sql STABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $js$
+SELECT @extschema@.snowflake_js_safe(to_jsonb(r))
+$js$;
+
+COMMENT ON FUNCTION snowflake_to_jsonb(anyelement) IS
+'to_jsonb() of a row or value, with every bigint beyond JavaScript''s exact range as a decimal string';
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- src/admin.rs:112
 -- snowflake_id::admin::snowflake_accept_configuration
 CREATE  FUNCTION "snowflake_accept_configuration"() RETURNS TEXT /* String */
@@ -26,7 +65,7 @@ REVOKE ALL ON FUNCTION snowflake_accept_configuration() FROM PUBLIC;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/decode.rs:115
+-- src/decode.rs:124
 -- snowflake_id::decode::snowflake_compose
 CREATE  FUNCTION "snowflake_compose"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
@@ -39,7 +78,7 @@ AS 'MODULE_PATHNAME', 'snowflake_compose_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/decode.rs:61
+-- src/decode.rs:70
 -- snowflake_id::decode::snowflake_decode
 CREATE  FUNCTION "snowflake_decode"(
 	"id" bigint /* i64 */
@@ -100,7 +139,7 @@ AS 'MODULE_PATHNAME', 'snowflake_from_base32_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/decode.rs:143
+-- src/decode.rs:152
 -- snowflake_id::decode::snowflake_max_id
 CREATE  FUNCTION "snowflake_max_id"(
 	"ts" timestamp with time zone /* TimestampWithTimeZone */
@@ -126,7 +165,7 @@ AS 'MODULE_PATHNAME', 'snowflake_max_id_explicit_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/decode.rs:129
+-- src/decode.rs:138
 -- snowflake_id::decode::snowflake_min_id
 CREATE  FUNCTION "snowflake_min_id"(
 	"ts" timestamp with time zone /* TimestampWithTimeZone */
@@ -480,7 +519,7 @@ AS 'MODULE_PATHNAME', 'snowflake_nextval_bulk_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/decode.rs:101
+-- src/decode.rs:110
 -- snowflake_id::decode::snowflake_sequence
 CREATE  FUNCTION "snowflake_sequence"(
 	"id" bigint /* i64 */
@@ -699,7 +738,7 @@ COMMENT ON FUNCTION snowflake_fleet_check(interval, name[]) IS
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/decode.rs:81
+-- src/decode.rs:90
 -- snowflake_id::decode::snowflake_timestamp
 CREATE  FUNCTION "snowflake_timestamp"(
 	"id" bigint /* i64 */
@@ -732,7 +771,7 @@ AS 'MODULE_PATHNAME', 'snowflake_to_text_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/decode.rs:91
+-- src/decode.rs:100
 -- snowflake_id::decode::snowflake_worker_id
 CREATE  FUNCTION "snowflake_worker_id"(
 	"id" bigint /* i64 */

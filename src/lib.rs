@@ -12,6 +12,7 @@
 //! - [`decode`]: decoding, composing and range-bound functions;
 //! - [`decode_foreign`]: decoding foreign layouts, explicit-layout bounds;
 //! - [`text`]: JavaScript-safe text forms (decimal, base32);
+//! - [`js_safe`]: JavaScript-safe JSON of whole rows and documents;
 //! - [`convert_column`]: `snowflake_convert_column()`, the migration path;
 //! - [`admin`]: `snowflake_stats()`, `snowflake_accept_configuration()`;
 //! - [`fleet_check`]: `snowflake_fleet_check()`, the `snowflake_node` view;
@@ -32,6 +33,7 @@ pub mod decode_foreign;
 pub mod errors;
 pub mod fleet_check;
 pub mod gucs;
+pub mod js_safe;
 pub mod nextval;
 pub mod reservation;
 pub mod shmem;

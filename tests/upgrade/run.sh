@@ -91,7 +91,7 @@ SQL
     # The regression suites, in the upgraded database.
     if ! "$PGREGRESS" --inputdir="$ROOT/tests/regress" --outputdir="$DIR" --bindir="$(pgbin)" \
             --host="$DIR" --port="$PORT" --user=postgres --use-existing --dbname="$db" \
-            surface errors formats convert fleet >"$DIR/regress.out" 2>&1; then
+            surface errors formats convert fleet json >"$DIR/regress.out" 2>&1; then
         cat "$DIR/regress.out" "$DIR/regression.diffs" >&2 2>/dev/null || true
         die "regression suites fail after the upgrade from $old"
     fi
