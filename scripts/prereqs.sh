@@ -15,6 +15,15 @@ if [ ${#missing[@]} -gt 0 ]; then
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+# The client layer needs Node.js and npm and a Python with venv; machines
+# that come without them get Debian's.
+extra=()
+command -v node >/dev/null && command -v npm >/dev/null || extra+=(nodejs npm)
+python3 -c 'import venv, ensurepip' 2>/dev/null || extra+=(python3-venv)
+if [ ${#extra[@]} -gt 0 ]; then
+    log "installing Debian packages: ${extra[*]}"
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${extra[@]}" >/dev/null
+fi
 # Debian's cluster auto-creation is not used; make sure no stray default
 # cluster occupies our ports (harmless if there is none).
 

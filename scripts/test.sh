@@ -13,7 +13,9 @@
 #   7. packages: scripts/package.sh builds the tarball and .deb, and
 #      tests/package/run.sh installs them into a clean PostgreSQL with no
 #      Rust on PATH and runs the regression suites there
-#   8. bench smoke: bench/run.sh --smoke and bench/profile.sh at toy sizes,
+#   8. clients: real drivers and ORMs from PyPI and npm (tests/clients/),
+#      once, on PostgreSQL 18 (or the last major requested)
+#   9. bench smoke: bench/run.sh --smoke and bench/profile.sh at toy sizes,
 #      once, on PostgreSQL 18 (or the last major requested), so the
 #      benchmark runner cannot rot; its numbers are not checked
 # Layers 3-7 run once per supported PostgreSQL major (15-18 by default).
@@ -21,7 +23,7 @@
 # SNOWFLAKE_TEST_LAYERS for a subset of layers, e.g. "regress integration".
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-LAYERS=${SNOWFLAKE_TEST_LAYERS:-"lint unit pgtest regress upgrade integration package bench"}
+LAYERS=${SNOWFLAKE_TEST_LAYERS:-"lint unit pgtest regress upgrade integration package clients bench"}
 read -r -a VERSIONS <<< "${PG_VERSIONS:-$PG_SUPPORTED}"
 for v in "${VERSIONS[@]}"; do
     [[ " $PG_SUPPORTED " == *" $v "* ]] || die "PG_VERSIONS: $v is not a supported major ($PG_SUPPORTED)"
@@ -103,6 +105,16 @@ for v in "${VERSIONS[@]}"; do
         SUMMARY+=("PG $PG_MAJOR packages: $(cat "$ROOT/.run/package.summary")")
     fi
 done
+
+if has clients; then
+    clients_pg=18; [[ " ${VERSIONS[*]} " == *" 18 "* ]] || clients_pg=${VERSIONS[-1]}
+    log "client layer on PostgreSQL $clients_pg: psycopg, asyncpg, SQLAlchemy, Django, node-postgres, Knex"
+    (select_pg "$clients_pg"
+     has regress || has upgrade || has integration || install_extension
+     SNOWFLAKE_PREREQS_DONE=1 bash "$ROOT/tests/clients/run.sh") \
+        || die "the client layer failed"
+    SUMMARY+=("clients (PG $clients_pg): $(cat "$ROOT/.run/clients.summary")")
+fi
 
 if has bench; then
     bench_pg=18; [[ " ${VERSIONS[*]} " == *" 18 "* ]] || bench_pg=${VERSIONS[-1]}

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The client layer: real drivers and ORMs from PyPI and npm against a real
+# server (PostgreSQL 18 or the major given as PG_MAJOR by scripts/test.sh):
+# psycopg 3, asyncpg, SQLAlchemy 2 (sync and async), Django 5, node-postgres
+# and Knex. The recipes in recipes/ are the files docs/clients.md shows.
+# Packages are installed once, into .cache/clients/ (pinned versions).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+HERE="$ROOT/tests/clients"
+CACHE="$ROOT/.cache/clients"
+PORT=${SNOWFLAKE_CLIENTS_PORT:-55860}
+DIR=$(state_dir "$ROOT/.run/clients" clients)
+mkdir -p "$CACHE"
+if [ ! -x "$CACHE/venv/bin/python" ] || ! cmp -s "$HERE/requirements.txt" "$CACHE/venv/requirements.txt"; then
+    log "clients: installing the Python packages (PyPI) into $CACHE/venv"
+    rm -rf "$CACHE/venv"
+    python3 -m venv "$CACHE/venv"
+    "$CACHE/venv/bin/pip" install -q --disable-pip-version-check -r "$HERE/requirements.txt"
+    cp "$HERE/requirements.txt" "$CACHE/venv/requirements.txt"
+fi
+if [ ! -d "$CACHE/node/node_modules" ] || ! cmp -s "$HERE/package.json" "$CACHE/node/package.json"; then
+    log "clients: installing the Node.js packages (npm) into $CACHE/node"
+    rm -rf "$CACHE/node" && mkdir -p "$CACHE/node"
+    cp "$HERE/package.json" "$CACHE/node/"
+    (cd "$CACHE/node" && npm install --silent --no-audit --no-fund >/dev/null)
+fi
+
+cleanup() { cluster_stop "$DIR"; }
+trap cleanup EXIT
+cluster_stop "$DIR"
+cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 21" \
+    "listen_addresses = '127.0.0.1'"
+cluster_start "$DIR" || { cat "$DIR/server.log" >&2; die "the cluster did not start"; }
+pq "$DIR" "$PORT" -c "CREATE DATABASE clients" -c "SET client_min_messages = warning" >/dev/null
+pq "$DIR" "$PORT" -d clients -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id"
+
+export SNOWFLAKE_HOST=127.0.0.1 SNOWFLAKE_PORT=$PORT SNOWFLAKE_DB=clients
+export SNOWFLAKE_DSN="host=127.0.0.1 port=$PORT user=postgres dbname=clients"
+export SNOWFLAKE_URL="postgresql://postgres@127.0.0.1:$PORT/clients"
+log "clients: Python"
+(cd "$HERE" && "$CACHE/venv/bin/python" test_python.py) || die "a Python client test failed"
+log "clients: Node.js"
+(cd "$HERE" && NODE_PATH_CLIENTS="$CACHE/node/node_modules" node test_node.js) || die "a Node.js client test failed"
+echo "python: psycopg asyncpg SQLAlchemy Django; node: pg knex" > "$ROOT/.run/clients.summary"
+log "clients: ok"
+trap - EXIT
+cleanup
