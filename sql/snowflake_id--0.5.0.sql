@@ -65,7 +65,7 @@ REVOKE ALL ON FUNCTION snowflake_accept_configuration() FROM PUBLIC;
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/decode.rs:124
+-- src/decode.rs:128
 -- snowflake_id::decode::snowflake_compose
 CREATE  FUNCTION "snowflake_compose"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
@@ -78,7 +78,7 @@ AS 'MODULE_PATHNAME', 'snowflake_compose_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/decode.rs:70
+-- src/decode.rs:74
 -- snowflake_id::decode::snowflake_decode
 CREATE  FUNCTION "snowflake_decode"(
 	"id" bigint /* i64 */
@@ -139,7 +139,7 @@ AS 'MODULE_PATHNAME', 'snowflake_from_base32_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/decode.rs:152
+-- src/decode.rs:156
 -- snowflake_id::decode::snowflake_max_id
 CREATE  FUNCTION "snowflake_max_id"(
 	"ts" timestamp with time zone /* TimestampWithTimeZone */
@@ -165,7 +165,7 @@ AS 'MODULE_PATHNAME', 'snowflake_max_id_explicit_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/decode.rs:138
+-- src/decode.rs:142
 -- snowflake_id::decode::snowflake_min_id
 CREATE  FUNCTION "snowflake_min_id"(
 	"ts" timestamp with time zone /* TimestampWithTimeZone */
@@ -229,6 +229,7 @@ DECLARE
     ch_via     text[] := '{}';
     w          record;
     v          record;
+    ru         record;
     drops      text[] := '{}';
     creates    text[] := '{}';
     view_names text[] := '{}';
@@ -344,6 +345,26 @@ BEGIN
         ch_via := ch_via || w.via;
     END LOOP;
 
+    -- Rules that use a column being widened (other than a view's own
+    -- query, handled below): PostgreSQL cannot change the type under them.
+    SELECT r.rulename, r.ev_class::regclass AS on_rel, u.attname, t.relid::regclass AS col_rel INTO ru
+      FROM unnest(ch_rel, ch_att) AS u(root, attname)
+      CROSS JOIN LATERAL (SELECT u.root AS relid
+                          UNION SELECT pt.relid FROM pg_partition_tree(u.root) pt) t
+      JOIN pg_attribute a ON a.attrelid = t.relid AND a.attname = u.attname
+      JOIN pg_depend d ON d.refclassid = 'pg_class'::regclass AND d.refobjid = t.relid
+                      AND d.refobjsubid = a.attnum AND d.classid = 'pg_rewrite'::regclass
+      JOIN pg_rewrite r ON r.oid = d.objid
+     WHERE r.rulename <> '_RETURN'
+     ORDER BY r.ev_class::regclass::text, r.rulename
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot convert column "%" of relation "%" because rule "%" on relation "%" depends on it', col, tbl, ru.rulename, ru.on_rel
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = format('The rule uses column %s.%I, which must be widened to bigint.', ru.col_rel, ru.attname),
+                  HINT = 'Drop the rule, convert the column, and create the rule again.';
+    END IF;
+
     -- Views on the columns being widened (and views on those views).
     FOR v IN
         WITH RECURSIVE widened(relid, attnum) AS (
@@ -441,8 +462,14 @@ BEGIN
         EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
         n := n + 1;
         RETURN QUERY SELECT n, 'drop identity'::text, colname,
-            format('GENERATED %s AS IDENTITY (sequence %s dropped with it)',
-                   CASE att.attidentity WHEN 'a' THEN 'ALWAYS' ELSE 'BY DEFAULT' END, seq_name);
+            format('GENERATED %s AS IDENTITY (sequence %s dropped with it)%s',
+                   CASE att.attidentity WHEN 'a' THEN 'ALWAYS' ELSE 'BY DEFAULT' END, seq_name,
+                   CASE att.attidentity WHEN 'a' THEN '; explicit values are no longer rejected' ELSE '' END);
+        IF att.attidentity = 'a' THEN
+            RAISE NOTICE 'column % no longer rejects explicit values', colname
+                USING DETAIL = 'It was GENERATED ALWAYS AS IDENTITY; a DEFAULT lets an INSERT supply its own value.',
+                      HINT = 'Revoke INSERT on the column from roles that must not choose keys, if that protection mattered.';
+        END IF;
     ELSIF kind = 'nextval' THEN
         EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', tbl, col);
         n := n + 1;
@@ -519,7 +546,7 @@ AS 'MODULE_PATHNAME', 'snowflake_nextval_bulk_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/decode.rs:110
+-- src/decode.rs:114
 -- snowflake_id::decode::snowflake_sequence
 CREATE  FUNCTION "snowflake_sequence"(
 	"id" bigint /* i64 */
@@ -738,7 +765,7 @@ COMMENT ON FUNCTION snowflake_fleet_check(interval, name[]) IS
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/decode.rs:90
+-- src/decode.rs:94
 -- snowflake_id::decode::snowflake_timestamp
 CREATE  FUNCTION "snowflake_timestamp"(
 	"id" bigint /* i64 */
@@ -771,7 +798,7 @@ AS 'MODULE_PATHNAME', 'snowflake_to_text_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/decode.rs:100
+-- src/decode.rs:104
 -- snowflake_id::decode::snowflake_worker_id
 CREATE  FUNCTION "snowflake_worker_id"(
 	"id" bigint /* i64 */

@@ -23,6 +23,7 @@ DECLARE
     ch_via     text[] := '{}';
     w          record;
     v          record;
+    ru         record;
     drops      text[] := '{}';
     creates    text[] := '{}';
     view_names text[] := '{}';
@@ -138,6 +139,26 @@ BEGIN
         ch_via := ch_via || w.via;
     END LOOP;
 
+    -- Rules that use a column being widened (other than a view's own
+    -- query, handled below): PostgreSQL cannot change the type under them.
+    SELECT r.rulename, r.ev_class::regclass AS on_rel, u.attname, t.relid::regclass AS col_rel INTO ru
+      FROM unnest(ch_rel, ch_att) AS u(root, attname)
+      CROSS JOIN LATERAL (SELECT u.root AS relid
+                          UNION SELECT pt.relid FROM pg_partition_tree(u.root) pt) t
+      JOIN pg_attribute a ON a.attrelid = t.relid AND a.attname = u.attname
+      JOIN pg_depend d ON d.refclassid = 'pg_class'::regclass AND d.refobjid = t.relid
+                      AND d.refobjsubid = a.attnum AND d.classid = 'pg_rewrite'::regclass
+      JOIN pg_rewrite r ON r.oid = d.objid
+     WHERE r.rulename <> '_RETURN'
+     ORDER BY r.ev_class::regclass::text, r.rulename
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot convert column "%" of relation "%" because rule "%" on relation "%" depends on it', col, tbl, ru.rulename, ru.on_rel
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = format('The rule uses column %s.%I, which must be widened to bigint.', ru.col_rel, ru.attname),
+                  HINT = 'Drop the rule, convert the column, and create the rule again.';
+    END IF;
+
     -- Views on the columns being widened (and views on those views).
     FOR v IN
         WITH RECURSIVE widened(relid, attnum) AS (
@@ -235,8 +256,14 @@ BEGIN
         EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
         n := n + 1;
         RETURN QUERY SELECT n, 'drop identity'::text, colname,
-            format('GENERATED %s AS IDENTITY (sequence %s dropped with it)',
-                   CASE att.attidentity WHEN 'a' THEN 'ALWAYS' ELSE 'BY DEFAULT' END, seq_name);
+            format('GENERATED %s AS IDENTITY (sequence %s dropped with it)%s',
+                   CASE att.attidentity WHEN 'a' THEN 'ALWAYS' ELSE 'BY DEFAULT' END, seq_name,
+                   CASE att.attidentity WHEN 'a' THEN '; explicit values are no longer rejected' ELSE '' END);
+        IF att.attidentity = 'a' THEN
+            RAISE NOTICE 'column % no longer rejects explicit values', colname
+                USING DETAIL = 'It was GENERATED ALWAYS AS IDENTITY; a DEFAULT lets an INSERT supply its own value.',
+                      HINT = 'Revoke INSERT on the column from roles that must not choose keys, if that protection mattered.';
+        END IF;
     ELSIF kind = 'nextval' THEN
         EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', tbl, col);
         n := n + 1;

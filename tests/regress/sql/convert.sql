@@ -138,6 +138,19 @@ SELECT pg_temp.err($q$SELECT snowflake_convert_column('shop.order_summary', 'id'
 SELECT pg_temp.err($q$SELECT snowflake_convert_column('shop.with_mv', 'id')$q$);
 SELECT pg_temp.err($q$SELECT snowflake_convert_column('shop.no_such_table', 'id')$q$);
 SELECT count(*) FROM snowflake_convert_column(NULL, 'id');
+-- A rule that uses the column, on the table itself or on another table
+-- (through a widened foreign key): refused with a HINT before anything
+-- changes, not with PostgreSQL's bare "cannot alter type" error.
+CREATE TABLE shop.ruled (id serial PRIMARY KEY, n int);
+CREATE TABLE shop.ruled_log (id int);
+CREATE RULE log_insert AS ON INSERT TO shop.ruled DO ALSO INSERT INTO shop.ruled_log VALUES (NEW.id);
+SELECT pg_temp.err($q$SELECT snowflake_convert_column('shop.ruled', 'id')$q$);
+CREATE TABLE shop.ruled2 (id serial PRIMARY KEY);
+CREATE TABLE shop.ruled2_child (parent_id int REFERENCES shop.ruled2, note text);
+CREATE RULE no_delete AS ON DELETE TO shop.ruled2_child WHERE OLD.parent_id < 0 DO INSTEAD NOTHING;
+SELECT pg_temp.err($q$SELECT snowflake_convert_column('shop.ruled2', 'id')$q$);
+SELECT format_type(atttypid, NULL) AS unchanged_type FROM pg_attribute
+ WHERE attrelid = 'shop.ruled2'::regclass AND attname = 'id';
 -- Not the owner.
 CREATE TABLE shop.owned (id serial PRIMARY KEY);
 GRANT USAGE ON SCHEMA shop TO regress_convert_reader;
