@@ -1,7 +1,7 @@
 //! Observability and administration: `snowflake_stats()` and
 //! `snowflake_accept_configuration()`.
 
-use crate::{errors, gucs, reservation, shmem};
+use crate::{decode, errors, gucs, reservation, shmem};
 use pgrx::prelude::*;
 use pgrx::{pg_sys, PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::{Clock, SystemClock};
@@ -61,7 +61,7 @@ pub fn snowflake_stats() -> TableIterator<
     let Some(st) = shmem::state() else {
         errors::not_preloaded();
     };
-    let layout = gucs::layout_or(errors::invalid_layout);
+    let layout = decode::layout();
     let wall_ns = SystemClock.wall_ns();
     let last = st.last_issued();
     let last_ms = last.map(|id| layout.epoch_ms() + layout.timestamp_of(id as u64) as i64);
@@ -119,7 +119,7 @@ pub fn snowflake_accept_configuration() -> String {
         errors::not_preloaded();
     };
     crate::nextval::refuse_during_recovery();
-    let layout = gucs::layout_or(errors::invalid_layout);
+    let layout = decode::layout();
     if gucs::worker_id().is_none() {
         errors::worker_id_unset();
     }

@@ -56,12 +56,14 @@ pub(crate) fn from_unix_ms(ms: i64) -> TimestampWithTimeZone {
 }
 
 fn parts(id: i64) -> Parts {
-    gucs::layout_or(errors::invalid_layout)
-        .decode(id)
-        .unwrap_or_else(|e| errors::id_error(e))
+    layout().decode(id).unwrap_or_else(|e| errors::id_error(e))
 }
 
-fn layout() -> Layout {
+/// This server's layout, or the ERROR (22023) that says what is wrong with
+/// its settings. The one way the SQL functions get the layout; on a
+/// preloading server it is one load (the hot path of `snowflake_nextval()`).
+#[inline(always)]
+pub(crate) fn layout() -> Layout {
     gucs::layout_or(errors::invalid_layout)
 }
 

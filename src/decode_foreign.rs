@@ -8,8 +8,8 @@
 //! and generated columns. The preset-name variant is STABLE, because the
 //! `default` preset is this server's configured layout.
 
-use crate::decode::{finite_unix_ms, from_unix_ms, to_unix_ms};
-use crate::{errors, gucs};
+use crate::decode::{self, finite_unix_ms, from_unix_ms, to_unix_ms};
+use crate::errors;
 use pgrx::prelude::*;
 use snowflake_id_core::{FieldOrder, Format};
 
@@ -77,7 +77,7 @@ pub fn snowflake_decode_layout(
     ),
 > {
     let format = if layout.trim().eq_ignore_ascii_case("default") {
-        Format::from(gucs::layout_or(errors::invalid_layout))
+        Format::from(decode::layout())
     } else {
         Format::preset(layout).unwrap_or_else(|e| errors::invalid_format(&e))
     };

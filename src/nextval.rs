@@ -1,6 +1,6 @@
 //! `snowflake_nextval()`: the generator, as SQL.
 
-use crate::{backend_clock, errors, gucs, reservation, shmem};
+use crate::{backend_clock, decode, errors, gucs, reservation, shmem};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
@@ -131,7 +131,7 @@ fn generator() -> (&'static GeneratorState, Config) {
         errors::not_preloaded();
     };
     refuse_during_recovery();
-    let layout = gucs::layout_or(errors::invalid_layout);
+    let layout = decode::layout();
     let Some(worker) = gucs::worker_id() else {
         errors::worker_id_unset();
     };
