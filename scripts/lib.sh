@@ -208,6 +208,12 @@ cluster_start() {
         "$(pgbin)/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 start >/dev/null
 }
 
+# cluster_up DIR [env assignments...]: cluster_start, or show the server's
+# log and stop the script.
+cluster_up() {
+    cluster_start "$@" || { cat "$1/server.log" >&2; die "the server in $1 did not start"; }
+}
+
 cluster_stop() {
     local dir="$1"
     if [ -f "$dir/data/postmaster.pid" ]; then

@@ -106,8 +106,11 @@ for v in "${VERSIONS[@]}"; do
     fi
 done
 
+# The layers that run once: on PostgreSQL 18, or the last major requested.
+once_pg=18; [[ " ${VERSIONS[*]} " == *" 18 "* ]] || once_pg=${VERSIONS[-1]}
+
 if has clients; then
-    clients_pg=18; [[ " ${VERSIONS[*]} " == *" 18 "* ]] || clients_pg=${VERSIONS[-1]}
+    clients_pg=$once_pg
     log "client layer on PostgreSQL $clients_pg: psycopg, asyncpg, SQLAlchemy, Django, node-postgres, Knex"
     (select_pg "$clients_pg"
      has regress || has upgrade || has integration || install_extension
@@ -117,7 +120,7 @@ if has clients; then
 fi
 
 if has bench; then
-    bench_pg=18; [[ " ${VERSIONS[*]} " == *" 18 "* ]] || bench_pg=${VERSIONS[-1]}
+    bench_pg=$once_pg
     log "bench smoke on PostgreSQL $bench_pg: bench/run.sh --smoke, bench/profile.sh"
     SNOWFLAKE_PREREQS_DONE=1 PG_VERSION=$bench_pg BENCH_OUT="$ROOT/.run/bench-smoke.md" \
         bash "$ROOT/bench/run.sh" --smoke > "$ROOT/.run/bench-smoke.log" 2>&1 \

@@ -30,7 +30,7 @@ trap cleanup EXIT
 cluster_stop "$DIR"
 cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 21" \
     "listen_addresses = '127.0.0.1'"
-cluster_start "$DIR" || { cat "$DIR/server.log" >&2; die "the cluster did not start"; }
+cluster_up "$DIR"
 pq "$DIR" "$PORT" -c "CREATE DATABASE clients" -c "SET client_min_messages = warning" >/dev/null
 pq "$DIR" "$PORT" -d clients -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id"
 

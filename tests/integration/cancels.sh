@@ -23,7 +23,7 @@ trap cleanup EXIT
 cluster_stop "$DIR"
 cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 5" \
     "snowflake_id.max_lead = '1ms'"
-cluster_start "$DIR" || { cat "$DIR/server.log" >&2; die "the cluster did not start"; }
+cluster_up "$DIR"
 q -c "CREATE EXTENSION snowflake_id"
 
 BURST="SELECT count(*) FROM snowflake_nextval(200000000)"   # ~49 s at the format's ceiling

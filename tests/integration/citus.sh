@@ -50,7 +50,7 @@ for i in 0 1 2; do
     cluster_init "$d" "$(port_of "$i")" "shared_preload_libraries = 'citus,snowflake_id'" \
         "snowflake_id.worker_id = ${WORKER[$i]}" "listen_addresses = '127.0.0.1'" \
         "wal_level = logical" "max_connections = 200"
-    cluster_start "$d" || { cat "$d/server.log" >&2; die "${NAMES[$i]} did not start"; }
+    cluster_up "$d"
     q "$i" -c "CREATE EXTENSION citus" -c "CREATE EXTENSION snowflake_id"
 done
 q 0 -c "SELECT citus_set_coordinator_host('127.0.0.1', $(port_of 0))" \

@@ -38,7 +38,7 @@ rm -rf "$DIR/data"
 ln -s "$MNT" "$DIR/data"
 ln -s "$DIR/wal" "$MNT/pg_wal"
 chown -h postgres "$DIR/data" "$MNT/pg_wal"
-cluster_start "$DIR" || { cat "$DIR/server.log" >&2; die "the cluster did not start"; }
+cluster_up "$DIR"
 q -c "CREATE EXTENSION snowflake_id"
 postmaster=$(head -1 "$MNT/postmaster.pid")
 

@@ -26,7 +26,7 @@ trap cleanup EXIT
 cluster_stop "$DIR"
 cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 3" \
     "log_line_prefix = '%m [%p] %e '" "log_error_verbosity = verbose" "statement_timeout = '2s'" "track_functions = 'all'"
-cluster_start "$DIR" || { cat "$DIR/server.log" >&2; die "the cluster did not start"; }
+cluster_up "$DIR"
 q <<'SQL'
 SET client_min_messages = warning;
 CREATE EXTENSION snowflake_id;

@@ -44,7 +44,7 @@ for i in "${NODES[@]}"; do
     cluster_stop "$d"
     cluster_init "$d" "$(port_of "$i")" "shared_preload_libraries = 'snowflake_id'" \
         "snowflake_id.worker_id = ${WORKER[$i]}" "wal_level = logical" "wal_retrieve_retry_interval = '1s'"
-    cluster_start "$d" || { cat "$d/server.log" >&2; die "${NAMES[$i]} did not start"; }
+    cluster_up "$d"
 done
 
 # Wait up to $2 seconds until the SQL $3 on node $1 prints t.

@@ -46,7 +46,7 @@ for i in 0 1 2 3 4; do
     cluster_init "$d" "$(port_of $i)" "shared_preload_libraries = 'snowflake_id'" \
         "snowflake_id.worker_id = ${WORKER[$i]}" "listen_addresses = '127.0.0.1'"
     if [ "${SKEW[$i]}" = 0 ]; then
-        cluster_start "$d" || { cat "$d/server.log" >&2; die "${NAMES[$i]} did not start"; }
+        cluster_up "$d"
     else
         cluster_start "$d" LD_PRELOAD="$FAKETIME_LIB" FAKETIME="${SKEW[$i]}" FAKETIME_DONT_FAKE_MONOTONIC=1 \
             || { cat "$d/server.log" >&2; die "${NAMES[$i]} did not start"; }
@@ -291,7 +291,7 @@ s1 | worker_id 1 is also used by dup" ] || die "the fleet check did not name bot
 # (the change could repeat IDs) and its layout differs from the fleet's.
 q 4 -c "ALTER SYSTEM SET snowflake_id.epoch = '2025-01-01 00:00:00+00'"
 cluster_stop "$(dir_of dup)"
-cluster_start "$(dir_of dup)" || { cat "$(dir_of dup)/server.log" >&2; die "dup did not restart"; }
+cluster_up "$(dir_of dup)"
 detected=$(q $C -At -c "SELECT problem FROM snowflake_fleet_check('5 seconds', ARRAY['dup']::name[]) WHERE node = 'dup'")
 log "fleet check after dup's epoch change: $detected"
 [[ "$detected" == *"layout differs from local: epoch 2025-01-01 00:00:00+00, 41/10/12 bits instead of 2024-01-01 00:00:00+00, 41/10/12"*"cannot mint: disabled: "* ]] \

@@ -25,7 +25,7 @@ cleanup() { cluster_stop "$DIR"; }
 trap cleanup EXIT
 cluster_stop "$DIR"
 cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 4"
-cluster_start "$DIR" || { cat "$DIR/server.log" >&2; die "the cluster did not start"; }
+cluster_up "$DIR"
 q -c "CREATE EXTENSION snowflake_id"
 q -f "$ROOT/tests/integration/partman.sql" >/dev/null
 

@@ -45,7 +45,7 @@ cluster_init "$A" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake
 cluster_init "$B" $((PORT + 1)) "shared_preload_libraries = 'snowflake_id'"
 cluster_init "$C" $((PORT + 2)) "snowflake_id.epoch = '2020-01-01'" \
     "snowflake_id.worker_bits = 5" "snowflake_id.sequence_bits = 16"
-for d in "$A" "$B" "$C"; do cluster_start "$d" || { cat "$d/server.log" >&2; die "cluster $d did not start"; }; done
+for d in "$A" "$B" "$C"; do cluster_up "$d"; done
 
 run_suite A "$PORT" surface errors settings privileges formats convert fleet json partitioning
 run_suite B $((PORT + 1)) unset_worker

@@ -23,7 +23,7 @@ VERSION=$(project_version)
 trap 'cluster_stop "$DIR"' EXIT
 cluster_stop "$DIR"
 cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 42"
-cluster_start "$DIR" || { cat "$DIR/server.log" >&2; die "cluster did not start"; }
+cluster_up "$DIR"
 
 # The extension directory holds exactly the repository's scripts: the
 # released install scripts (as packages of those releases left them) and
