@@ -123,10 +123,14 @@ pub fn snowflake_accept_configuration() -> String {
     if gucs::worker_id().is_none() {
         errors::worker_id_unset();
     }
-    let _guard = shmem::renewal_lock();
+    let guard = shmem::renewal_lock();
     let was = st.blocked.load(Ordering::Acquire);
-    let reserved = reservation::renew_locked(st, &layout, i64::MIN);
+    let Some(reserved) = reservation::renew_locked(st, &layout, i64::MIN) else {
+        drop(guard);
+        reservation::interrupted();
+    };
     st.blocked.store(0, Ordering::Release);
+    drop(guard);
     let what = match was {
         reservation::BLOCKED_CONFIG_CHANGED => "configuration change accepted",
         reservation::BLOCKED_STATE_FILE => "unusable state file replaced",

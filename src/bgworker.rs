@@ -29,13 +29,35 @@ pub fn register() {
         .load();
 }
 
+unsafe extern "C-unwind" {
+    /// PostgreSQL's SIGTERM handler for backends (postgres.c), itself: a
+    /// signal handler must be the C function, not pgrx's guarded wrapper.
+    fn die(postgres_signal_arg: std::ffi::c_int);
+}
+
+/// SIGTERM is PostgreSQL's own `die`, as for a backend: it sets
+/// `ProcDiePending`, which also ends a wait for synchronous standbys
+/// (PostgreSQL checks that flag there, not the flag a pgrx handler sets).
+/// The worker then exits through `CHECK_FOR_INTERRUPTS` with the usual
+/// FATAL: at shutdown, or after `pg_terminate_backend`, when the
+/// postmaster restarts it a second later.
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn snowflake_id_reserver_main(_arg: pg_sys::Datum) {
-    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP);
+    // SAFETY: installing PostgreSQL's standard SIGTERM handler, with
+    // signals still blocked (pgrx unblocks them when we attach below).
+    unsafe {
+        #[cfg(not(feature = "pg18"))]
+        pg_sys::pqsignal(pg_sys::SIGTERM as i32, Some(die));
+        #[cfg(feature = "pg18")]
+        pg_sys::pqsignal_be(pg_sys::SIGTERM as i32, Some(die));
+    }
     let Some(state) = shmem::state() else { return };
     let Ok(layout) = gucs::layout() else { return };
+    // wait_latch is false only when the postmaster has died.
     while BackgroundWorker::wait_latch(Some(TICK)) {
+        pgrx::check_for_interrupts!();
         if BackgroundWorker::sighup_received() {
             // SAFETY: standard configuration reload in a background worker.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
@@ -57,7 +79,10 @@ pub extern "C-unwind" fn snowflake_id_reserver_main(_arg: pg_sys::Datum) {
         if active && state.needs_renewal(&layout, wall, mono, reservation::THRESHOLD_MS) {
             let _guard = shmem::renewal_lock();
             if state.needs_renewal(&layout, wall, mono, reservation::THRESHOLD_MS) {
-                reservation::renew_locked(state, &layout, i64::MIN);
+                // Unconfirmed (a termination cut the wait for standbys
+                // short): nothing was published, and the next
+                // CHECK_FOR_INTERRUPTS, once the lock is released, exits.
+                let _ = reservation::renew_locked(state, &layout, i64::MIN);
             }
         }
     }

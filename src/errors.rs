@@ -101,6 +101,18 @@ pub fn state_file_write(path: &str, what: &str, e: std::io::Error) -> ! {
     )
 }
 
+/// A reservation the synchronous standbys did not confirm, when the
+/// interrupt that ended the wait cannot be raised again (a cancel held off
+/// by the caller).
+pub fn reservation_not_confirmed() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_QUERY_CANCELED,
+        "canceling the wait for the synchronous standbys to confirm the snowflake_id reservation",
+        Some("No ID above the last confirmed reservation can be issued until a synchronous standby confirms a new one.".into()),
+        Some("Check that the standbys named in synchronous_standby_names are connected and streaming."),
+    )
+}
+
 pub fn worker_out_of_range(worker: u64, max: u64) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,

@@ -176,13 +176,16 @@ fn check_recovery() {
     PAST_RECOVERY.store(true, Ordering::Relaxed);
 }
 
-/// Ahead of the durable reservation: wait on the renewal lock (sleeping,
-/// not spinning) and renew it unless someone else just did.
+/// Ahead of the durable reservation: wait for the renewal lock (sleeping,
+/// interruptibly) and renew it unless someone else just did.
 #[cold]
 fn reserve(state: &GeneratorState, cfg: &Config, upto_ms: i64) {
-    let _guard = shmem::renewal_lock();
-    if state.reserved_until_ms.load(Ordering::Acquire) < upto_ms {
-        reservation::renew_locked(state, &cfg.layout, upto_ms);
+    let guard = shmem::renewal_lock();
+    if state.reserved_until_ms.load(Ordering::Acquire) < upto_ms
+        && reservation::renew_locked(state, &cfg.layout, upto_ms).is_none()
+    {
+        drop(guard);
+        reservation::interrupted();
     }
 }
 

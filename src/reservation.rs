@@ -16,6 +16,7 @@
 
 use crate::datadir::{self, state_path};
 use crate::{errors, gucs};
+use pgrx::pg_sys;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::{
     compatibility, Clock, Compatibility, GeneratorState, Layout, StateFile, SystemClock,
@@ -152,7 +153,14 @@ pub fn blocked_reason(code: u64, layout: &Layout) -> (String, String) {
 /// the frontier): in the state file and, flushed and replicated like a
 /// commit, in the WAL; then publish it. Must hold the renewal lock, and
 /// must not be called during recovery.
-pub fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -> i64 {
+///
+/// Returns the reservation, or `None` when a cancel or a termination ended
+/// the wait for synchronous standbys before they confirmed it. Nothing is
+/// published then, so no ID is issued under a reservation a promoted
+/// standby might not know; the caller releases the lock and calls
+/// [`interrupted`].
+#[must_use]
+pub fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -> Option<i64> {
     let clock = SystemClock;
     let target = state
         .renewal_target(layout, clock.wall_ns(), clock.mono_ns(), WINDOW_MS)
@@ -167,7 +175,37 @@ pub fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -
     if let Err(e) = datadir::store(&file) {
         errors::state_file_write(&state_path(), "extending the reservation", e);
     }
-    crate::wal::log_reservation(&file);
+    if !crate::wal::log_reservation(&file) {
+        return None;
+    }
     state.publish_reservation(target);
-    target
+    Some(target)
+}
+
+/// After [`renew_locked`] returned `None`, with the renewal lock released:
+/// end the statement as the interrupt that cut the wait short would have.
+/// `SyncRepWaitForLSN` answers a cancel (or a statement timeout) with a
+/// WARNING and clears it, which is right for a commit that has happened
+/// but not for a caller still waiting for its IDs; the cancel is raised
+/// again here, so PostgreSQL reports it in its own words (57014). A
+/// termination is still pending and ends the process.
+pub fn interrupted() -> ! {
+    errors::report(
+        PgLogLevel::WARNING,
+        PgSqlErrorCode::ERRCODE_WARNING,
+        "snowflake_id reservation not confirmed by the synchronous standbys",
+        Some("The reservation is durable on this server only; no ID it covers was issued.".into()),
+        None,
+    );
+    // SAFETY: re-arming the cancel PostgreSQL cleared, exactly as its
+    // signal handler sets it; interrupts are not held (the lock is
+    // released).
+    unsafe {
+        if pg_sys::ProcDiePending == 0 {
+            pg_sys::QueryCancelPending = 1;
+        }
+        pg_sys::InterruptPending = 1;
+    }
+    pgrx::check_for_interrupts!();
+    errors::reservation_not_confirmed()
 }

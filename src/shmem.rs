@@ -7,11 +7,12 @@
 //! shared memory exists). It depends on nothing else in the extension: the
 //! initial state is computed by a function [`init`] is given.
 
-use pgrx::lwlock::PgLwLockExclusiveGuard;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use pgrx::{pg_shmem_init, AssertPGRXSharedMemory, PgAtomic, PgLwLock};
+use pgrx::{pg_shmem_init, AssertPGRXSharedMemory, PgAtomic, PgSharedMemoryInitialization};
 use snowflake_id_core::GeneratorState;
+use std::cell::UnsafeCell;
+use std::ffi::CStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
@@ -19,10 +20,8 @@ static STATE: PgAtomic<AssertPGRXSharedMemory<GeneratorState>> =
     // SAFETY: the name is unique to this extension.
     unsafe { PgAtomic::new(c"snowflake_id generator state") };
 
-/// Serialises writers of the durable reservation; holds nothing else.
-static RENEWAL: PgLwLock<u64> =
-    // SAFETY: the name is unique to this extension.
-    unsafe { PgLwLock::new(c"snowflake_id reservation") };
+/// Serialises writers of the durable reservation.
+static RENEWAL: RenewalLock = RenewalLock::new(c"snowflake_id reservation");
 
 /// Set in the postmaster when shared memory was requested; inherited by
 /// every backend it forks. Process-local by nature.
@@ -76,7 +75,118 @@ pub fn state() -> Option<&'static GeneratorState> {
     }
 }
 
-/// Take the reservation-renewal lock (an LWLock: waiters sleep).
-pub fn renewal_lock() -> PgLwLockExclusiveGuard<'static, u64> {
-    RENEWAL.exclusive()
+/// The renewal lock: an LWLock, and a condition variable on which callers
+/// that want it sleep. An LWLock wait cannot be interrupted, and a renewal
+/// can take as long as a synchronous standby takes to answer (forever, if
+/// it never does), so callers wait on the condition variable instead,
+/// where a cancel, a statement timeout or a termination ends the wait.
+struct RenewalLock {
+    name: &'static CStr,
+    inner: UnsafeCell<*mut RenewalShared>,
+}
+
+#[repr(C)]
+struct RenewalShared {
+    lock: *mut pg_sys::LWLock,
+    cv: pg_sys::ConditionVariable,
+}
+
+// SAFETY: `inner` is written once per process, in the shared-memory
+// start-up hook, before any backend code runs; the struct it points to is
+// shared memory, protected by the LWLock and the condition variable's own
+// spinlock.
+unsafe impl Sync for RenewalLock {}
+
+impl RenewalLock {
+    const fn new(name: &'static CStr) -> Self {
+        Self {
+            name,
+            inner: UnsafeCell::new(std::ptr::null_mut()),
+        }
+    }
+
+    fn shared(&self) -> *mut RenewalShared {
+        // SAFETY: see `Sync`; set before any caller can get here.
+        let p = unsafe { *self.inner.get() };
+        assert!(!p.is_null(), "snowflake_id renewal lock not initialised");
+        p
+    }
+}
+
+impl PgSharedMemoryInitialization for RenewalLock {
+    type Value = u8;
+
+    unsafe fn on_shmem_request(&'static self) {
+        // SAFETY: called from the shared-memory request hook.
+        unsafe {
+            pg_sys::RequestAddinShmemSpace(std::mem::size_of::<RenewalShared>());
+            pg_sys::RequestNamedLWLockTranche(self.name.as_ptr(), 1);
+        }
+    }
+
+    unsafe fn on_shmem_startup(&'static self, _: u8) {
+        // SAFETY: called from the shared-memory start-up hook; the same
+        // sequence as pgrx's own PgLwLock (AddinShmemInitLock is
+        // MainLWLockArray[21]).
+        unsafe {
+            let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
+            pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+            let mut found = false;
+            let p = pg_sys::ShmemInitStruct(
+                self.name.as_ptr(),
+                std::mem::size_of::<RenewalShared>(),
+                &mut found,
+            )
+            .cast::<RenewalShared>();
+            if !found {
+                (&raw mut (*p).lock)
+                    .write(&raw mut (*pg_sys::GetNamedLWLockTranche(self.name.as_ptr())).lock);
+                pg_sys::ConditionVariableInit(&raw mut (*p).cv);
+            }
+            *self.inner.get() = p;
+            pg_sys::LWLockRelease(init_lock);
+        }
+    }
+}
+
+/// Holds the renewal lock; releasing it wakes the callers waiting for it.
+pub struct RenewalGuard(*mut RenewalShared);
+
+impl Drop for RenewalGuard {
+    fn drop(&mut self) {
+        // SAFETY: we hold the lock; the condition variable is initialised.
+        unsafe {
+            pg_sys::LWLockRelease((*self.0).lock);
+            pg_sys::ConditionVariableBroadcast(&raw mut (*self.0).cv);
+        }
+    }
+}
+
+/// How long a waiter sleeps before trying the lock again even without a
+/// wake-up: a holder that exits without releasing it normally (FATAL,
+/// where PostgreSQL releases LWLocks but nobody broadcasts) costs its
+/// waiters at most this long.
+const RECHECK_MS: i64 = 10;
+
+/// Take the reservation-renewal lock. Waiting is a sleep on a condition
+/// variable, with `CHECK_FOR_INTERRUPTS` after every wake-up: a cancel, a
+/// statement timeout or a termination ends it with the usual ERROR or
+/// FATAL. Shows in `pg_stat_activity` as the wait event `Extension`.
+pub fn renewal_lock() -> RenewalGuard {
+    let sh = RENEWAL.shared();
+    // SAFETY: the lock and the condition variable live in shared memory
+    // for the life of the server. An ERROR raised in the sleep unwinds
+    // through here holding nothing; transaction abort cancels the sleep.
+    unsafe {
+        let lock = (*sh).lock;
+        let cv = &raw mut (*sh).cv;
+        if !pg_sys::LWLockConditionalAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) {
+            pg_sys::ConditionVariablePrepareToSleep(cv);
+            while !pg_sys::LWLockConditionalAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) {
+                pg_sys::ConditionVariableTimedSleep(cv, RECHECK_MS as _, pg_sys::PG_WAIT_EXTENSION);
+            }
+            pg_sys::ConditionVariableCancelSleep();
+        }
+    }
+    RenewalGuard(sh)
 }

@@ -107,13 +107,17 @@ pub fn register() {
 
 /// WAL-log a reservation that has just been written to the state file:
 /// insert the record, flush it, and wait for synchronous standbys as a
-/// commit would. Returns only once the reservation is as durable as a
-/// commit. Must not be called during recovery.
-pub fn log_reservation(file: &StateFile) {
+/// commit would. Returns whether the reservation is as durable as a
+/// commit: `false` when the wait for the standbys was ended by a cancel or
+/// a termination before they confirmed it (PostgreSQL then has sent its
+/// WARNING, and left a termination pending). Must not be called during
+/// recovery.
+#[must_use]
+pub fn log_reservation(file: &StateFile) -> bool {
     let mut rec = Reservation::from_file(file);
     // SAFETY: the standard sequence for inserting a WAL record of a custom
     // resource manager; `rec` outlives XLogInsert, which copies it.
-    unsafe {
+    let lsn = unsafe {
         pg_sys::XLogBeginInsert();
         pg_sys::XLogRegisterData(
             &mut rec as *mut Reservation as _,
@@ -122,6 +126,46 @@ pub fn log_reservation(file: &StateFile) {
         let lsn = pg_sys::XLogInsert(RM_ID, XLOG_RESERVE);
         pg_sys::XLogFlush(lsn);
         pg_sys::SyncRepWaitForLSN(lsn, false);
+        lsn
+    };
+    // An interrupt is what ends the wait early; without one, the wait
+    // ended because the standbys confirmed the record or are no longer
+    // required (when synchronous_standby_names is emptied, the waiters
+    // are woken just before the status byte read below is cleared).
+    // SAFETY: reading this backend's interrupt flags; interrupts are held
+    // (we hold the renewal LWLock), so a pending one is still pending.
+    let interrupted = unsafe { pg_sys::ProcDiePending != 0 || pg_sys::InterruptPending != 0 };
+    !interrupted || standbys_confirmed(lsn)
+}
+
+/// Whether the synchronous standbys this session waits for have confirmed
+/// `lsn`, or none are required: the test `SyncRepWaitForLSN` makes before
+/// it waits, made again after it returned. It returns early, with only a
+/// WARNING, on a cancel or a termination.
+fn standbys_confirmed(lsn: pg_sys::XLogRecPtr) -> bool {
+    // The wait mode synchronous_commit selects, as SyncRepWaitForLSN
+    // derives it (remote_write, on, remote_apply); the others do not wait.
+    // SAFETY: reading GUC variables of this backend.
+    let mode = match unsafe { pg_sys::synchronous_commit } as u32 {
+        pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_WRITE => 0,
+        pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_FLUSH => 1,
+        pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_APPLY => 2,
+        _ => return true,
+    };
+    // SAFETY: WalSndCtl is shared memory set up at start-up; the status
+    // byte and the LSNs are written under SyncRepLock. Read without it, a
+    // confirmation can at worst look missing, never the reverse: a WAL
+    // sender publishes the LSN before it sets our latch.
+    unsafe {
+        if pg_sys::max_wal_senders == 0 || pg_sys::WalSndCtl.is_null() {
+            return true;
+        }
+        let ctl = pg_sys::WalSndCtl;
+        let status = std::ptr::read_volatile(&raw const (*ctl).sync_standbys_status) as u32;
+        if status & pg_sys::SYNC_STANDBY_DEFINED == 0 {
+            return true;
+        }
+        std::ptr::read_volatile(&raw const (*ctl).lsn[mode]) >= lsn
     }
 }
 

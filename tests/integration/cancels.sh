@@ -6,7 +6,20 @@
 #  1. statement_timeout ends a sleeping burst within 50 ms of the timeout
 #     (median of 5; SQLSTATE 57014).
 #  2. pg_cancel_backend ends it within 50 ms (median of 5).
-#  3. pg_terminate_backend of a bulk burst that renews the durable
+#  3. Waiting for the reservation, still with max_lead = 1ms, and a
+#     synchronous standby that never answers (synchronous_standby_names
+#     names nobody), so that every renewal waits for it as a commit would:
+#     - a caller waiting for another's renewal is ended by pg_cancel_backend
+#       and by statement_timeout within 50 ms (medians of 5);
+#     - the caller that renews is ended by pg_cancel_backend within 50 ms
+#       with 57014, and publishes nothing: no ID past a reservation the
+#       standby has not confirmed;
+#     - pg_terminate_backend of the renewing caller hands the renewal to a
+#       waiting caller at once; once the requirement is lifted, IDs flow
+#       again, above every earlier one;
+#     - a fast shutdown completes while the reservation worker waits for
+#       the standby.
+#  4. pg_terminate_backend of a bulk burst that renews the durable
 #     reservation for itself (max_lead = 1h, so its blocks run far ahead of
 #     the reservation) at random moments, 10 times, while 4 pgbench clients
 #     keep inserting rows keyed by snowflake_nextval(): the others are never
@@ -98,7 +111,108 @@ med=$(printf '%s\n' "${cancels[@]}" | median)
 log "pg_cancel_backend of a burst sleeping on back-pressure ($((waits1 - waits0)) waits): ended after ms: ${cancels[*]} (median $med)"
 awk -v m="$med" 'BEGIN {exit !(m <= 50)}' || die "pg_cancel_backend took $med ms (median) to end a sleeping burst"
 
-# --- 3. pg_terminate_backend of a bulk burst that renews the reservation ---------------
+# --- 3. waiting for the reservation: a synchronous standby that never answers ---------
+# A new cluster: before its first ID the worker is idle (it renews only
+# after recent activity), so the first caller renews.
+cluster_stop "$DIR"
+cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 5" \
+    "snowflake_id.max_lead = '1ms'"
+cluster_up "$DIR"
+q -c "CREATE EXTENSION snowflake_id"
+q -c "ALTER SYSTEM SET synchronous_standby_names = 'nobody'" -c "SELECT pg_reload_conf()" >/dev/null
+reserved0=$(q -At -c "SELECT reserved_until FROM snowflake_stats()")
+last0=$(q -At -c "SELECT coalesce(last_id, 0) FROM snowflake_stats()")
+
+# Wait until session PID waits with a wait event matching WANT; print it.
+wait_event_of() {
+    local pid="$1" want="$2" ev n
+    for ((n = 0; n < 200; n++)); do
+        ev=$(q -At -c "SELECT coalesce(wait_event, '') FROM pg_stat_activity WHERE pid = $pid")
+        [[ "$ev" =~ $want ]] && { echo "$ev"; return 0; }
+        sleep 0.02
+    done
+    echo "${ev:-none}"; return 1
+}
+# Start a burst in the background, tagged TAG, after the statement PRE;
+# print its pid.
+start_burst() {
+    local tag="$1" pre="${2:-SELECT 1}" pid n
+    q -c "$pre" -c "SELECT count(*) FROM snowflake_nextval(200000000) /* $tag */" >"$BASE/$tag.out" 2>&1 &
+    for ((n = 0; n < 200; n++)); do
+        pid=$(q -At -c "SELECT pid FROM pg_stat_activity WHERE query LIKE '%/* $tag */%' AND pid <> pg_backend_pid()")
+        [ -n "$pid" ] && { echo "$pid"; return 0; }
+        sleep 0.02
+    done
+    return 1
+}
+WAITING='^(Extension|snowflake_id reservation)$'
+
+holder_ms=(); waiter_ms=(); timeout_over=()
+for i in 1 2 3 4 5; do
+    h=$(start_burst "h$i") || die "holder burst $i did not start"
+    ev=$(wait_event_of "$h" '^SyncRep$') || die "burst $i is not waiting for the standby (wait event: $ev)"
+    w=$(start_burst "w$i") || die "waiter burst $i did not start"
+    ev=$(wait_event_of "$w" "$WAITING") || die "a second burst is not waiting for the renewal (wait event: $ev)"
+    waiter_ms+=("$(time_until_idle "$w" "PERFORM pg_cancel_backend($w)" "clock_timestamp()")")
+    grep -q "canceling statement due to user request" "$BASE/w$i.out" || { cat "$BASE/w$i.out" >&2; die "no 57014 for the waiting caller"; }
+    t=$(start_burst "t$i" "SET statement_timeout = '300ms'") || die "timed burst $i did not start"
+    ms=$(time_until_idle "$t" "PERFORM 1" "qs")
+    timeout_over+=("$(awk -v m="$ms" 'BEGIN {printf "%.1f", m - 300}')")
+    grep -q "canceling statement due to statement timeout" "$BASE/t$i.out" || { cat "$BASE/t$i.out" >&2; die "no 57014 after statement_timeout while waiting for the renewal"; }
+    holder_ms+=("$(time_until_idle "$h" "PERFORM pg_cancel_backend($h)" "clock_timestamp()")")
+    grep -q "ERROR:  canceling statement due to user request" "$BASE/h$i.out" || { cat "$BASE/h$i.out" >&2; die "the renewing caller did not fail with 57014"; }
+    wait
+done
+reserved1=$(q -At -c "SELECT reserved_until FROM snowflake_stats()")
+last1=$(q -At -c "SELECT coalesce(last_id, 0) FROM snowflake_stats()")
+[ "$reserved1" = "$reserved0" ] || die "a reservation the standby never confirmed was published ($reserved0 -> $reserved1)"
+[ "$last1" = "$last0" ] || die "IDs were issued while no reservation could be confirmed ($last0 -> $last1)"
+med_w=$(printf '%s\n' "${waiter_ms[@]}" | median)
+med_t=$(printf '%s\n' "${timeout_over[@]}" | median)
+med_h=$(printf '%s\n' "${holder_ms[@]}" | median)
+log "waiting for another caller's renewal: pg_cancel_backend ended it after ms: ${waiter_ms[*]} (median $med_w); statement_timeout = 300ms overran by ms: ${timeout_over[*]} (median $med_t)"
+log "renewing, waiting for a standby that never answers: pg_cancel_backend ended it with 57014 after ms: ${holder_ms[*]} (median $med_h); nothing published, no ID issued (reserved_until and last_id unchanged)"
+for m in "$med_w" "$med_t" "$med_h"; do
+    awk -v m="$m" 'BEGIN {exit !(m <= 50)}' || die "a caller waiting for the reservation took $m ms (median) to end"
+done
+
+# pg_terminate_backend of the renewing caller: a waiting caller takes over.
+h=$(start_burst hx) || die "holder burst did not start"
+wait_event_of "$h" '^SyncRep$' >/dev/null || die "the burst is not waiting for the standby"
+w=$(start_burst wx) || die "waiter burst did not start"
+wait_event_of "$w" "$WAITING" >/dev/null || die "the second burst is not waiting for the renewal"
+[ "$(q -At -c "SELECT pg_terminate_backend($h)")" = t ] || die "could not terminate the renewing caller"
+ev=$(wait_event_of "$w" '^SyncRep$') || die "the waiting caller did not take over the renewal after the renewing one was terminated (wait event: $ev)"
+q -c "ALTER SYSTEM RESET synchronous_standby_names" -c "SELECT pg_reload_conf()" >/dev/null
+n=0
+until [ "$(q -At -c "SELECT last_id > $last0 FROM snowflake_stats()")" = t ]; do
+    n=$((n + 1)); [ $n -lt 100 ] || die "no IDs issued once the standby requirement was lifted"
+    sleep 0.02
+done
+q -At -c "SELECT pg_cancel_backend($w)" >/dev/null
+wait || true
+next=$(q -At -c "SELECT snowflake_nextval()")
+[ "$next" -gt "$last0" ] || die "an ID ($next) not above those issued before the stall ($last0)"
+log "pg_terminate_backend of the renewing caller: a waiting caller took over the renewal; with the requirement lifted IDs flow again, above every earlier one"
+
+# Fast shutdown while the reservation worker waits for the standby.
+q -c "ALTER SYSTEM SET synchronous_standby_names = 'nobody'" -c "SELECT pg_reload_conf()" >/dev/null
+# The worker has no pg_stat_activity row (it connects to no database): it
+# is the one renewing when the only caller waits for the lock.
+b=$(start_burst bw) || die "burst did not start"
+wait_event_of "$b" "$WAITING" >/dev/null || die "the burst never waited for the reservation worker's renewal"
+[ "$(q -At -c "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'")" = 0 ] \
+    || die "a backend, not the reservation worker, is renewing"
+t0=$(date +%s.%N)
+as_pg "$(pgbin)/pg_ctl" -D "$DIR/data" -m fast -w -t 20 stop >/dev/null 2>&1 \
+    || die "a fast shutdown did not complete in 20 s while the reservation worker waited for the standby"
+wait || true
+log "fast shutdown with the reservation worker waiting for the standby: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN {printf "%.2f", b - a}') s"
+
+cluster_up "$DIR"
+q -c "ALTER SYSTEM RESET synchronous_standby_names" -c "SELECT pg_reload_conf()" >/dev/null
+
+# --- 4. pg_terminate_backend of a bulk burst that renews the reservation ---------------
 q -c "ALTER SYSTEM SET snowflake_id.max_lead = '1h'" -c "SELECT pg_reload_conf()" >/dev/null
 sleep 0.5
 q -c "CREATE TABLE keyed (id bigint PRIMARY KEY DEFAULT snowflake_nextval())"
