@@ -13,7 +13,10 @@
 //! - [`decode_foreign`]: decoding foreign layouts, explicit-layout bounds;
 //! - [`text`]: JavaScript-safe text forms (decimal, base32);
 //! - [`js_safe`]: JavaScript-safe JSON of whole rows and documents;
-//! - [`convert_column`]: `snowflake_convert_column()`, the migration path;
+//! - [`convert_column`]: `snowflake_convert_column()`, the migration path,
+//!   and `snowflake_convert_plan()`, its dry run;
+//! - [`convert_online`]: `snowflake_convert_online()`, the migration path
+//!   for tables too big to rewrite under a lock;
 //! - [`admin`]: `snowflake_stats()`, `snowflake_accept_configuration()`;
 //! - [`fleet_check`]: `snowflake_fleet_check()`, the `snowflake_node` view;
 //! - [`reservation`], [`bgworker`], [`wal`], [`datadir`]: durability (the
@@ -27,6 +30,7 @@ pub mod admin;
 pub mod backend_clock;
 pub mod bgworker;
 pub mod convert_column;
+pub mod convert_online;
 pub mod datadir;
 pub mod decode;
 pub mod decode_foreign;

@@ -1,9 +1,13 @@
--- snowflake_convert_column(tbl regclass, col name): see src/convert_column.rs
--- for what it does and why it is PL/pgSQL. Included in the install script
--- by extension_sql_file!; edit it here, then regenerate
+-- snowflake_convert_column(tbl regclass, col name) and
+-- snowflake_convert_plan(tbl regclass, col name): see src/convert_column.rs
+-- for what they do and why they are PL/pgSQL. Included in the install
+-- script by extension_sql_file!; edit it here, then regenerate
 -- sql/snowflake_id--<version>.sql (the lint says how).
-CREATE FUNCTION snowflake_convert_column(tbl regclass, col name)
-RETURNS TABLE (step integer, action text, object text, detail text)
+
+-- The one implementation of both: the steps of a conversion, carried out
+-- unless dry_run, each with the relation it locks.
+CREATE FUNCTION snowflake_convert_column_steps(tbl regclass, col name, dry_run boolean)
+RETURNS TABLE (step integer, action text, object text, detail text, relid oid)
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $convert$
@@ -27,6 +31,7 @@ DECLARE
     drops      text[] := '{}';
     creates    text[] := '{}';
     view_names text[] := '{}';
+    view_oids  oid[] := '{}';
     s          text;
     i          integer;
     n          integer := 0;
@@ -203,6 +208,7 @@ BEGIN
         END IF;
         drops := format('DROP VIEW %s', v.name) || drops;
         view_names := view_names || v.name::text;
+        view_oids := view_oids || v.oid;
         creates := creates || format('CREATE VIEW %s%s AS %s', v.name,
                    CASE WHEN v.reloptions IS NOT NULL
                         THEN format(' WITH (%s)', array_to_string(v.reloptions, ', ')) ELSE '' END,
@@ -239,71 +245,96 @@ BEGIN
 
     IF kind = 'snowflake' AND cardinality(ch_rel) = 0 THEN
         n := n + 1;
-        RETURN QUERY SELECT n, 'unchanged'::text, colname, format('already DEFAULT %s()', target::regproc);
+        RETURN QUERY SELECT n, 'unchanged'::text, colname, format('already DEFAULT %s()', target::regproc), tbl::oid;
     END IF;
 
     -- From here on, change things.
     FOREACH s IN ARRAY drops LOOP
-        EXECUTE s;
+        IF NOT dry_run THEN EXECUTE s; END IF;
     END LOOP;
     FOR i IN 1 .. cardinality(view_names) LOOP
         n := n + 1;
-        RETURN QUERY SELECT n, 'drop view'::text, view_names[i], 'recreated below'::text;
+        RETURN QUERY SELECT n, 'drop view'::text, view_names[i], 'recreated below'::text, view_oids[i];
     END LOOP;
 
     IF kind = 'identity' THEN
         seq_name := seq::text;
-        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
+        IF NOT dry_run THEN
+            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
+        END IF;
         n := n + 1;
         RETURN QUERY SELECT n, 'drop identity'::text, colname,
             format('GENERATED %s AS IDENTITY (sequence %s dropped with it)%s',
                    CASE att.attidentity WHEN 'a' THEN 'ALWAYS' ELSE 'BY DEFAULT' END, seq_name,
-                   CASE att.attidentity WHEN 'a' THEN '; explicit values are no longer rejected' ELSE '' END);
-        IF att.attidentity = 'a' THEN
+                   CASE att.attidentity WHEN 'a' THEN '; explicit values are no longer rejected' ELSE '' END),
+            tbl::oid;
+        IF att.attidentity = 'a' AND NOT dry_run THEN
             RAISE NOTICE 'column % no longer rejects explicit values', colname
                 USING DETAIL = 'It was GENERATED ALWAYS AS IDENTITY; a DEFAULT lets an INSERT supply its own value.',
                       HINT = 'Revoke INSERT on the column from roles that must not choose keys, if that protection mattered.';
         END IF;
     ELSIF kind = 'nextval' THEN
-        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', tbl, col);
+        IF NOT dry_run THEN
+            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', tbl, col);
+        END IF;
         n := n + 1;
-        RETURN QUERY SELECT n, 'drop default'::text, colname, def.expr;
-        IF seq_owned THEN
+        RETURN QUERY SELECT n, 'drop default'::text, colname, def.expr, tbl::oid;
+        -- Another default, or anything else, still using the sequence
+        -- keeps it (the dry run must predict what DROP SEQUENCE would do).
+        -- The defaults dropped above are this column's, in the table and
+        -- in every partition or child it recurses to.
+        IF seq_owned AND EXISTS (
+               SELECT 1 FROM pg_depend d
+                WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = seq
+                  AND d.deptype = 'n'
+                  AND NOT (d.classid = 'pg_attrdef'::regclass AND d.objid IN (
+                      WITH RECURSIVE tree(relid) AS (
+                          SELECT tbl::oid
+                        UNION
+                          SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.relid)
+                      SELECT ad.oid FROM tree
+                        JOIN pg_attribute a2 ON a2.attrelid = tree.relid AND a2.attname = col
+                        JOIN pg_attrdef ad ON ad.adrelid = tree.relid AND ad.adnum = a2.attnum))) THEN
+            n := n + 1;
+            RETURN QUERY SELECT n, 'keep sequence'::text, seq::text, 'other objects still use it'::text, seq::oid;
+        ELSIF seq_owned THEN
             seq_name := seq::text;
-            BEGIN
+            IF NOT dry_run THEN
                 EXECUTE format('DROP SEQUENCE %s', seq_name);
-                n := n + 1;
-                RETURN QUERY SELECT n, 'drop sequence'::text, seq_name, format('was owned by %s', colname);
-            EXCEPTION WHEN dependent_objects_still_exist THEN
-                n := n + 1;
-                RETURN QUERY SELECT n, 'keep sequence'::text, seq::text, 'other objects still use it'::text;
-            END;
+            END IF;
+            n := n + 1;
+            RETURN QUERY SELECT n, 'drop sequence'::text, seq_name, format('was owned by %s', colname), seq::oid;
         ELSE
             n := n + 1;
-            RETURN QUERY SELECT n, 'keep sequence'::text, seq::text, format('not owned by %s', colname);
+            RETURN QUERY SELECT n, 'keep sequence'::text, seq::text, format('not owned by %s', colname), seq::oid;
         END IF;
     END IF;
 
     FOR i IN 1 .. cardinality(ch_rel) LOOP
-        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint', ch_rel[i]::regclass, ch_att[i]);
+        IF NOT dry_run THEN
+            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint', ch_rel[i]::regclass, ch_att[i]);
+        END IF;
         n := n + 1;
         RETURN QUERY SELECT n, 'widen'::text, format('%s.%I', ch_rel[i]::regclass, ch_att[i]),
-            format('%s -> bigint%s', ch_type[i], CASE WHEN ch_via[i] IS NOT NULL THEN format(' (%s)', ch_via[i]) ELSE '' END);
+            format('%s -> bigint%s', ch_type[i], CASE WHEN ch_via[i] IS NOT NULL THEN format(' (%s)', ch_via[i]) ELSE '' END),
+            ch_rel[i];
     END LOOP;
 
     IF kind <> 'snowflake' THEN
-        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s()', tbl, col, target::regproc);
+        IF NOT dry_run THEN
+            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s()', tbl, col, target::regproc);
+        END IF;
         n := n + 1;
-        RETURN QUERY SELECT n, 'set default'::text, colname, format('%s()', target::regproc);
+        RETURN QUERY SELECT n, 'set default'::text, colname, format('%s()', target::regproc), tbl::oid;
     END IF;
 
     FOREACH s IN ARRAY creates LOOP
-        EXECUTE s;
+        IF NOT dry_run THEN EXECUTE s; END IF;
     END LOOP;
     FOR i IN 1 .. cardinality(view_names) LOOP
         n := n + 1;
         RETURN QUERY SELECT n, 'recreate view'::text, view_names[i],
-            'same definition, options, owner, grants, comments and triggers'::text;
+            'same definition, options, owner, grants, comments and triggers'::text, view_oids[i];
     END LOOP;
 
     -- New IDs are larger than every existing value by construction (the
@@ -320,9 +351,130 @@ BEGIN
     n := n + 1;
     RETURN QUERY SELECT n, 'check'::text, colname,
         CASE WHEN max_val IS NULL THEN format('table is empty; next ID %s', next_id)
-             ELSE format('largest existing value %s < next ID %s', max_val, next_id) END;
+             ELSE format('largest existing value %s < next ID %s', max_val, next_id) END,
+        tbl::oid;
 END;
 $convert$;
 
+COMMENT ON FUNCTION snowflake_convert_column_steps(regclass, name, boolean) IS
+'The steps of snowflake_convert_column() and snowflake_convert_plan(); carried out unless dry_run';
+
+CREATE FUNCTION snowflake_convert_column(tbl regclass, col name)
+RETURNS TABLE (step integer, action text, object text, detail text)
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s.step, s.action, s.object, s.detail
+      FROM @extschema@.snowflake_convert_column_steps(tbl, col, false) s
+$$;
+
 COMMENT ON FUNCTION snowflake_convert_column(regclass, name) IS
 'Switch a serial, IDENTITY or nextval() column to DEFAULT snowflake_nextval(), widening it and its foreign keys to bigint';
+
+-- How fast this server rewrites a table like REL while widening COL: a
+-- sample of up to 100,000 of its rows, with its indexes, is copied into a
+-- new table, widened and timed, all in a subtransaction that is rolled
+-- back. The sample is a logged table in REL's schema, as the real rewrite
+-- is, or a temporary one (no WAL: faster than the real thing) when the
+-- caller may not create tables there.
+CREATE FUNCTION snowflake_convert_rewrite_rate(rel regclass, col name,
+                                               OUT bytes_per_second double precision, OUT how text)
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $rate$
+DECLARE
+    sample  text;
+    nsp     name;
+    n       bigint;
+    sz      bigint;
+    t0      timestamptz;
+    secs    double precision;
+    kind    text;
+BEGIN
+    SELECT ns.nspname INTO nsp FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace WHERE c.oid = rel;
+    BEGIN
+        IF has_schema_privilege(nsp, 'CREATE') THEN
+            sample := format('%I.%I', nsp, 'snowflake_convert_sample_' || pg_backend_pid());
+            kind := 'a logged sample';
+            EXECUTE format('CREATE TABLE %s (LIKE %s INCLUDING INDEXES)', sample, rel);
+        ELSE
+            sample := format('pg_temp.%I', 'snowflake_convert_sample_' || pg_backend_pid());
+            kind := 'a temporary sample, without WAL, so the real rewrite may well be slower';
+            EXECUTE format('CREATE TEMP TABLE %s (LIKE %s INCLUDING INDEXES)', sample, rel);
+        END IF;
+        EXECUTE format('INSERT INTO %s SELECT * FROM %s LIMIT 100000', sample, rel);
+        GET DIAGNOSTICS n = ROW_COUNT;
+        sz := pg_total_relation_size(sample::regclass);
+        t0 := clock_timestamp();
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint', sample, col);
+        secs := greatest(extract(epoch FROM clock_timestamp() - t0)::double precision, 1e-6);
+        RAISE EXCEPTION USING ERRCODE = 'SFRB0';   -- undo the sample
+    EXCEPTION WHEN SQLSTATE 'SFRB0' THEN
+        NULL;
+    END;
+    IF n > 0 THEN
+        bytes_per_second := sz / secs;
+        how := format('estimate from %s of %s rows rewritten at %s MB/s', kind, n,
+                      round((sz / secs / 1048576)::numeric, 1));
+    ELSE
+        how := 'the table is empty';
+    END IF;
+END;
+$rate$;
+
+COMMENT ON FUNCTION snowflake_convert_rewrite_rate(regclass, name) IS
+'Rewrite rate of this server for a table like rel, measured on a rolled-back sample; used by snowflake_convert_plan()';
+
+-- The dry run: the same steps, not carried out, with the lock each takes,
+-- the size of each table a step rewrites, and an estimate of the time
+-- from a rewrite measured on this server, now.
+CREATE FUNCTION snowflake_convert_plan(tbl regclass, col name)
+RETURNS TABLE (step integer, action text, object text, detail text,
+               lock text, table_bytes bigint, rows_estimate bigint, estimated_time interval,
+               estimate_basis text)
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $plan$
+#variable_conflict use_column
+DECLARE
+    r        record;
+    parts    oid[];
+    bytes    bigint;
+    nrows    bigint;
+    rate     double precision;
+    how      text;
+BEGIN
+    FOR r IN SELECT * FROM @extschema@.snowflake_convert_column_steps(tbl, col, true) LOOP
+        bytes := NULL; nrows := NULL; rate := NULL; how := NULL;
+        IF r.action = 'widen' THEN
+            -- A partitioned table rewrites every partition.
+            parts := ARRAY(SELECT pt.relid FROM pg_partition_tree(r.relid) pt WHERE pt.isleaf);
+            IF cardinality(parts) = 0 THEN parts := ARRAY[r.relid]; END IF;
+            SELECT sum(pg_total_relation_size(p))::bigint, sum(greatest(c.reltuples, 0))::bigint
+              INTO bytes, nrows
+              FROM unnest(parts) p JOIN pg_class c ON c.oid = p;
+            SELECT m.bytes_per_second, m.how INTO rate, how
+              FROM pg_attribute a,
+                   LATERAL @extschema@.snowflake_convert_rewrite_rate(parts[1], a.attname) m
+             WHERE a.attrelid = r.relid AND a.attnum > 0 AND NOT a.attisdropped
+               AND format('%s.%I', r.relid::regclass, a.attname) = r.object;
+        END IF;
+        step := r.step; action := r.action; object := r.object; detail := r.detail;
+        lock := CASE
+            WHEN r.action IN ('unchanged', 'keep sequence') THEN 'none'
+            WHEN r.action = 'check' THEN format('ACCESS SHARE on %s (reads the largest value)', r.relid::regclass)
+            WHEN r.action = 'widen' THEN format('ACCESS EXCLUSIVE on %s (rewrites it and rebuilds its indexes)',
+                                                r.relid::regclass)
+            ELSE format('ACCESS EXCLUSIVE on %s (catalog change only)', r.relid::regclass) END
+            || CASE WHEN r.action IN ('unchanged', 'keep sequence') THEN '' ELSE '; held until COMMIT' END;
+        table_bytes := bytes; rows_estimate := nrows;
+        estimated_time := CASE WHEN rate > 0 THEN make_interval(secs => bytes / rate)
+                               WHEN r.action = 'widen' THEN interval '0' END;
+        estimate_basis := how;
+        RETURN NEXT;
+    END LOOP;
+END;
+$plan$;
+
+COMMENT ON FUNCTION snowflake_convert_plan(regclass, name) IS
+'Dry run of snowflake_convert_column(): its steps, the lock each takes, the tables it rewrites and an estimate of the time';

@@ -39,9 +39,17 @@ export SNOWFLAKE_DSN="host=127.0.0.1 port=$PORT user=postgres dbname=clients"
 export SNOWFLAKE_URL="postgresql://postgres@127.0.0.1:$PORT/clients"
 log "clients: Python"
 (cd "$HERE" && "$CACHE/venv/bin/python" test_python.py) || die "a Python client test failed"
+log "clients: Django, converting a project's keys"
+pq "$DIR" "$PORT" -c "CREATE DATABASE convert" >/dev/null
+pq "$DIR" "$PORT" -d convert -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id"
+rm -rf "$DIR/django_convert"
+for stage in legacy widen check; do
+    (cd "$HERE" && SNOWFLAKE_CONVERT_DB=convert "$CACHE/venv/bin/python" test_django_convert.py "$stage" "$DIR/django_convert") \
+        || die "the Django conversion test failed at stage $stage"
+done
 log "clients: Node.js"
 (cd "$HERE" && NODE_PATH_CLIENTS="$CACHE/node/node_modules" node test_node.js) || die "a Node.js client test failed"
-echo "python: psycopg asyncpg SQLAlchemy Django; node: pg knex" > "$ROOT/.run/clients.summary"
+echo "python: psycopg asyncpg SQLAlchemy Django (and a converted Django project); node: pg knex" > "$ROOT/.run/clients.summary"
 log "clients: ok"
 trap - EXIT
 cleanup

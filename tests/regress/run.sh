@@ -47,7 +47,7 @@ cluster_init "$C" $((PORT + 2)) "snowflake_id.epoch = '2020-01-01'" \
     "snowflake_id.worker_bits = 5" "snowflake_id.sequence_bits = 16"
 for d in "$A" "$B" "$C"; do cluster_up "$d"; done
 
-run_suite A "$PORT" surface errors settings privileges formats convert fleet json partitioning
+run_suite A "$PORT" surface errors settings privileges formats convert convert_online fleet json partitioning
 run_suite B $((PORT + 1)) unset_worker
 run_suite C $((PORT + 2)) no_preload
 echo "$PASSED tests passed" > "$ROOT/.run/regress.summary"

@@ -19,12 +19,28 @@ EXCEPTION WHEN OTHERS THEN
         || CASE WHEN det <> '' THEN E'\n  DETAIL: ' || det ELSE '' END
         || CASE WHEN hin <> '' THEN E'\n  HINT: ' || hin ELSE '' END;
 END $$;
--- Report rows with the run-dependent numbers masked.
+-- Every conversion below runs the dry run first, then the conversion,
+-- and fails if the plan's steps are not the steps the conversion reports.
+-- Rows are shown with the run-dependent numbers masked.
+CREATE TEMP TABLE converted (step int, action text, object text, detail text);
 CREATE FUNCTION pg_temp.convert(t regclass, c name)
-RETURNS TABLE (step int, action text, object text, detail text) LANGUAGE sql AS $$
-    SELECT step, action, object,
-           regexp_replace(detail, '(next ID) [0-9]+', '\1 N') FROM snowflake_convert_column(t, c)
-$$;
+RETURNS TABLE (step int, action text, object text, detail text) LANGUAGE plpgsql AS $$
+DECLARE planned text[]; done text[];
+BEGIN
+    planned := ARRAY(SELECT format('%s|%s|%s|%s', p.step, p.action, p.object,
+                                   regexp_replace(p.detail, '(next ID) [0-9]+', '\1 N'))
+                       FROM snowflake_convert_plan(t, c) p ORDER BY p.step);
+    TRUNCATE converted;
+    INSERT INTO converted
+    SELECT s.step, s.action, s.object, regexp_replace(s.detail, '(next ID) [0-9]+', '\1 N')
+      FROM snowflake_convert_column(t, c) s;
+    done := ARRAY(SELECT format('%s|%s|%s|%s', x.step, x.action, x.object, x.detail)
+                    FROM converted x ORDER BY x.step);
+    IF planned IS DISTINCT FROM done THEN
+        RAISE EXCEPTION 'the dry run planned % but the conversion did %', planned, done;
+    END IF;
+    RETURN QUERY SELECT * FROM converted x ORDER BY x.step;
+END $$;
 
 CREATE SCHEMA shop;
 CREATE TABLE shop.customers (id serial PRIMARY KEY, name text NOT NULL);
@@ -115,6 +131,11 @@ CREATE TABLE shop.legacy_b (id bigint PRIMARY KEY DEFAULT nextval('shop.shared_s
 INSERT INTO shop.legacy_a DEFAULT VALUES;
 SELECT * FROM pg_temp.convert('shop.legacy_a', 'id');
 SELECT nextval('shop.shared_seq') AS shared_seq_still_works;
+-- An owned sequence that another table's default also uses: kept.
+CREATE TABLE shop.lender (id serial PRIMARY KEY);
+CREATE TABLE shop.borrower (id int DEFAULT nextval('shop.lender_id_seq'));
+SELECT * FROM pg_temp.convert('shop.lender', 'id');
+SELECT nextval('shop.lender_id_seq') > 0 AS borrowed_seq_still_works;
 -- A column with no default becomes a snowflake column too.
 CREATE TABLE shop.plain (id int PRIMARY KEY);
 SELECT * FROM pg_temp.convert('shop.plain', 'id');
@@ -124,6 +145,21 @@ CREATE TABLE shop.future (id bigserial PRIMARY KEY);
 INSERT INTO shop.future VALUES (9223372036854775000);
 SELECT pg_temp.err($q$SELECT snowflake_convert_column('shop.future', 'id')$q$) ~ '^55000: existing values of column "id" of relation "shop.future" are not below the next snowflake ID' AS refused;
 SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'shop.future'::regclass;
+
+-- The dry run's own columns: the lock of every step, and for each table
+-- to rewrite its size, rows and a time measured on a rolled-back sample.
+CREATE TABLE shop.big (id serial PRIMARY KEY, payload text);
+CREATE TABLE shop.big_ref (big_id int REFERENCES shop.big);
+INSERT INTO shop.big (payload) SELECT repeat('x', 100) FROM generate_series(1, 20000);
+INSERT INTO shop.big_ref SELECT id FROM shop.big WHERE id % 2 = 0;
+ANALYZE shop.big, shop.big_ref;
+SELECT step, action, object, lock,
+       table_bytes > 0 AS has_bytes, rows_estimate, estimated_time > interval '0' AS has_time,
+       estimate_basis ~ '^estimate from a logged sample of [0-9]+ rows rewritten at [0-9.]+ MB/s$' AS basis_ok
+  FROM snowflake_convert_plan('shop.big', 'id') ORDER BY step;
+-- Nothing changed, and no sample table is left behind.
+SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'shop.big'::regclass AND attname = 'id';
+SELECT count(*) AS samples FROM pg_class WHERE relname LIKE 'snowflake_convert_sample%';
 
 -- Errors.
 CREATE TABLE shop.texty (id text PRIMARY KEY, n int DEFAULT 7, g int GENERATED ALWAYS AS (n + 1) STORED);

@@ -1,0 +1,1101 @@
+/* snowflake_id 0.5.0 -> 0.6.0: the conversion's dry run and online mode.
+ * Adds snowflake_convert_plan() (the dry run: every step with its lock, the
+ * size of each table to rewrite and a time estimate from a measured rate),
+ * with snowflake_convert_column_steps() and snowflake_convert_rewrite_rate()
+ * behind it; snowflake_convert_column() now runs the same steps. Adds the
+ * online conversion: CALL snowflake_convert_online(), with
+ * snowflake_convert_online_indexes(), snowflake_convert_online_step(),
+ * snowflake_convert_sync(), snowflake_convert_new_name(),
+ * snowflake_convert_cancel_autovacuum(), the table
+ * snowflake_convert_progress and the view snowflake_convert_status.
+ * Their source is src/sql/convert_column.sql and src/sql/convert_online.sql;
+ * this is a copy.
+ * No restart needed for these; restart to run the 0.6.0 library (waits
+ * for the reservation become interruptible). Then run
+ * ALTER EXTENSION snowflake_id UPDATE.
+ */
+\echo Use "ALTER EXTENSION snowflake_id UPDATE TO '0.6.0'" to load this file. \quit
+-- snowflake_convert_column(tbl regclass, col name) and
+-- snowflake_convert_plan(tbl regclass, col name): see src/convert_column.rs
+-- for what they do and why they are PL/pgSQL. Included in the install
+-- script by extension_sql_file!; edit it here, then regenerate
+-- sql/snowflake_id--<version>.sql (the lint says how).
+
+-- The one implementation of both: the steps of a conversion, carried out
+-- unless dry_run, each with the relation it locks.
+CREATE FUNCTION snowflake_convert_column_steps(tbl regclass, col name, dry_run boolean)
+RETURNS TABLE (step integer, action text, object text, detail text, relid oid)
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $convert$
+#variable_conflict use_column
+DECLARE
+    target     regprocedure := '@extschema@.snowflake_nextval()'::regprocedure;
+    rel        record;
+    att        record;
+    def        record;
+    kind       text;
+    seq        regclass;
+    seq_name   text;
+    seq_owned  boolean := false;
+    ch_rel     oid[] := '{}';
+    ch_att     name[] := '{}';
+    ch_type    regtype[] := '{}';
+    ch_via     text[] := '{}';
+    w          record;
+    v          record;
+    ru         record;
+    drops      text[] := '{}';
+    creates    text[] := '{}';
+    view_names text[] := '{}';
+    view_oids  oid[] := '{}';
+    s          text;
+    i          integer;
+    n          integer := 0;
+    colname    text;
+    max_val    bigint;
+    next_id    bigint;
+BEGIN
+    SELECT c.oid, c.relkind, c.relispartition, c.relowner INTO rel
+      FROM pg_class c WHERE c.oid = tbl;
+    IF rel.relkind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION '"%" is not a table', tbl
+            USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF rel.relispartition THEN
+        RAISE EXCEPTION 'cannot convert a column of partition "%"', tbl
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = format('Convert the column of the partitioned table "%s"; its partitions follow.',
+                                pg_partition_root(tbl));
+    END IF;
+    IF NOT pg_has_role(current_user, rel.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table %', tbl
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+
+    SELECT a.attnum, a.attname, a.atttypid::regtype AS typ, a.attidentity, a.attgenerated, a.attinhcount
+      INTO att
+      FROM pg_attribute a
+     WHERE a.attrelid = tbl AND a.attname = col AND a.attnum > 0 AND NOT a.attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'column "%" of relation "%" does not exist', col, tbl
+            USING ERRCODE = 'undefined_column';
+    END IF;
+    colname := format('%s.%I', tbl, col);
+    IF att.typ NOT IN ('smallint'::regtype, 'integer'::regtype, 'bigint'::regtype) THEN
+        RAISE EXCEPTION 'column "%" of relation "%" is of type %, not an integer type', col, tbl, att.typ
+            USING ERRCODE = 'datatype_mismatch',
+                  HINT = 'Only smallint, integer and bigint key columns can be converted to snowflake IDs.';
+    END IF;
+    IF att.attgenerated <> '' THEN
+        RAISE EXCEPTION 'column "%" of relation "%" is a generated column', col, tbl
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF att.attinhcount > 0 THEN
+        RAISE EXCEPTION 'cannot convert inherited column "%" of relation "%"', col, tbl
+            USING ERRCODE = 'wrong_object_type',
+                  HINT = 'Convert the column of the parent table.';
+    END IF;
+
+    -- What generates the column today?
+    SELECT ad.oid, pg_get_expr(ad.adbin, ad.adrelid) AS expr INTO def
+      FROM pg_attrdef ad WHERE ad.adrelid = tbl AND ad.adnum = att.attnum;
+    IF att.attidentity <> '' THEN
+        kind := 'identity';
+        seq := pg_get_serial_sequence(tbl::text, col)::regclass;
+    ELSIF def.oid IS NULL THEN
+        kind := 'none';
+    ELSIF def.expr = format('%s()', target::regproc) THEN
+        kind := 'snowflake';
+    ELSE
+        SELECT d.refobjid::regclass INTO seq
+          FROM pg_depend d JOIN pg_class sc ON sc.oid = d.refobjid AND sc.relkind = 'S'
+         WHERE d.classid = 'pg_attrdef'::regclass AND d.objid = def.oid
+           AND d.refclassid = 'pg_class'::regclass;
+        IF seq IS NULL OR def.expr !~ '^nextval\(' THEN
+            RAISE EXCEPTION 'column "%" of relation "%" has a default that is not a sequence: %', col, tbl, def.expr
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Only serial, IDENTITY and nextval() defaults are converted. Drop the default first to convert the column anyway.';
+        END IF;
+        kind := 'nextval';
+        seq_owned := EXISTS (
+            SELECT 1 FROM pg_depend d
+             WHERE d.classid = 'pg_class'::regclass AND d.objid = seq
+               AND d.refobjid = tbl AND d.refobjsubid = att.attnum AND d.deptype = 'a');
+    END IF;
+
+    -- The column and every foreign-key column referencing it, transitively.
+    FOR w IN
+        WITH RECURSIVE cols(relid, attnum, via) AS (
+            SELECT tbl::oid, att.attnum, NULL::text COLLATE "C"
+          UNION
+            SELECT c.conrelid, c.conkey[k], format('foreign key %I', c.conname)
+              FROM cols
+              JOIN pg_constraint c ON c.contype = 'f' AND c.conparentid = 0
+                                  AND c.confrelid = cols.relid
+              CROSS JOIN LATERAL generate_subscripts(c.confkey, 1) k
+             WHERE c.confkey[k] = cols.attnum)
+        SELECT cols.relid, a.attname, a.atttypid::regtype AS typ, cols.via, cl.relowner, cl.relispartition
+          FROM cols
+          JOIN pg_attribute a ON a.attrelid = cols.relid AND a.attnum = cols.attnum
+          JOIN pg_class cl ON cl.oid = cols.relid
+         ORDER BY cols.via NULLS FIRST, cols.relid, a.attname
+    LOOP
+        CONTINUE WHEN w.typ NOT IN ('smallint'::regtype, 'integer'::regtype);
+        CONTINUE WHEN EXISTS (SELECT 1 FROM unnest(ch_rel, ch_att) u(r, a)
+                               WHERE u.r = w.relid AND u.a = w.attname);
+        IF NOT pg_has_role(current_user, w.relowner, 'USAGE') THEN
+            RAISE EXCEPTION 'must be owner of table %', w.relid::regclass
+                USING ERRCODE = 'insufficient_privilege',
+                      DETAIL = format('Column %s.%I references %s through a %s and must be widened with it.',
+                                      w.relid::regclass, w.attname, colname, w.via);
+        END IF;
+        IF w.relispartition THEN
+            RAISE EXCEPTION 'cannot widen column "%" of partition "%"', w.attname, w.relid::regclass
+                USING ERRCODE = 'wrong_object_type',
+                      DETAIL = format('It references %s through a %s of the partition itself.', colname, w.via);
+        END IF;
+        ch_rel := ch_rel || w.relid;
+        ch_att := ch_att || w.attname;
+        ch_type := ch_type || w.typ;
+        ch_via := ch_via || w.via;
+    END LOOP;
+
+    -- Rules that use a column being widened (other than a view's own
+    -- query, handled below): PostgreSQL cannot change the type under them.
+    SELECT r.rulename, r.ev_class::regclass AS on_rel, u.attname, t.relid::regclass AS col_rel INTO ru
+      FROM unnest(ch_rel, ch_att) AS u(root, attname)
+      CROSS JOIN LATERAL (SELECT u.root AS relid
+                          UNION SELECT pt.relid FROM pg_partition_tree(u.root) pt) t
+      JOIN pg_attribute a ON a.attrelid = t.relid AND a.attname = u.attname
+      JOIN pg_depend d ON d.refclassid = 'pg_class'::regclass AND d.refobjid = t.relid
+                      AND d.refobjsubid = a.attnum AND d.classid = 'pg_rewrite'::regclass
+      JOIN pg_rewrite r ON r.oid = d.objid
+     WHERE r.rulename <> '_RETURN'
+     ORDER BY r.ev_class::regclass::text, r.rulename
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'cannot convert column "%" of relation "%" because rule "%" on relation "%" depends on it', col, tbl, ru.rulename, ru.on_rel
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = format('The rule uses column %s.%I, which must be widened to bigint.', ru.col_rel, ru.attname),
+                  HINT = 'Drop the rule, convert the column, and create the rule again.';
+    END IF;
+
+    -- Views on the columns being widened (and views on those views).
+    FOR v IN
+        WITH RECURSIVE widened(relid, attnum) AS (
+            SELECT t.relid, a.attnum
+              FROM unnest(ch_rel, ch_att) AS u(root, attname)
+              CROSS JOIN LATERAL (SELECT u.root AS relid
+                                  UNION SELECT pt.relid FROM pg_partition_tree(u.root) pt) t
+              JOIN pg_attribute a ON a.attrelid = t.relid AND a.attname = u.attname),
+        deps(view_oid, depth) AS (
+            SELECT DISTINCT r.ev_class, 1
+              FROM pg_depend d
+              JOIN pg_rewrite r ON r.oid = d.objid
+              JOIN widened ON widened.relid = d.refobjid AND widened.attnum = d.refobjsubid
+             WHERE d.classid = 'pg_rewrite'::regclass AND d.refclassid = 'pg_class'::regclass
+               AND r.ev_class <> d.refobjid
+          UNION ALL
+            SELECT r.ev_class, deps.depth + 1
+              FROM deps
+              JOIN pg_depend d ON d.refobjid = deps.view_oid AND d.classid = 'pg_rewrite'::regclass
+                              AND d.refclassid = 'pg_class'::regclass
+              JOIN pg_rewrite r ON r.oid = d.objid
+             WHERE r.ev_class <> deps.view_oid AND deps.depth < 64)
+        SELECT c.oid, c.oid::regclass AS name, c.relkind, c.relowner, c.relacl, c.reloptions, max(deps.depth) AS depth
+          FROM deps JOIN pg_class c ON c.oid = deps.view_oid
+         GROUP BY c.oid
+         ORDER BY max(deps.depth), c.oid::regclass::text
+    LOOP
+        IF v.relkind <> 'v' THEN
+            RAISE EXCEPTION 'cannot convert column "%" of relation "%" because materialized view "%" depends on it', col, tbl, v.name
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'Drop the materialized view, convert the column, and create the view again.';
+        END IF;
+        IF EXISTS (SELECT 1 FROM pg_rewrite r WHERE r.ev_class = v.oid AND r.rulename <> '_RETURN') THEN
+            RAISE EXCEPTION 'cannot convert column "%" of relation "%" because view "%" has rules', col, tbl, v.name
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'Drop the rules on the view, convert the column, and create them again.';
+        END IF;
+        IF NOT pg_has_role(current_user, v.relowner, 'USAGE') THEN
+            RAISE EXCEPTION 'must be owner of view %', v.name
+                USING ERRCODE = 'insufficient_privilege',
+                      DETAIL = format('The view depends on %s and must be recreated after the column is widened.', colname);
+        END IF;
+        drops := format('DROP VIEW %s', v.name) || drops;
+        view_names := view_names || v.name::text;
+        view_oids := view_oids || v.oid;
+        creates := creates || format('CREATE VIEW %s%s AS %s', v.name,
+                   CASE WHEN v.reloptions IS NOT NULL
+                        THEN format(' WITH (%s)', array_to_string(v.reloptions, ', ')) ELSE '' END,
+                   rtrim(pg_get_viewdef(v.oid), ';'));
+        creates := creates || format('ALTER VIEW %s OWNER TO %I', v.name, pg_get_userbyid(v.relowner));
+        IF v.relacl IS NOT NULL THEN
+            creates := creates || format('REVOKE ALL ON %s FROM PUBLIC', v.name);
+            creates := creates || ARRAY(
+                SELECT format('GRANT %s ON %s TO %s%s', x.privilege_type, v.name,
+                              CASE WHEN x.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(x.grantee)) END,
+                              CASE WHEN x.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)
+                  FROM aclexplode(v.relacl) x
+                 WHERE x.grantee <> v.relowner
+                 ORDER BY x.grantee, x.privilege_type);
+        END IF;
+        creates := creates || ARRAY(
+            SELECT format('ALTER VIEW %s ALTER COLUMN %I SET DEFAULT %s', v.name, a.attname,
+                          pg_get_expr(ad.adbin, ad.adrelid))
+              FROM pg_attrdef ad JOIN pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum
+             WHERE ad.adrelid = v.oid ORDER BY a.attnum);
+        creates := creates || ARRAY(
+            SELECT pg_get_triggerdef(t.oid) FROM pg_trigger t
+             WHERE t.tgrelid = v.oid AND NOT t.tgisinternal ORDER BY t.tgname);
+        creates := creates || ARRAY(
+            SELECT format('COMMENT ON VIEW %s IS %L', v.name, ds.description)
+              FROM pg_description ds
+             WHERE ds.classoid = 'pg_class'::regclass AND ds.objoid = v.oid AND ds.objsubid = 0);
+        creates := creates || ARRAY(
+            SELECT format('COMMENT ON COLUMN %s.%I IS %L', v.name, a.attname, ds.description)
+              FROM pg_description ds JOIN pg_attribute a ON a.attrelid = ds.objoid AND a.attnum = ds.objsubid
+             WHERE ds.classoid = 'pg_class'::regclass AND ds.objoid = v.oid AND ds.objsubid > 0
+             ORDER BY a.attnum);
+    END LOOP;
+
+    IF kind = 'snowflake' AND cardinality(ch_rel) = 0 THEN
+        n := n + 1;
+        RETURN QUERY SELECT n, 'unchanged'::text, colname, format('already DEFAULT %s()', target::regproc), tbl::oid;
+    END IF;
+
+    -- From here on, change things.
+    FOREACH s IN ARRAY drops LOOP
+        IF NOT dry_run THEN EXECUTE s; END IF;
+    END LOOP;
+    FOR i IN 1 .. cardinality(view_names) LOOP
+        n := n + 1;
+        RETURN QUERY SELECT n, 'drop view'::text, view_names[i], 'recreated below'::text, view_oids[i];
+    END LOOP;
+
+    IF kind = 'identity' THEN
+        seq_name := seq::text;
+        IF NOT dry_run THEN
+            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
+        END IF;
+        n := n + 1;
+        RETURN QUERY SELECT n, 'drop identity'::text, colname,
+            format('GENERATED %s AS IDENTITY (sequence %s dropped with it)%s',
+                   CASE att.attidentity WHEN 'a' THEN 'ALWAYS' ELSE 'BY DEFAULT' END, seq_name,
+                   CASE att.attidentity WHEN 'a' THEN '; explicit values are no longer rejected' ELSE '' END),
+            tbl::oid;
+        IF att.attidentity = 'a' AND NOT dry_run THEN
+            RAISE NOTICE 'column % no longer rejects explicit values', colname
+                USING DETAIL = 'It was GENERATED ALWAYS AS IDENTITY; a DEFAULT lets an INSERT supply its own value.',
+                      HINT = 'Revoke INSERT on the column from roles that must not choose keys, if that protection mattered.';
+        END IF;
+    ELSIF kind = 'nextval' THEN
+        IF NOT dry_run THEN
+            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', tbl, col);
+        END IF;
+        n := n + 1;
+        RETURN QUERY SELECT n, 'drop default'::text, colname, def.expr, tbl::oid;
+        -- Another default, or anything else, still using the sequence
+        -- keeps it (the dry run must predict what DROP SEQUENCE would do).
+        -- The defaults dropped above are this column's, in the table and
+        -- in every partition or child it recurses to.
+        IF seq_owned AND EXISTS (
+               SELECT 1 FROM pg_depend d
+                WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = seq
+                  AND d.deptype = 'n'
+                  AND NOT (d.classid = 'pg_attrdef'::regclass AND d.objid IN (
+                      WITH RECURSIVE tree(relid) AS (
+                          SELECT tbl::oid
+                        UNION
+                          SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.relid)
+                      SELECT ad.oid FROM tree
+                        JOIN pg_attribute a2 ON a2.attrelid = tree.relid AND a2.attname = col
+                        JOIN pg_attrdef ad ON ad.adrelid = tree.relid AND ad.adnum = a2.attnum))) THEN
+            n := n + 1;
+            RETURN QUERY SELECT n, 'keep sequence'::text, seq::text, 'other objects still use it'::text, seq::oid;
+        ELSIF seq_owned THEN
+            seq_name := seq::text;
+            IF NOT dry_run THEN
+                EXECUTE format('DROP SEQUENCE %s', seq_name);
+            END IF;
+            n := n + 1;
+            RETURN QUERY SELECT n, 'drop sequence'::text, seq_name, format('was owned by %s', colname), seq::oid;
+        ELSE
+            n := n + 1;
+            RETURN QUERY SELECT n, 'keep sequence'::text, seq::text, format('not owned by %s', colname), seq::oid;
+        END IF;
+    END IF;
+
+    FOR i IN 1 .. cardinality(ch_rel) LOOP
+        IF NOT dry_run THEN
+            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint', ch_rel[i]::regclass, ch_att[i]);
+        END IF;
+        n := n + 1;
+        RETURN QUERY SELECT n, 'widen'::text, format('%s.%I', ch_rel[i]::regclass, ch_att[i]),
+            format('%s -> bigint%s', ch_type[i], CASE WHEN ch_via[i] IS NOT NULL THEN format(' (%s)', ch_via[i]) ELSE '' END),
+            ch_rel[i];
+    END LOOP;
+
+    IF kind <> 'snowflake' THEN
+        IF NOT dry_run THEN
+            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s()', tbl, col, target::regproc);
+        END IF;
+        n := n + 1;
+        RETURN QUERY SELECT n, 'set default'::text, colname, format('%s()', target::regproc), tbl::oid;
+    END IF;
+
+    FOREACH s IN ARRAY creates LOOP
+        IF NOT dry_run THEN EXECUTE s; END IF;
+    END LOOP;
+    FOR i IN 1 .. cardinality(view_names) LOOP
+        n := n + 1;
+        RETURN QUERY SELECT n, 'recreate view'::text, view_names[i],
+            'same definition, options, owner, grants, comments and triggers'::text, view_oids[i];
+    END LOOP;
+
+    -- New IDs are larger than every existing value by construction (the
+    -- generator mints from the current time); check it anyway, because a
+    -- table may already hold IDs from a worker whose clock ran ahead.
+    EXECUTE format('SELECT max(%I)::bigint FROM %s', col, tbl) INTO max_val;
+    next_id := @extschema@.snowflake_nextval();
+    IF max_val IS NOT NULL AND max_val >= next_id THEN
+        RAISE EXCEPTION 'existing values of column "%" of relation "%" are not below the next snowflake ID', col, tbl
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = format('The largest existing value is %s; the next ID would be %s.', max_val, next_id),
+                  HINT = 'Re-key the existing rows with snowflake_compose() first (see "Sharding and migrations" in the README), or check the clocks of the servers that minted them.';
+    END IF;
+    n := n + 1;
+    RETURN QUERY SELECT n, 'check'::text, colname,
+        CASE WHEN max_val IS NULL THEN format('table is empty; next ID %s', next_id)
+             ELSE format('largest existing value %s < next ID %s', max_val, next_id) END,
+        tbl::oid;
+END;
+$convert$;
+
+COMMENT ON FUNCTION snowflake_convert_column_steps(regclass, name, boolean) IS
+'The steps of snowflake_convert_column() and snowflake_convert_plan(); carried out unless dry_run';
+
+CREATE OR REPLACE FUNCTION snowflake_convert_column(tbl regclass, col name)
+RETURNS TABLE (step integer, action text, object text, detail text)
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s.step, s.action, s.object, s.detail
+      FROM @extschema@.snowflake_convert_column_steps(tbl, col, false) s
+$$;
+
+COMMENT ON FUNCTION snowflake_convert_column(regclass, name) IS
+'Switch a serial, IDENTITY or nextval() column to DEFAULT snowflake_nextval(), widening it and its foreign keys to bigint';
+
+-- How fast this server rewrites a table like REL while widening COL: a
+-- sample of up to 100,000 of its rows, with its indexes, is copied into a
+-- new table, widened and timed, all in a subtransaction that is rolled
+-- back. The sample is a logged table in REL's schema, as the real rewrite
+-- is, or a temporary one (no WAL: faster than the real thing) when the
+-- caller may not create tables there.
+CREATE FUNCTION snowflake_convert_rewrite_rate(rel regclass, col name,
+                                               OUT bytes_per_second double precision, OUT how text)
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $rate$
+DECLARE
+    sample  text;
+    nsp     name;
+    n       bigint;
+    sz      bigint;
+    t0      timestamptz;
+    secs    double precision;
+    kind    text;
+BEGIN
+    SELECT ns.nspname INTO nsp FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace WHERE c.oid = rel;
+    BEGIN
+        IF has_schema_privilege(nsp, 'CREATE') THEN
+            sample := format('%I.%I', nsp, 'snowflake_convert_sample_' || pg_backend_pid());
+            kind := 'a logged sample';
+            EXECUTE format('CREATE TABLE %s (LIKE %s INCLUDING INDEXES)', sample, rel);
+        ELSE
+            sample := format('pg_temp.%I', 'snowflake_convert_sample_' || pg_backend_pid());
+            kind := 'a temporary sample, without WAL, so the real rewrite may well be slower';
+            EXECUTE format('CREATE TEMP TABLE %s (LIKE %s INCLUDING INDEXES)', sample, rel);
+        END IF;
+        EXECUTE format('INSERT INTO %s SELECT * FROM %s LIMIT 100000', sample, rel);
+        GET DIAGNOSTICS n = ROW_COUNT;
+        sz := pg_total_relation_size(sample::regclass);
+        t0 := clock_timestamp();
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint', sample, col);
+        secs := greatest(extract(epoch FROM clock_timestamp() - t0)::double precision, 1e-6);
+        RAISE EXCEPTION USING ERRCODE = 'SFRB0';   -- undo the sample
+    EXCEPTION WHEN SQLSTATE 'SFRB0' THEN
+        NULL;
+    END;
+    IF n > 0 THEN
+        bytes_per_second := sz / secs;
+        how := format('estimate from %s of %s rows rewritten at %s MB/s', kind, n,
+                      round((sz / secs / 1048576)::numeric, 1));
+    ELSE
+        how := 'the table is empty';
+    END IF;
+END;
+$rate$;
+
+COMMENT ON FUNCTION snowflake_convert_rewrite_rate(regclass, name) IS
+'Rewrite rate of this server for a table like rel, measured on a rolled-back sample; used by snowflake_convert_plan()';
+
+-- The dry run: the same steps, not carried out, with the lock each takes,
+-- the size of each table a step rewrites, and an estimate of the time
+-- from a rewrite measured on this server, now.
+CREATE FUNCTION snowflake_convert_plan(tbl regclass, col name)
+RETURNS TABLE (step integer, action text, object text, detail text,
+               lock text, table_bytes bigint, rows_estimate bigint, estimated_time interval,
+               estimate_basis text)
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $plan$
+#variable_conflict use_column
+DECLARE
+    r        record;
+    parts    oid[];
+    bytes    bigint;
+    nrows    bigint;
+    rate     double precision;
+    how      text;
+BEGIN
+    FOR r IN SELECT * FROM @extschema@.snowflake_convert_column_steps(tbl, col, true) LOOP
+        bytes := NULL; nrows := NULL; rate := NULL; how := NULL;
+        IF r.action = 'widen' THEN
+            -- A partitioned table rewrites every partition.
+            parts := ARRAY(SELECT pt.relid FROM pg_partition_tree(r.relid) pt WHERE pt.isleaf);
+            IF cardinality(parts) = 0 THEN parts := ARRAY[r.relid]; END IF;
+            SELECT sum(pg_total_relation_size(p))::bigint, sum(greatest(c.reltuples, 0))::bigint
+              INTO bytes, nrows
+              FROM unnest(parts) p JOIN pg_class c ON c.oid = p;
+            SELECT m.bytes_per_second, m.how INTO rate, how
+              FROM pg_attribute a,
+                   LATERAL @extschema@.snowflake_convert_rewrite_rate(parts[1], a.attname) m
+             WHERE a.attrelid = r.relid AND a.attnum > 0 AND NOT a.attisdropped
+               AND format('%s.%I', r.relid::regclass, a.attname) = r.object;
+        END IF;
+        step := r.step; action := r.action; object := r.object; detail := r.detail;
+        lock := CASE
+            WHEN r.action IN ('unchanged', 'keep sequence') THEN 'none'
+            WHEN r.action = 'check' THEN format('ACCESS SHARE on %s (reads the largest value)', r.relid::regclass)
+            WHEN r.action = 'widen' THEN format('ACCESS EXCLUSIVE on %s (rewrites it and rebuilds its indexes)',
+                                                r.relid::regclass)
+            ELSE format('ACCESS EXCLUSIVE on %s (catalog change only)', r.relid::regclass) END
+            || CASE WHEN r.action IN ('unchanged', 'keep sequence') THEN '' ELSE '; held until COMMIT' END;
+        table_bytes := bytes; rows_estimate := nrows;
+        estimated_time := CASE WHEN rate > 0 THEN make_interval(secs => bytes / rate)
+                               WHEN r.action = 'widen' THEN interval '0' END;
+        estimate_basis := how;
+        RETURN NEXT;
+    END LOOP;
+END;
+$plan$;
+
+COMMENT ON FUNCTION snowflake_convert_plan(regclass, name) IS
+'Dry run of snowflake_convert_column(): its steps, the lock each takes, the tables it rewrites and an estimate of the time';
+
+-- The online conversion: see src/convert_online.rs for what it does, in
+-- which steps, and why it is driven by a procedure and a psql \gexec.
+-- Included in the install script by extension_sql_file!; edit it here,
+-- then regenerate sql/snowflake_id--<version>.sql (the lint says how).
+
+-- One row per column being widened: the key column itself and each
+-- foreign-key column that references it. Row-level security shows and
+-- lets change only the rows of tables the current user owns.
+CREATE TABLE snowflake_convert_progress (
+    tbl         regclass NOT NULL,
+    col         name NOT NULL,
+    rel         regclass NOT NULL,
+    rel_col     name NOT NULL,
+    new_col     name NOT NULL,
+    not_null    boolean NOT NULL,
+    phase       text NOT NULL,
+    pages_total bigint NOT NULL,
+    pages_done  bigint NOT NULL DEFAULT 0,
+    rows_done   bigint NOT NULL DEFAULT 0,
+    batches     bigint NOT NULL DEFAULT 0,
+    started_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    updated_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (tbl, col, rel, rel_col)
+);
+SELECT pg_catalog.pg_extension_config_dump('snowflake_convert_progress', '');
+ALTER TABLE snowflake_convert_progress ENABLE ROW LEVEL SECURITY;
+CREATE POLICY owner_only ON snowflake_convert_progress
+    USING (pg_catalog.pg_has_role(current_user,
+               (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = tbl), 'USAGE'));
+GRANT SELECT, INSERT, UPDATE, DELETE ON snowflake_convert_progress TO PUBLIC;
+COMMENT ON TABLE snowflake_convert_progress IS
+'Progress of snowflake_convert_online(): one row per column being widened';
+
+CREATE VIEW snowflake_convert_status WITH (security_invoker = true) AS
+SELECT p.tbl AS "table", p.col AS "column", p.rel AS relation, p.rel_col AS relation_column,
+       p.phase, p.pages_done, p.pages_total,
+       round(100.0 * p.pages_done / greatest(p.pages_total, 1), 1) AS percent_done,
+       p.rows_done, p.batches, p.started_at, p.updated_at
+  FROM snowflake_convert_progress p;
+COMMENT ON VIEW snowflake_convert_status IS
+'What snowflake_convert_online() has done, per column being widened';
+
+-- The trigger that keeps a new column equal to the old one while the
+-- application writes: TG_ARGV holds pairs (old column, new column).
+CREATE FUNCTION snowflake_convert_sync() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $sync$
+DECLARE
+    r   jsonb := to_jsonb(NEW);
+    set jsonb := '{}';
+    i   integer;
+BEGIN
+    FOR i IN 0 .. TG_NARGS / 2 - 1 LOOP
+        set := set || jsonb_build_object(TG_ARGV[2 * i + 1], r -> TG_ARGV[2 * i]);
+    END LOOP;
+    NEW := jsonb_populate_record(NEW, set);
+    RETURN NEW;
+END;
+$sync$;
+COMMENT ON FUNCTION snowflake_convert_sync() IS
+'Trigger of snowflake_convert_online(): copies each old key column into its new bigint column';
+
+-- The name of the bigint column that replaces COL while converting.
+CREATE FUNCTION snowflake_convert_new_name(col name) RETURNS name
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$ SELECT left(col::text, 40) || '_snowflake_new' $$;
+
+-- The indexes the online conversion needs, as statements to run at the
+-- top level (CONCURRENTLY cannot run in a function): one per index on a
+-- column being widened, on the new column. A build that failed (an
+-- INVALID index) is dropped and started again.
+CREATE FUNCTION snowflake_convert_online_indexes(tbl regclass, col name)
+RETURNS SETOF text
+LANGUAGE plpgsql STABLE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $idx$
+DECLARE
+    p     record;
+    ix    record;
+    keys  text[];
+    incl  text[];
+    k     integer;
+    ixname text;
+    have  record;
+BEGIN
+    FOR p IN SELECT * FROM @extschema@.snowflake_convert_progress g
+              WHERE g.tbl = $1 AND g.col = $2 ORDER BY g.rel = g.tbl DESC, g.rel::text, g.rel_col
+    LOOP
+        FOR ix IN
+            SELECT i.indexrelid, i.indisunique, i.indnkeyatts, i.indnatts, am.amname, ic.relnamespace,
+                   pg_get_expr(i.indpred, i.indrelid) AS pred
+              FROM pg_index i
+              JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attname = p.rel_col
+              JOIN pg_class ic ON ic.oid = i.indexrelid
+              JOIN pg_am am ON am.oid = ic.relam
+             WHERE i.indrelid = p.rel AND a.attnum = ANY (i.indkey::int2[])
+             ORDER BY ic.relname
+        LOOP
+            keys := '{}'; incl := '{}';
+            FOR k IN 1 .. ix.indnatts LOOP
+                IF k <= ix.indnkeyatts THEN
+                    keys := keys || CASE WHEN pg_get_indexdef(ix.indexrelid, k, true) = quote_ident(p.rel_col)
+                                         THEN quote_ident(p.new_col) ELSE pg_get_indexdef(ix.indexrelid, k, true) END;
+                ELSE
+                    incl := incl || CASE WHEN pg_get_indexdef(ix.indexrelid, k, true) = quote_ident(p.rel_col)
+                                         THEN quote_ident(p.new_col) ELSE pg_get_indexdef(ix.indexrelid, k, true) END;
+                END IF;
+            END LOOP;
+            ixname := format('%I.%I', (SELECT ns.nspname FROM pg_namespace ns WHERE ns.oid = ix.relnamespace),
+                             'snowflake_new_' || ix.indexrelid);
+            SELECT c.oid, i.indisvalid INTO have
+              FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
+             WHERE c.oid = to_regclass(ixname);
+            CONTINUE WHEN have.indisvalid;
+            IF have.oid IS NOT NULL THEN
+                RETURN NEXT format('DROP INDEX CONCURRENTLY IF EXISTS %s', ixname);
+            END IF;
+            RETURN NEXT format('CREATE %sINDEX CONCURRENTLY IF NOT EXISTS %s ON %s USING %I (%s)%s%s',
+                CASE WHEN ix.indisunique THEN 'UNIQUE ' ELSE '' END,
+                quote_ident('snowflake_new_' || ix.indexrelid), p.rel, ix.amname,
+                array_to_string(keys, ', '),
+                CASE WHEN cardinality(incl) > 0 THEN format(' INCLUDE (%s)', array_to_string(incl, ', ')) ELSE '' END,
+                CASE WHEN ix.pred IS NOT NULL THEN format(' WHERE %s', ix.pred) ELSE '' END);
+        END LOOP;
+    END LOOP;
+END;
+$idx$;
+COMMENT ON FUNCTION snowflake_convert_online_indexes(regclass, name) IS
+'The CREATE INDEX CONCURRENTLY statements snowflake_convert_online() still needs; run them with \gexec';
+
+-- Cancel the autovacuum workers that hold a lock on one of RELS, as
+-- PostgreSQL itself does for a session that has waited deadlock_timeout
+-- behind one: the conversion's lock requests time out sooner than that,
+-- so it must do it itself. Not one that prevents wraparound; nor where
+-- the caller may not signal autovacuum workers (they are then waited for,
+-- within the retries). Returns how many were cancelled.
+CREATE FUNCTION snowflake_convert_cancel_autovacuum(rels oid[])
+RETURNS integer
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $av$
+DECLARE
+    w  record;
+    n  integer := 0;
+BEGIN
+    FOR w IN SELECT DISTINCT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+              WHERE l.locktype = 'relation' AND l.relation = ANY (rels) AND l.granted
+                AND a.backend_type = 'autovacuum worker' AND a.query NOT LIKE '%to prevent wraparound%'
+    LOOP
+        BEGIN
+            IF pg_cancel_backend(w.pid) THEN
+                n := n + 1;
+            END IF;
+        EXCEPTION WHEN insufficient_privilege THEN
+            NULL;
+        END;
+    END LOOP;
+    RETURN n;
+END;
+$av$;
+COMMENT ON FUNCTION snowflake_convert_cancel_autovacuum(oid[]) IS
+'Cancel the autovacuum workers (not for wraparound) that hold locks on these relations; used by snowflake_convert_online()';
+
+-- One unit of work of the online conversion, in the caller's transaction:
+-- the procedure commits after each. Returns the phase to continue with,
+-- 'retry' when a lock was not granted within lock_wait (nothing was done),
+-- 'indexes' when it waits for the indexes, or 'done'.
+CREATE FUNCTION snowflake_convert_online_step(tbl regclass, col name, batch_pages integer, lock_wait interval)
+RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $step$
+#variable_conflict use_variable
+DECLARE
+    main     record;
+    p        record;
+    c        record;
+    d        record;
+    rel_rec  record;
+    ph       text;
+    n        bigint;
+    a        bigint;
+    b        bigint;
+    sets     text;
+    cond     text;
+    args     text;
+    newname  text;
+    stmts    text[] := '{}';
+    cons     text[] := '{}';
+    con      text[];
+    oldnn    name;
+    s        text;
+    max_val  bigint;
+    next_id  bigint;
+    target   regprocedure := '@extschema@.snowflake_nextval()'::regprocedure;
+BEGIN
+    IF batch_pages < 1 THEN
+        RAISE EXCEPTION 'batch_pages must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Every lock is requested with a timeout below deadlock_timeout: a
+    -- session of the application that queues behind the conversion then
+    -- waits less than deadlock_timeout, so neither side ever runs the
+    -- deadlock check, and no application transaction is ever the victim of
+    -- a deadlock with the conversion. Timed out, the step is retried.
+    PERFORM set_config('lock_timeout',
+                       greatest(1, least(extract(epoch FROM lock_wait) * 1000,
+                                         0.8 * extract(epoch FROM pg_catalog.current_setting('deadlock_timeout')::interval) * 1000))::bigint::text,
+                       true);
+    SELECT g.phase INTO ph FROM @extschema@.snowflake_convert_progress g
+     WHERE g.tbl = $1 AND g.col = $2 AND g.rel = $1 AND g.rel_col = $2;
+
+    -- Prepare: check, add the new columns and the triggers, record them.
+    IF ph IS NULL THEN
+        -- The offline conversion's checks and plan, carried out by nobody:
+        -- the same refusals (ownership, partitions, types, defaults,
+        -- rules, materialized views), and the columns to widen.
+        PERFORM 1 FROM @extschema@.snowflake_convert_column_steps($1, $2, true);
+        IF EXISTS (SELECT 1 FROM @extschema@.snowflake_convert_column_steps($1, $2, true) x
+                    WHERE x.action IN ('drop view')) THEN
+            RAISE EXCEPTION 'cannot convert column "%" of relation "%" online because views depend on it', $2, $1
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'Use snowflake_convert_column(), which recreates the views, or drop the views and create them again after the online conversion.';
+        END IF;
+        IF (SELECT c2.relkind FROM pg_class c2 WHERE c2.oid = $1) = 'p' THEN
+            RAISE EXCEPTION 'cannot convert column "%" of partitioned table "%" online', $2, $1
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'Indexes of partitioned tables cannot be built concurrently; use snowflake_convert_column().';
+        END IF;
+        FOR p IN
+            SELECT x.relid AS rel, a2.attname AS rel_col, a2.attnum, a2.attnotnull
+              FROM @extschema@.snowflake_convert_column_steps($1, $2, true) x
+              JOIN pg_attribute a2 ON a2.attrelid = x.relid AND a2.attnum > 0 AND NOT a2.attisdropped
+                                  AND format('%s.%I', x.relid::regclass, a2.attname) = x.object
+             WHERE x.action = 'widen'
+             ORDER BY x.step
+        LOOP
+            -- Only single-column references, one level deep, and nothing
+            -- else on the column that dropping it would take along.
+            IF p.rel <> $1 AND EXISTS (
+                   SELECT 1 FROM pg_constraint k
+                    WHERE k.contype = 'f' AND k.confrelid = p.rel AND p.attnum = ANY (k.confkey)) THEN
+                RAISE EXCEPTION 'cannot convert column "%" of relation "%" online: column %.% is referenced in turn', $2, $1, p.rel::regclass, p.rel_col
+                    USING ERRCODE = 'feature_not_supported', HINT = 'Use snowflake_convert_column().';
+            END IF;
+            SELECT k.conname, k.contype INTO c FROM pg_constraint k
+             WHERE k.conrelid = p.rel AND p.attnum = ANY (k.conkey)
+               AND (k.contype NOT IN ('p', 'u', 'f', 'n') OR cardinality(k.conkey) > 1)
+             LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'cannot convert column "%" of relation "%" online: constraint "%" on relation "%" uses column "%" with other columns or in an expression', $2, $1, c.conname, p.rel::regclass, p.rel_col
+                    USING ERRCODE = 'feature_not_supported',
+                          HINT = 'Drop the constraint and add it again after the conversion, or use snowflake_convert_column().';
+            END IF;
+            SELECT k.conname INTO c FROM pg_constraint k
+             WHERE k.contype = 'f' AND k.confrelid = p.rel AND p.attnum = ANY (k.confkey)
+               AND cardinality(k.confkey) > 1
+             LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'cannot convert column "%" of relation "%" online: foreign key "%" references it with other columns', $2, $1, c.conname
+                    USING ERRCODE = 'feature_not_supported', HINT = 'Use snowflake_convert_column().';
+            END IF;
+            SELECT pg_describe_object(dp.classid, dp.objid, dp.objsubid) AS what INTO d
+              FROM pg_depend dp
+             WHERE dp.refclassid = 'pg_class'::regclass AND dp.refobjid = p.rel AND dp.refobjsubid = p.attnum
+               AND dp.deptype IN ('n', 'a')
+               AND dp.classid <> 'pg_constraint'::regclass
+               AND NOT (dp.classid = 'pg_attrdef'::regclass
+                        AND (SELECT ad.adnum FROM pg_attrdef ad WHERE ad.oid = dp.objid) = p.attnum)
+               AND NOT (dp.classid = 'pg_class'::regclass
+                        AND (SELECT c3.relkind FROM pg_class c3 WHERE c3.oid = dp.objid) IN ('S', 'i'))
+             LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'cannot convert column "%" of relation "%" online because % depends on column %.%', $2, $1, d.what, p.rel::regclass, p.rel_col
+                    USING ERRCODE = 'feature_not_supported',
+                          HINT = 'Drop it and create it again after the conversion, or use snowflake_convert_column().';
+            END IF;
+            SELECT i.indexrelid::regclass AS ix INTO d FROM pg_index i
+             WHERE i.indrelid = p.rel AND (i.indexprs IS NOT NULL OR i.indpred IS NOT NULL)
+               AND EXISTS (SELECT 1 FROM pg_depend dp
+                            WHERE dp.classid = 'pg_class'::regclass AND dp.objid = i.indexrelid
+                              AND dp.refobjid = p.rel AND dp.refobjsubid = p.attnum)
+               AND NOT p.attnum = ANY (i.indkey::int2[])
+             LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'cannot convert column "%" of relation "%" online: index % uses column "%" in an expression', $2, $1, d.ix, p.rel_col
+                    USING ERRCODE = 'feature_not_supported', HINT = 'Use snowflake_convert_column().';
+            END IF;
+            newname := @extschema@.snowflake_convert_new_name(p.rel_col);
+            INSERT INTO @extschema@.snowflake_convert_progress
+                   (tbl, col, rel, rel_col, new_col, not_null, phase, pages_total)
+            VALUES ($1, $2, p.rel, p.rel_col, newname, p.attnotnull, 'backfill', 0);
+        END LOOP;
+        IF NOT EXISTS (SELECT 1 FROM @extschema@.snowflake_convert_progress g
+                        WHERE g.tbl = $1 AND g.col = $2 AND g.rel = $1 AND g.rel_col = $2) THEN
+            RAISE EXCEPTION 'column "%" of relation "%" is already bigint', $2, $1
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Use snowflake_convert_column(): it rewrites only the narrow foreign-key columns, if any, and otherwise just changes the default.';
+        END IF;
+        -- A referencing column that is already bigint would keep its
+        -- foreign key on the old column's index.
+        SELECT k.conname, k.conrelid::regclass AS on_rel INTO c
+          FROM pg_constraint k JOIN pg_attribute a2 ON a2.attrelid = $1 AND a2.attname = $2
+         WHERE k.contype = 'f' AND k.confrelid = $1 AND k.confkey = ARRAY[a2.attnum]
+           AND NOT EXISTS (SELECT 1 FROM @extschema@.snowflake_convert_progress g
+                            JOIN pg_attribute a3 ON a3.attrelid = g.rel AND a3.attname = g.rel_col
+                           WHERE g.tbl = $1 AND g.col = $2 AND g.rel = k.conrelid AND k.conkey = ARRAY[a3.attnum])
+         LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'cannot convert column "%" of relation "%" online: foreign key "%" on relation "%" is already bigint', $2, $1, c.conname, c.on_rel
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'Drop the foreign key and add it again after the conversion, or use snowflake_convert_column().';
+        END IF;
+        PERFORM @extschema@.snowflake_convert_cancel_autovacuum(
+            ARRAY(SELECT g.rel::oid FROM @extschema@.snowflake_convert_progress g WHERE g.tbl = $1 AND g.col = $2));
+        BEGIN
+            FOR rel_rec IN SELECT g.rel, array_agg(g.rel_col ORDER BY g.rel_col) AS olds,
+                                  array_agg(g.new_col ORDER BY g.rel_col) AS news
+                             FROM @extschema@.snowflake_convert_progress g
+                            WHERE g.tbl = $1 AND g.col = $2 GROUP BY g.rel
+            LOOP
+                args := ''; cond := '';
+                FOR n IN 1 .. cardinality(rel_rec.olds) LOOP
+                    EXECUTE format('ALTER TABLE %s ADD COLUMN %I bigint', rel_rec.rel, rel_rec.news[n]);
+                    args := args || format('%s%L, %L', CASE WHEN n > 1 THEN ', ' ELSE '' END, rel_rec.olds[n], rel_rec.news[n]);
+                    cond := cond || format('%sNEW.%I IS DISTINCT FROM NEW.%I', CASE WHEN n > 1 THEN ' OR ' ELSE '' END,
+                                           rel_rec.olds[n], rel_rec.news[n]);
+                END LOOP;
+                EXECUTE format('CREATE TRIGGER snowflake_convert_sync BEFORE INSERT OR UPDATE ON %s FOR EACH ROW WHEN (%s) EXECUTE FUNCTION @extschema@.snowflake_convert_sync(%s)',
+                               rel_rec.rel, cond, args);
+                -- Measured now, under the lock: every row in a later page
+                -- is written after the trigger exists.
+                UPDATE @extschema@.snowflake_convert_progress g
+                   SET pages_total = pg_relation_size(g.rel) / current_setting('block_size')::bigint
+                 WHERE g.tbl = $1 AND g.col = $2 AND g.rel = rel_rec.rel;
+            END LOOP;
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+            RETURN 'retry';
+        END;
+        RETURN 'backfill';
+    END IF;
+
+    -- Back-fill: one batch of pages of the first table not done yet.
+    IF ph = 'backfill' THEN
+        SELECT g.rel, min(g.pages_done) AS pages_done, min(g.pages_total) AS pages_total,
+               string_agg(format('%I = %I', g.new_col, g.rel_col), ', ' ORDER BY g.rel_col) AS sets,
+               string_agg(format('%I IS DISTINCT FROM %I', g.new_col, g.rel_col), ' OR ' ORDER BY g.rel_col) AS cond
+          INTO rel_rec
+          FROM @extschema@.snowflake_convert_progress g
+         WHERE g.tbl = $1 AND g.col = $2 AND g.pages_done < g.pages_total
+         GROUP BY g.rel ORDER BY g.rel = $1 DESC, g.rel::text LIMIT 1;
+        IF NOT FOUND THEN
+            UPDATE @extschema@.snowflake_convert_progress g SET phase = 'indexes', updated_at = clock_timestamp()
+             WHERE g.tbl = $1 AND g.col = $2;
+            RETURN 'backfilled';
+        END IF;
+        a := rel_rec.pages_done;
+        b := least(a + batch_pages, rel_rec.pages_total);
+        BEGIN
+            EXECUTE format('UPDATE %s SET %s WHERE ctid >= ''(%s,0)''::tid AND ctid < ''(%s,0)''::tid AND (%s)',
+                           rel_rec.rel, rel_rec.sets, a, b, rel_rec.cond);
+            GET DIAGNOSTICS n = ROW_COUNT;
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+            RETURN 'retry';
+        END;
+        UPDATE @extschema@.snowflake_convert_progress g
+           SET pages_done = b, rows_done = g.rows_done + n, batches = g.batches + 1, updated_at = clock_timestamp()
+         WHERE g.tbl = $1 AND g.col = $2 AND g.rel = rel_rec.rel;
+        RETURN 'backfill';
+    END IF;
+
+    -- Indexes: built by the caller at the top level; check they are there.
+    IF ph = 'indexes' THEN
+        IF EXISTS (SELECT 1 FROM @extschema@.snowflake_convert_online_indexes($1, $2)) THEN
+            RETURN 'indexes';
+        END IF;
+        UPDATE @extschema@.snowflake_convert_progress g SET phase = 'constraints', updated_at = clock_timestamp()
+         WHERE g.tbl = $1 AND g.col = $2;
+        RETURN 'constraints';
+    END IF;
+
+    -- Constraints: each added NOT VALID in one step (a short lock), then
+    -- validated in another (SHARE UPDATE EXCLUSIVE: reads and writes go on).
+    IF ph = 'constraints' THEN
+        -- What the new columns need: NOT NULL as a validated CHECK (so that
+        -- SET NOT NULL in the swap does not scan), and every foreign key
+        -- of an old column again on the new one.
+        FOR p IN SELECT * FROM @extschema@.snowflake_convert_progress g
+                  WHERE g.tbl = $1 AND g.col = $2 ORDER BY g.rel = g.tbl DESC, g.rel::text, g.rel_col
+        LOOP
+            IF p.not_null THEN
+                cons := cons || ARRAY[[p.rel::text,
+                                       'snowflake_new_nn_' || p.rel::oid || '_' ||
+                                       (SELECT a2.attnum FROM pg_attribute a2 WHERE a2.attrelid = p.rel AND a2.attname = p.rel_col),
+                                       format('CHECK (%I IS NOT NULL)', p.new_col)]];
+            END IF;
+            FOR c IN
+                SELECT k.oid, k.confrelid, k.confkey, k.confupdtype, k.confdeltype, k.confmatchtype,
+                       k.condeferrable, k.condeferred
+                  FROM pg_constraint k JOIN pg_attribute a2 ON a2.attrelid = k.conrelid AND a2.attname = p.rel_col
+                 WHERE k.contype = 'f' AND k.conrelid = p.rel AND k.conkey = ARRAY[a2.attnum]
+                 ORDER BY k.conname
+            LOOP
+                cons := cons || ARRAY[[p.rel::text, 'snowflake_new_fk_' || c.oid,
+                    format('FOREIGN KEY (%I) REFERENCES %s (%I)%s ON UPDATE %s ON DELETE %s%s',
+                    p.new_col, c.confrelid::regclass,
+                    CASE WHEN c.confrelid = $1::oid AND (SELECT a3.attname FROM pg_attribute a3
+                                                          WHERE a3.attrelid = c.confrelid AND a3.attnum = c.confkey[1]) = $2
+                         THEN @extschema@.snowflake_convert_new_name($2)
+                         ELSE (SELECT a3.attname FROM pg_attribute a3 WHERE a3.attrelid = c.confrelid AND a3.attnum = c.confkey[1]) END,
+                    CASE c.confmatchtype WHEN 'f' THEN ' MATCH FULL' ELSE '' END,
+                    CASE c.confupdtype WHEN 'a' THEN 'NO ACTION' WHEN 'r' THEN 'RESTRICT' WHEN 'c' THEN 'CASCADE'
+                                       WHEN 'n' THEN 'SET NULL' ELSE 'SET DEFAULT' END,
+                    CASE c.confdeltype WHEN 'a' THEN 'NO ACTION' WHEN 'r' THEN 'RESTRICT' WHEN 'c' THEN 'CASCADE'
+                                       WHEN 'n' THEN 'SET NULL' ELSE 'SET DEFAULT' END,
+                    CASE WHEN c.condeferrable THEN ' DEFERRABLE' || CASE WHEN c.condeferred THEN ' INITIALLY DEFERRED' ELSE '' END
+                         ELSE '' END)]];
+            END LOOP;
+        END LOOP;
+        BEGIN
+            FOREACH con SLICE 1 IN ARRAY cons LOOP
+                SELECT k.oid, k.convalidated INTO c FROM pg_constraint k
+                 WHERE k.conrelid = con[1]::regclass AND k.conname = con[2];
+                IF c.oid IS NULL OR NOT c.convalidated THEN
+                    PERFORM @extschema@.snowflake_convert_cancel_autovacuum(ARRAY[con[1]::regclass::oid, $1::oid]);
+                END IF;
+                IF c.oid IS NULL THEN
+                    EXECUTE format('ALTER TABLE %s ADD CONSTRAINT %I %s NOT VALID', con[1], con[2], con[3]);
+                    RETURN 'constraints';
+                ELSIF NOT c.convalidated THEN
+                    EXECUTE format('ALTER TABLE %s VALIDATE CONSTRAINT %I', con[1], con[2]);
+                    RETURN 'constraints';
+                END IF;
+            END LOOP;
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+            RETURN 'retry';
+        END;
+        UPDATE @extschema@.snowflake_convert_progress g SET phase = 'swap', updated_at = clock_timestamp()
+         WHERE g.tbl = $1 AND g.col = $2;
+        RETURN 'swap';
+    END IF;
+
+    -- The swap: one short transaction under ACCESS EXCLUSIVE locks.
+    IF ph = 'swap' THEN
+        PERFORM @extschema@.snowflake_convert_cancel_autovacuum(
+            ARRAY(SELECT g.rel::oid FROM @extschema@.snowflake_convert_progress g WHERE g.tbl = $1 AND g.col = $2));
+        BEGIN
+            FOR rel_rec IN SELECT DISTINCT g.rel, g.rel = g.tbl AS is_main FROM @extschema@.snowflake_convert_progress g
+                            WHERE g.tbl = $1 AND g.col = $2 ORDER BY 2 DESC, 1 LOOP
+                EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', rel_rec.rel);
+            END LOOP;
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+            RETURN 'retry';
+        END;
+        FOR rel_rec IN SELECT DISTINCT g.rel FROM @extschema@.snowflake_convert_progress g
+                        WHERE g.tbl = $1 AND g.col = $2 LOOP
+            EXECUTE format('DROP TRIGGER snowflake_convert_sync ON %s', rel_rec.rel);
+        END LOOP;
+        -- Referencing columns first: dropping them drops the foreign keys
+        -- that hold on to the old key's index.
+        FOR p IN SELECT g.*, a2.attnum, a2.attacl, col_description(g.rel, a2.attnum) AS comment
+                   FROM @extschema@.snowflake_convert_progress g
+                   JOIN pg_attribute a2 ON a2.attrelid = g.rel AND a2.attname = g.rel_col
+                  WHERE g.tbl = $1 AND g.col = $2
+                  ORDER BY g.rel = g.tbl AND g.rel_col = g.col, g.rel::text, g.rel_col
+        LOOP
+            IF p.not_null THEN
+                EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET NOT NULL', p.rel, p.new_col);
+                EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', p.rel, 'snowflake_new_nn_' || p.rel::oid || '_' || p.attnum);
+            END IF;
+            -- Remember what the old column's constraints and indexes are
+            -- called, and what replaces each of them.
+            stmts := '{}';
+            FOR c IN SELECT k.conname, k.contype, k.oid, k.conindid FROM pg_constraint k
+                      WHERE k.conrelid = p.rel AND k.conkey = ARRAY[p.attnum] AND k.contype IN ('p', 'u', 'f')
+            LOOP
+                IF c.contype = 'f' THEN
+                    stmts := stmts || format('ALTER TABLE %s RENAME CONSTRAINT %I TO %I', p.rel, 'snowflake_new_fk_' || c.oid, c.conname);
+                ELSE
+                    stmts := stmts || format('ALTER TABLE %s ADD CONSTRAINT %I %s USING INDEX %I', p.rel, c.conname,
+                                             CASE c.contype WHEN 'p' THEN 'PRIMARY KEY' ELSE 'UNIQUE' END,
+                                             'snowflake_new_' || c.conindid);
+                END IF;
+            END LOOP;
+            FOR c IN SELECT i.indexrelid, ic.relname FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
+                      WHERE i.indrelid = p.rel AND p.attnum = ANY (i.indkey::int2[])
+                        AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid AND k.conrelid = p.rel
+                                           AND k.contype IN ('p', 'u'))
+            LOOP
+                stmts := stmts || format('ALTER INDEX %I.%I RENAME TO %I',
+                                         (SELECT nspname FROM pg_namespace ns JOIN pg_class rc ON rc.relnamespace = ns.oid WHERE rc.oid = p.rel),
+                                         'snowflake_new_' || c.indexrelid, c.relname);
+            END LOOP;
+            IF p.comment IS NOT NULL THEN
+                stmts := stmts || format('COMMENT ON COLUMN %s.%I IS %L', p.rel, p.rel_col, p.comment);
+            END IF;
+            stmts := stmts || ARRAY(
+                SELECT format('GRANT %s (%I) ON %s TO %s%s', x.privilege_type, p.rel_col, p.rel,
+                              CASE WHEN x.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(x.grantee)) END,
+                              CASE WHEN x.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)
+                  FROM aclexplode(p.attacl) x ORDER BY x.grantee, x.privilege_type);
+            -- PostgreSQL 18 names NOT NULL constraints; keep the old name.
+            SELECT k.conname INTO oldnn FROM pg_constraint k
+             WHERE k.conrelid = p.rel AND k.contype = 'n' AND k.conkey = ARRAY[p.attnum];
+            IF (SELECT a2.attidentity FROM pg_attribute a2 WHERE a2.attrelid = p.rel AND a2.attnum = p.attnum) = 'a' THEN
+                RAISE NOTICE 'column %.% no longer rejects explicit values', p.rel, p.rel_col
+                    USING DETAIL = 'It was GENERATED ALWAYS AS IDENTITY; a DEFAULT lets an INSERT supply its own value.',
+                          HINT = 'Revoke INSERT on the column from roles that must not choose keys, if that protection mattered.';
+            END IF;
+            EXECUTE format('ALTER TABLE %s DROP COLUMN %I', p.rel, p.rel_col);
+            EXECUTE format('ALTER TABLE %s RENAME COLUMN %I TO %I', p.rel, p.new_col, p.rel_col);
+            SELECT k.conname INTO newname FROM pg_constraint k
+              JOIN pg_attribute a2 ON a2.attrelid = k.conrelid AND a2.attname = p.rel_col
+             WHERE k.conrelid = p.rel AND k.contype = 'n' AND k.conkey = ARRAY[a2.attnum];
+            IF oldnn IS NOT NULL AND newname IS NOT NULL AND newname <> oldnn THEN
+                EXECUTE format('ALTER TABLE %s RENAME CONSTRAINT %I TO %I', p.rel, newname, oldnn);
+            END IF;
+            oldnn := NULL; newname := NULL;
+            -- Quietly: PostgreSQL's NOTICE that ADD CONSTRAINT ... USING
+            -- INDEX renames the index would name our temporary index.
+            PERFORM set_config('client_min_messages', 'warning', true);
+            FOREACH s IN ARRAY stmts LOOP
+                EXECUTE s;
+            END LOOP;
+            PERFORM set_config('client_min_messages', 'notice', true);
+            -- Index columns keep the name they were built with.
+            FOR c IN SELECT i.indexrelid FROM pg_index i
+                       JOIN pg_attribute ia ON ia.attrelid = i.indexrelid AND ia.attname = p.new_col
+                      WHERE i.indrelid = p.rel
+            LOOP
+                EXECUTE format('ALTER TABLE %s RENAME COLUMN %I TO %I', c.indexrelid::regclass, p.new_col, p.rel_col);
+            END LOOP;
+        END LOOP;
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s()', $1, $2, target::regproc);
+        EXECUTE format('SELECT max(%I)::bigint FROM %s', $2, $1) INTO max_val;
+        next_id := @extschema@.snowflake_nextval();
+        IF max_val IS NOT NULL AND max_val >= next_id THEN
+            RAISE EXCEPTION 'existing values of column "%" of relation "%" are not below the next snowflake ID', $2, $1
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = format('The largest existing value is %s; the next ID would be %s.', max_val, next_id),
+                      HINT = 'Re-key the existing rows with snowflake_compose() first, or check the clocks of the servers that minted them.';
+        END IF;
+        UPDATE @extschema@.snowflake_convert_progress g SET phase = 'done', updated_at = clock_timestamp()
+         WHERE g.tbl = $1 AND g.col = $2;
+        RETURN 'done';
+    END IF;
+    RETURN 'done';
+END;
+$step$;
+COMMENT ON FUNCTION snowflake_convert_online_step(regclass, name, integer, interval) IS
+'One unit of work of snowflake_convert_online(); the procedure commits after each';
+
+-- The online conversion, as far as it can go in one call: it commits
+-- after every unit of work, so it must be CALLed outside a transaction
+-- block. It stops when the indexes must be built (CONCURRENTLY, at the top
+-- level), and when the conversion is done. Running it again resumes.
+CREATE PROCEDURE snowflake_convert_online(tbl regclass, col name,
+                                          batch_pages integer DEFAULT 1000,
+                                          throttle real DEFAULT 0.25,
+                                          lock_wait interval DEFAULT '1s',
+                                          max_retries integer DEFAULT 100)
+LANGUAGE plpgsql
+AS $proc$
+DECLARE
+    r        text;
+    retries  integer := 0;
+    t0       timestamptz;
+BEGIN
+    IF tbl IS NULL OR col IS NULL THEN
+        RAISE EXCEPTION 'table and column must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    LOOP
+        t0 := pg_catalog.clock_timestamp();
+        r := @extschema@.snowflake_convert_online_step(tbl, col, batch_pages, lock_wait);
+        COMMIT;
+        IF r = 'retry' THEN
+            retries := retries + 1;
+            IF retries > max_retries THEN
+                RAISE EXCEPTION 'could not lock the tables of column "%" of relation "%" within % after % attempts', col, tbl, lock_wait, max_retries
+                    USING ERRCODE = 'lock_not_available',
+                          HINT = 'A long-running transaction holds a conflicting lock: see pg_locks. CALL the procedure again to resume.';
+            END IF;
+            PERFORM pg_catalog.pg_sleep(0.05 + pg_catalog.random() * 0.2);
+            CONTINUE;
+        END IF;
+        retries := 0;
+        EXIT WHEN r IN ('indexes', 'done');
+        -- Throttle the back-fill: rest a share of the time each batch took.
+        IF r = 'backfill' AND throttle > 0 THEN
+            PERFORM pg_catalog.pg_sleep(extract(epoch FROM pg_catalog.clock_timestamp() - t0)::double precision * throttle);
+        END IF;
+    END LOOP;
+    IF r = 'indexes' THEN
+        RAISE NOTICE 'the back-fill of column "%" of relation "%" is done; its indexes must be built now', col, tbl
+            USING HINT = pg_catalog.format('In psql, run SELECT @extschema@.snowflake_convert_online_indexes(%L, %L) \gexec and then CALL @extschema@.snowflake_convert_online(%L, %L) again.',
+                                           tbl, col, tbl, col);
+    ELSE
+        RAISE NOTICE 'column "%" of relation "%" is converted', col, tbl;
+    END IF;
+END;
+$proc$;
+COMMENT ON PROCEDURE snowflake_convert_online(regclass, name, integer, real, interval, integer) IS
+'Convert a key column to snowflake IDs while the application reads and writes; CALL again to resume';

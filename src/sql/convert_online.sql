@@ -1,0 +1,603 @@
+-- The online conversion: see src/convert_online.rs for what it does, in
+-- which steps, and why it is driven by a procedure and a psql \gexec.
+-- Included in the install script by extension_sql_file!; edit it here,
+-- then regenerate sql/snowflake_id--<version>.sql (the lint says how).
+
+-- One row per column being widened: the key column itself and each
+-- foreign-key column that references it. Row-level security shows and
+-- lets change only the rows of tables the current user owns.
+CREATE TABLE snowflake_convert_progress (
+    tbl         regclass NOT NULL,
+    col         name NOT NULL,
+    rel         regclass NOT NULL,
+    rel_col     name NOT NULL,
+    new_col     name NOT NULL,
+    not_null    boolean NOT NULL,
+    phase       text NOT NULL,
+    pages_total bigint NOT NULL,
+    pages_done  bigint NOT NULL DEFAULT 0,
+    rows_done   bigint NOT NULL DEFAULT 0,
+    batches     bigint NOT NULL DEFAULT 0,
+    started_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    updated_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (tbl, col, rel, rel_col)
+);
+SELECT pg_catalog.pg_extension_config_dump('snowflake_convert_progress', '');
+ALTER TABLE snowflake_convert_progress ENABLE ROW LEVEL SECURITY;
+CREATE POLICY owner_only ON snowflake_convert_progress
+    USING (pg_catalog.pg_has_role(current_user,
+               (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = tbl), 'USAGE'));
+GRANT SELECT, INSERT, UPDATE, DELETE ON snowflake_convert_progress TO PUBLIC;
+COMMENT ON TABLE snowflake_convert_progress IS
+'Progress of snowflake_convert_online(): one row per column being widened';
+
+CREATE VIEW snowflake_convert_status WITH (security_invoker = true) AS
+SELECT p.tbl AS "table", p.col AS "column", p.rel AS relation, p.rel_col AS relation_column,
+       p.phase, p.pages_done, p.pages_total,
+       round(100.0 * p.pages_done / greatest(p.pages_total, 1), 1) AS percent_done,
+       p.rows_done, p.batches, p.started_at, p.updated_at
+  FROM snowflake_convert_progress p;
+COMMENT ON VIEW snowflake_convert_status IS
+'What snowflake_convert_online() has done, per column being widened';
+
+-- The trigger that keeps a new column equal to the old one while the
+-- application writes: TG_ARGV holds pairs (old column, new column).
+CREATE FUNCTION snowflake_convert_sync() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $sync$
+DECLARE
+    r   jsonb := to_jsonb(NEW);
+    set jsonb := '{}';
+    i   integer;
+BEGIN
+    FOR i IN 0 .. TG_NARGS / 2 - 1 LOOP
+        set := set || jsonb_build_object(TG_ARGV[2 * i + 1], r -> TG_ARGV[2 * i]);
+    END LOOP;
+    NEW := jsonb_populate_record(NEW, set);
+    RETURN NEW;
+END;
+$sync$;
+COMMENT ON FUNCTION snowflake_convert_sync() IS
+'Trigger of snowflake_convert_online(): copies each old key column into its new bigint column';
+
+-- The name of the bigint column that replaces COL while converting.
+CREATE FUNCTION snowflake_convert_new_name(col name) RETURNS name
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+AS $$ SELECT left(col::text, 40) || '_snowflake_new' $$;
+
+-- The indexes the online conversion needs, as statements to run at the
+-- top level (CONCURRENTLY cannot run in a function): one per index on a
+-- column being widened, on the new column. A build that failed (an
+-- INVALID index) is dropped and started again.
+CREATE FUNCTION snowflake_convert_online_indexes(tbl regclass, col name)
+RETURNS SETOF text
+LANGUAGE plpgsql STABLE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $idx$
+DECLARE
+    p     record;
+    ix    record;
+    keys  text[];
+    incl  text[];
+    k     integer;
+    ixname text;
+    have  record;
+BEGIN
+    FOR p IN SELECT * FROM @extschema@.snowflake_convert_progress g
+              WHERE g.tbl = $1 AND g.col = $2 ORDER BY g.rel = g.tbl DESC, g.rel::text, g.rel_col
+    LOOP
+        FOR ix IN
+            SELECT i.indexrelid, i.indisunique, i.indnkeyatts, i.indnatts, am.amname, ic.relnamespace,
+                   pg_get_expr(i.indpred, i.indrelid) AS pred
+              FROM pg_index i
+              JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attname = p.rel_col
+              JOIN pg_class ic ON ic.oid = i.indexrelid
+              JOIN pg_am am ON am.oid = ic.relam
+             WHERE i.indrelid = p.rel AND a.attnum = ANY (i.indkey::int2[])
+             ORDER BY ic.relname
+        LOOP
+            keys := '{}'; incl := '{}';
+            FOR k IN 1 .. ix.indnatts LOOP
+                IF k <= ix.indnkeyatts THEN
+                    keys := keys || CASE WHEN pg_get_indexdef(ix.indexrelid, k, true) = quote_ident(p.rel_col)
+                                         THEN quote_ident(p.new_col) ELSE pg_get_indexdef(ix.indexrelid, k, true) END;
+                ELSE
+                    incl := incl || CASE WHEN pg_get_indexdef(ix.indexrelid, k, true) = quote_ident(p.rel_col)
+                                         THEN quote_ident(p.new_col) ELSE pg_get_indexdef(ix.indexrelid, k, true) END;
+                END IF;
+            END LOOP;
+            ixname := format('%I.%I', (SELECT ns.nspname FROM pg_namespace ns WHERE ns.oid = ix.relnamespace),
+                             'snowflake_new_' || ix.indexrelid);
+            SELECT c.oid, i.indisvalid INTO have
+              FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
+             WHERE c.oid = to_regclass(ixname);
+            CONTINUE WHEN have.indisvalid;
+            IF have.oid IS NOT NULL THEN
+                RETURN NEXT format('DROP INDEX CONCURRENTLY IF EXISTS %s', ixname);
+            END IF;
+            RETURN NEXT format('CREATE %sINDEX CONCURRENTLY IF NOT EXISTS %s ON %s USING %I (%s)%s%s',
+                CASE WHEN ix.indisunique THEN 'UNIQUE ' ELSE '' END,
+                quote_ident('snowflake_new_' || ix.indexrelid), p.rel, ix.amname,
+                array_to_string(keys, ', '),
+                CASE WHEN cardinality(incl) > 0 THEN format(' INCLUDE (%s)', array_to_string(incl, ', ')) ELSE '' END,
+                CASE WHEN ix.pred IS NOT NULL THEN format(' WHERE %s', ix.pred) ELSE '' END);
+        END LOOP;
+    END LOOP;
+END;
+$idx$;
+COMMENT ON FUNCTION snowflake_convert_online_indexes(regclass, name) IS
+'The CREATE INDEX CONCURRENTLY statements snowflake_convert_online() still needs; run them with \gexec';
+
+-- Cancel the autovacuum workers that hold a lock on one of RELS, as
+-- PostgreSQL itself does for a session that has waited deadlock_timeout
+-- behind one: the conversion's lock requests time out sooner than that,
+-- so it must do it itself. Not one that prevents wraparound; nor where
+-- the caller may not signal autovacuum workers (they are then waited for,
+-- within the retries). Returns how many were cancelled.
+CREATE FUNCTION snowflake_convert_cancel_autovacuum(rels oid[])
+RETURNS integer
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $av$
+DECLARE
+    w  record;
+    n  integer := 0;
+BEGIN
+    FOR w IN SELECT DISTINCT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+              WHERE l.locktype = 'relation' AND l.relation = ANY (rels) AND l.granted
+                AND a.backend_type = 'autovacuum worker' AND a.query NOT LIKE '%to prevent wraparound%'
+    LOOP
+        BEGIN
+            IF pg_cancel_backend(w.pid) THEN
+                n := n + 1;
+            END IF;
+        EXCEPTION WHEN insufficient_privilege THEN
+            NULL;
+        END;
+    END LOOP;
+    RETURN n;
+END;
+$av$;
+COMMENT ON FUNCTION snowflake_convert_cancel_autovacuum(oid[]) IS
+'Cancel the autovacuum workers (not for wraparound) that hold locks on these relations; used by snowflake_convert_online()';
+
+-- One unit of work of the online conversion, in the caller's transaction:
+-- the procedure commits after each. Returns the phase to continue with,
+-- 'retry' when a lock was not granted within lock_wait (nothing was done),
+-- 'indexes' when it waits for the indexes, or 'done'.
+CREATE FUNCTION snowflake_convert_online_step(tbl regclass, col name, batch_pages integer, lock_wait interval)
+RETURNS text
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $step$
+#variable_conflict use_variable
+DECLARE
+    main     record;
+    p        record;
+    c        record;
+    d        record;
+    rel_rec  record;
+    ph       text;
+    n        bigint;
+    a        bigint;
+    b        bigint;
+    sets     text;
+    cond     text;
+    args     text;
+    newname  text;
+    stmts    text[] := '{}';
+    cons     text[] := '{}';
+    con      text[];
+    oldnn    name;
+    s        text;
+    max_val  bigint;
+    next_id  bigint;
+    target   regprocedure := '@extschema@.snowflake_nextval()'::regprocedure;
+BEGIN
+    IF batch_pages < 1 THEN
+        RAISE EXCEPTION 'batch_pages must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Every lock is requested with a timeout below deadlock_timeout: a
+    -- session of the application that queues behind the conversion then
+    -- waits less than deadlock_timeout, so neither side ever runs the
+    -- deadlock check, and no application transaction is ever the victim of
+    -- a deadlock with the conversion. Timed out, the step is retried.
+    PERFORM set_config('lock_timeout',
+                       greatest(1, least(extract(epoch FROM lock_wait) * 1000,
+                                         0.8 * extract(epoch FROM pg_catalog.current_setting('deadlock_timeout')::interval) * 1000))::bigint::text,
+                       true);
+    SELECT g.phase INTO ph FROM @extschema@.snowflake_convert_progress g
+     WHERE g.tbl = $1 AND g.col = $2 AND g.rel = $1 AND g.rel_col = $2;
+
+    -- Prepare: check, add the new columns and the triggers, record them.
+    IF ph IS NULL THEN
+        -- The offline conversion's checks and plan, carried out by nobody:
+        -- the same refusals (ownership, partitions, types, defaults,
+        -- rules, materialized views), and the columns to widen.
+        PERFORM 1 FROM @extschema@.snowflake_convert_column_steps($1, $2, true);
+        IF EXISTS (SELECT 1 FROM @extschema@.snowflake_convert_column_steps($1, $2, true) x
+                    WHERE x.action IN ('drop view')) THEN
+            RAISE EXCEPTION 'cannot convert column "%" of relation "%" online because views depend on it', $2, $1
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'Use snowflake_convert_column(), which recreates the views, or drop the views and create them again after the online conversion.';
+        END IF;
+        IF (SELECT c2.relkind FROM pg_class c2 WHERE c2.oid = $1) = 'p' THEN
+            RAISE EXCEPTION 'cannot convert column "%" of partitioned table "%" online', $2, $1
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'Indexes of partitioned tables cannot be built concurrently; use snowflake_convert_column().';
+        END IF;
+        FOR p IN
+            SELECT x.relid AS rel, a2.attname AS rel_col, a2.attnum, a2.attnotnull
+              FROM @extschema@.snowflake_convert_column_steps($1, $2, true) x
+              JOIN pg_attribute a2 ON a2.attrelid = x.relid AND a2.attnum > 0 AND NOT a2.attisdropped
+                                  AND format('%s.%I', x.relid::regclass, a2.attname) = x.object
+             WHERE x.action = 'widen'
+             ORDER BY x.step
+        LOOP
+            -- Only single-column references, one level deep, and nothing
+            -- else on the column that dropping it would take along.
+            IF p.rel <> $1 AND EXISTS (
+                   SELECT 1 FROM pg_constraint k
+                    WHERE k.contype = 'f' AND k.confrelid = p.rel AND p.attnum = ANY (k.confkey)) THEN
+                RAISE EXCEPTION 'cannot convert column "%" of relation "%" online: column %.% is referenced in turn', $2, $1, p.rel::regclass, p.rel_col
+                    USING ERRCODE = 'feature_not_supported', HINT = 'Use snowflake_convert_column().';
+            END IF;
+            SELECT k.conname, k.contype INTO c FROM pg_constraint k
+             WHERE k.conrelid = p.rel AND p.attnum = ANY (k.conkey)
+               AND (k.contype NOT IN ('p', 'u', 'f', 'n') OR cardinality(k.conkey) > 1)
+             LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'cannot convert column "%" of relation "%" online: constraint "%" on relation "%" uses column "%" with other columns or in an expression', $2, $1, c.conname, p.rel::regclass, p.rel_col
+                    USING ERRCODE = 'feature_not_supported',
+                          HINT = 'Drop the constraint and add it again after the conversion, or use snowflake_convert_column().';
+            END IF;
+            SELECT k.conname INTO c FROM pg_constraint k
+             WHERE k.contype = 'f' AND k.confrelid = p.rel AND p.attnum = ANY (k.confkey)
+               AND cardinality(k.confkey) > 1
+             LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'cannot convert column "%" of relation "%" online: foreign key "%" references it with other columns', $2, $1, c.conname
+                    USING ERRCODE = 'feature_not_supported', HINT = 'Use snowflake_convert_column().';
+            END IF;
+            SELECT pg_describe_object(dp.classid, dp.objid, dp.objsubid) AS what INTO d
+              FROM pg_depend dp
+             WHERE dp.refclassid = 'pg_class'::regclass AND dp.refobjid = p.rel AND dp.refobjsubid = p.attnum
+               AND dp.deptype IN ('n', 'a')
+               AND dp.classid <> 'pg_constraint'::regclass
+               AND NOT (dp.classid = 'pg_attrdef'::regclass
+                        AND (SELECT ad.adnum FROM pg_attrdef ad WHERE ad.oid = dp.objid) = p.attnum)
+               AND NOT (dp.classid = 'pg_class'::regclass
+                        AND (SELECT c3.relkind FROM pg_class c3 WHERE c3.oid = dp.objid) IN ('S', 'i'))
+             LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'cannot convert column "%" of relation "%" online because % depends on column %.%', $2, $1, d.what, p.rel::regclass, p.rel_col
+                    USING ERRCODE = 'feature_not_supported',
+                          HINT = 'Drop it and create it again after the conversion, or use snowflake_convert_column().';
+            END IF;
+            SELECT i.indexrelid::regclass AS ix INTO d FROM pg_index i
+             WHERE i.indrelid = p.rel AND (i.indexprs IS NOT NULL OR i.indpred IS NOT NULL)
+               AND EXISTS (SELECT 1 FROM pg_depend dp
+                            WHERE dp.classid = 'pg_class'::regclass AND dp.objid = i.indexrelid
+                              AND dp.refobjid = p.rel AND dp.refobjsubid = p.attnum)
+               AND NOT p.attnum = ANY (i.indkey::int2[])
+             LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'cannot convert column "%" of relation "%" online: index % uses column "%" in an expression', $2, $1, d.ix, p.rel_col
+                    USING ERRCODE = 'feature_not_supported', HINT = 'Use snowflake_convert_column().';
+            END IF;
+            newname := @extschema@.snowflake_convert_new_name(p.rel_col);
+            INSERT INTO @extschema@.snowflake_convert_progress
+                   (tbl, col, rel, rel_col, new_col, not_null, phase, pages_total)
+            VALUES ($1, $2, p.rel, p.rel_col, newname, p.attnotnull, 'backfill', 0);
+        END LOOP;
+        IF NOT EXISTS (SELECT 1 FROM @extschema@.snowflake_convert_progress g
+                        WHERE g.tbl = $1 AND g.col = $2 AND g.rel = $1 AND g.rel_col = $2) THEN
+            RAISE EXCEPTION 'column "%" of relation "%" is already bigint', $2, $1
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      HINT = 'Use snowflake_convert_column(): it rewrites only the narrow foreign-key columns, if any, and otherwise just changes the default.';
+        END IF;
+        -- A referencing column that is already bigint would keep its
+        -- foreign key on the old column's index.
+        SELECT k.conname, k.conrelid::regclass AS on_rel INTO c
+          FROM pg_constraint k JOIN pg_attribute a2 ON a2.attrelid = $1 AND a2.attname = $2
+         WHERE k.contype = 'f' AND k.confrelid = $1 AND k.confkey = ARRAY[a2.attnum]
+           AND NOT EXISTS (SELECT 1 FROM @extschema@.snowflake_convert_progress g
+                            JOIN pg_attribute a3 ON a3.attrelid = g.rel AND a3.attname = g.rel_col
+                           WHERE g.tbl = $1 AND g.col = $2 AND g.rel = k.conrelid AND k.conkey = ARRAY[a3.attnum])
+         LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'cannot convert column "%" of relation "%" online: foreign key "%" on relation "%" is already bigint', $2, $1, c.conname, c.on_rel
+                USING ERRCODE = 'feature_not_supported',
+                      HINT = 'Drop the foreign key and add it again after the conversion, or use snowflake_convert_column().';
+        END IF;
+        PERFORM @extschema@.snowflake_convert_cancel_autovacuum(
+            ARRAY(SELECT g.rel::oid FROM @extschema@.snowflake_convert_progress g WHERE g.tbl = $1 AND g.col = $2));
+        BEGIN
+            FOR rel_rec IN SELECT g.rel, array_agg(g.rel_col ORDER BY g.rel_col) AS olds,
+                                  array_agg(g.new_col ORDER BY g.rel_col) AS news
+                             FROM @extschema@.snowflake_convert_progress g
+                            WHERE g.tbl = $1 AND g.col = $2 GROUP BY g.rel
+            LOOP
+                args := ''; cond := '';
+                FOR n IN 1 .. cardinality(rel_rec.olds) LOOP
+                    EXECUTE format('ALTER TABLE %s ADD COLUMN %I bigint', rel_rec.rel, rel_rec.news[n]);
+                    args := args || format('%s%L, %L', CASE WHEN n > 1 THEN ', ' ELSE '' END, rel_rec.olds[n], rel_rec.news[n]);
+                    cond := cond || format('%sNEW.%I IS DISTINCT FROM NEW.%I', CASE WHEN n > 1 THEN ' OR ' ELSE '' END,
+                                           rel_rec.olds[n], rel_rec.news[n]);
+                END LOOP;
+                EXECUTE format('CREATE TRIGGER snowflake_convert_sync BEFORE INSERT OR UPDATE ON %s FOR EACH ROW WHEN (%s) EXECUTE FUNCTION @extschema@.snowflake_convert_sync(%s)',
+                               rel_rec.rel, cond, args);
+                -- Measured now, under the lock: every row in a later page
+                -- is written after the trigger exists.
+                UPDATE @extschema@.snowflake_convert_progress g
+                   SET pages_total = pg_relation_size(g.rel) / current_setting('block_size')::bigint
+                 WHERE g.tbl = $1 AND g.col = $2 AND g.rel = rel_rec.rel;
+            END LOOP;
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+            RETURN 'retry';
+        END;
+        RETURN 'backfill';
+    END IF;
+
+    -- Back-fill: one batch of pages of the first table not done yet.
+    IF ph = 'backfill' THEN
+        SELECT g.rel, min(g.pages_done) AS pages_done, min(g.pages_total) AS pages_total,
+               string_agg(format('%I = %I', g.new_col, g.rel_col), ', ' ORDER BY g.rel_col) AS sets,
+               string_agg(format('%I IS DISTINCT FROM %I', g.new_col, g.rel_col), ' OR ' ORDER BY g.rel_col) AS cond
+          INTO rel_rec
+          FROM @extschema@.snowflake_convert_progress g
+         WHERE g.tbl = $1 AND g.col = $2 AND g.pages_done < g.pages_total
+         GROUP BY g.rel ORDER BY g.rel = $1 DESC, g.rel::text LIMIT 1;
+        IF NOT FOUND THEN
+            UPDATE @extschema@.snowflake_convert_progress g SET phase = 'indexes', updated_at = clock_timestamp()
+             WHERE g.tbl = $1 AND g.col = $2;
+            RETURN 'backfilled';
+        END IF;
+        a := rel_rec.pages_done;
+        b := least(a + batch_pages, rel_rec.pages_total);
+        BEGIN
+            EXECUTE format('UPDATE %s SET %s WHERE ctid >= ''(%s,0)''::tid AND ctid < ''(%s,0)''::tid AND (%s)',
+                           rel_rec.rel, rel_rec.sets, a, b, rel_rec.cond);
+            GET DIAGNOSTICS n = ROW_COUNT;
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+            RETURN 'retry';
+        END;
+        UPDATE @extschema@.snowflake_convert_progress g
+           SET pages_done = b, rows_done = g.rows_done + n, batches = g.batches + 1, updated_at = clock_timestamp()
+         WHERE g.tbl = $1 AND g.col = $2 AND g.rel = rel_rec.rel;
+        RETURN 'backfill';
+    END IF;
+
+    -- Indexes: built by the caller at the top level; check they are there.
+    IF ph = 'indexes' THEN
+        IF EXISTS (SELECT 1 FROM @extschema@.snowflake_convert_online_indexes($1, $2)) THEN
+            RETURN 'indexes';
+        END IF;
+        UPDATE @extschema@.snowflake_convert_progress g SET phase = 'constraints', updated_at = clock_timestamp()
+         WHERE g.tbl = $1 AND g.col = $2;
+        RETURN 'constraints';
+    END IF;
+
+    -- Constraints: each added NOT VALID in one step (a short lock), then
+    -- validated in another (SHARE UPDATE EXCLUSIVE: reads and writes go on).
+    IF ph = 'constraints' THEN
+        -- What the new columns need: NOT NULL as a validated CHECK (so that
+        -- SET NOT NULL in the swap does not scan), and every foreign key
+        -- of an old column again on the new one.
+        FOR p IN SELECT * FROM @extschema@.snowflake_convert_progress g
+                  WHERE g.tbl = $1 AND g.col = $2 ORDER BY g.rel = g.tbl DESC, g.rel::text, g.rel_col
+        LOOP
+            IF p.not_null THEN
+                cons := cons || ARRAY[[p.rel::text,
+                                       'snowflake_new_nn_' || p.rel::oid || '_' ||
+                                       (SELECT a2.attnum FROM pg_attribute a2 WHERE a2.attrelid = p.rel AND a2.attname = p.rel_col),
+                                       format('CHECK (%I IS NOT NULL)', p.new_col)]];
+            END IF;
+            FOR c IN
+                SELECT k.oid, k.confrelid, k.confkey, k.confupdtype, k.confdeltype, k.confmatchtype,
+                       k.condeferrable, k.condeferred
+                  FROM pg_constraint k JOIN pg_attribute a2 ON a2.attrelid = k.conrelid AND a2.attname = p.rel_col
+                 WHERE k.contype = 'f' AND k.conrelid = p.rel AND k.conkey = ARRAY[a2.attnum]
+                 ORDER BY k.conname
+            LOOP
+                cons := cons || ARRAY[[p.rel::text, 'snowflake_new_fk_' || c.oid,
+                    format('FOREIGN KEY (%I) REFERENCES %s (%I)%s ON UPDATE %s ON DELETE %s%s',
+                    p.new_col, c.confrelid::regclass,
+                    CASE WHEN c.confrelid = $1::oid AND (SELECT a3.attname FROM pg_attribute a3
+                                                          WHERE a3.attrelid = c.confrelid AND a3.attnum = c.confkey[1]) = $2
+                         THEN @extschema@.snowflake_convert_new_name($2)
+                         ELSE (SELECT a3.attname FROM pg_attribute a3 WHERE a3.attrelid = c.confrelid AND a3.attnum = c.confkey[1]) END,
+                    CASE c.confmatchtype WHEN 'f' THEN ' MATCH FULL' ELSE '' END,
+                    CASE c.confupdtype WHEN 'a' THEN 'NO ACTION' WHEN 'r' THEN 'RESTRICT' WHEN 'c' THEN 'CASCADE'
+                                       WHEN 'n' THEN 'SET NULL' ELSE 'SET DEFAULT' END,
+                    CASE c.confdeltype WHEN 'a' THEN 'NO ACTION' WHEN 'r' THEN 'RESTRICT' WHEN 'c' THEN 'CASCADE'
+                                       WHEN 'n' THEN 'SET NULL' ELSE 'SET DEFAULT' END,
+                    CASE WHEN c.condeferrable THEN ' DEFERRABLE' || CASE WHEN c.condeferred THEN ' INITIALLY DEFERRED' ELSE '' END
+                         ELSE '' END)]];
+            END LOOP;
+        END LOOP;
+        BEGIN
+            FOREACH con SLICE 1 IN ARRAY cons LOOP
+                SELECT k.oid, k.convalidated INTO c FROM pg_constraint k
+                 WHERE k.conrelid = con[1]::regclass AND k.conname = con[2];
+                IF c.oid IS NULL OR NOT c.convalidated THEN
+                    PERFORM @extschema@.snowflake_convert_cancel_autovacuum(ARRAY[con[1]::regclass::oid, $1::oid]);
+                END IF;
+                IF c.oid IS NULL THEN
+                    EXECUTE format('ALTER TABLE %s ADD CONSTRAINT %I %s NOT VALID', con[1], con[2], con[3]);
+                    RETURN 'constraints';
+                ELSIF NOT c.convalidated THEN
+                    EXECUTE format('ALTER TABLE %s VALIDATE CONSTRAINT %I', con[1], con[2]);
+                    RETURN 'constraints';
+                END IF;
+            END LOOP;
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+            RETURN 'retry';
+        END;
+        UPDATE @extschema@.snowflake_convert_progress g SET phase = 'swap', updated_at = clock_timestamp()
+         WHERE g.tbl = $1 AND g.col = $2;
+        RETURN 'swap';
+    END IF;
+
+    -- The swap: one short transaction under ACCESS EXCLUSIVE locks.
+    IF ph = 'swap' THEN
+        PERFORM @extschema@.snowflake_convert_cancel_autovacuum(
+            ARRAY(SELECT g.rel::oid FROM @extschema@.snowflake_convert_progress g WHERE g.tbl = $1 AND g.col = $2));
+        BEGIN
+            FOR rel_rec IN SELECT DISTINCT g.rel, g.rel = g.tbl AS is_main FROM @extschema@.snowflake_convert_progress g
+                            WHERE g.tbl = $1 AND g.col = $2 ORDER BY 2 DESC, 1 LOOP
+                EXECUTE format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', rel_rec.rel);
+            END LOOP;
+        EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+            RETURN 'retry';
+        END;
+        FOR rel_rec IN SELECT DISTINCT g.rel FROM @extschema@.snowflake_convert_progress g
+                        WHERE g.tbl = $1 AND g.col = $2 LOOP
+            EXECUTE format('DROP TRIGGER snowflake_convert_sync ON %s', rel_rec.rel);
+        END LOOP;
+        -- Referencing columns first: dropping them drops the foreign keys
+        -- that hold on to the old key's index.
+        FOR p IN SELECT g.*, a2.attnum, a2.attacl, col_description(g.rel, a2.attnum) AS comment
+                   FROM @extschema@.snowflake_convert_progress g
+                   JOIN pg_attribute a2 ON a2.attrelid = g.rel AND a2.attname = g.rel_col
+                  WHERE g.tbl = $1 AND g.col = $2
+                  ORDER BY g.rel = g.tbl AND g.rel_col = g.col, g.rel::text, g.rel_col
+        LOOP
+            IF p.not_null THEN
+                EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET NOT NULL', p.rel, p.new_col);
+                EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', p.rel, 'snowflake_new_nn_' || p.rel::oid || '_' || p.attnum);
+            END IF;
+            -- Remember what the old column's constraints and indexes are
+            -- called, and what replaces each of them.
+            stmts := '{}';
+            FOR c IN SELECT k.conname, k.contype, k.oid, k.conindid FROM pg_constraint k
+                      WHERE k.conrelid = p.rel AND k.conkey = ARRAY[p.attnum] AND k.contype IN ('p', 'u', 'f')
+            LOOP
+                IF c.contype = 'f' THEN
+                    stmts := stmts || format('ALTER TABLE %s RENAME CONSTRAINT %I TO %I', p.rel, 'snowflake_new_fk_' || c.oid, c.conname);
+                ELSE
+                    stmts := stmts || format('ALTER TABLE %s ADD CONSTRAINT %I %s USING INDEX %I', p.rel, c.conname,
+                                             CASE c.contype WHEN 'p' THEN 'PRIMARY KEY' ELSE 'UNIQUE' END,
+                                             'snowflake_new_' || c.conindid);
+                END IF;
+            END LOOP;
+            FOR c IN SELECT i.indexrelid, ic.relname FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid
+                      WHERE i.indrelid = p.rel AND p.attnum = ANY (i.indkey::int2[])
+                        AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid AND k.conrelid = p.rel
+                                           AND k.contype IN ('p', 'u'))
+            LOOP
+                stmts := stmts || format('ALTER INDEX %I.%I RENAME TO %I',
+                                         (SELECT nspname FROM pg_namespace ns JOIN pg_class rc ON rc.relnamespace = ns.oid WHERE rc.oid = p.rel),
+                                         'snowflake_new_' || c.indexrelid, c.relname);
+            END LOOP;
+            IF p.comment IS NOT NULL THEN
+                stmts := stmts || format('COMMENT ON COLUMN %s.%I IS %L', p.rel, p.rel_col, p.comment);
+            END IF;
+            stmts := stmts || ARRAY(
+                SELECT format('GRANT %s (%I) ON %s TO %s%s', x.privilege_type, p.rel_col, p.rel,
+                              CASE WHEN x.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(x.grantee)) END,
+                              CASE WHEN x.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)
+                  FROM aclexplode(p.attacl) x ORDER BY x.grantee, x.privilege_type);
+            -- PostgreSQL 18 names NOT NULL constraints; keep the old name.
+            SELECT k.conname INTO oldnn FROM pg_constraint k
+             WHERE k.conrelid = p.rel AND k.contype = 'n' AND k.conkey = ARRAY[p.attnum];
+            IF (SELECT a2.attidentity FROM pg_attribute a2 WHERE a2.attrelid = p.rel AND a2.attnum = p.attnum) = 'a' THEN
+                RAISE NOTICE 'column %.% no longer rejects explicit values', p.rel, p.rel_col
+                    USING DETAIL = 'It was GENERATED ALWAYS AS IDENTITY; a DEFAULT lets an INSERT supply its own value.',
+                          HINT = 'Revoke INSERT on the column from roles that must not choose keys, if that protection mattered.';
+            END IF;
+            EXECUTE format('ALTER TABLE %s DROP COLUMN %I', p.rel, p.rel_col);
+            EXECUTE format('ALTER TABLE %s RENAME COLUMN %I TO %I', p.rel, p.new_col, p.rel_col);
+            SELECT k.conname INTO newname FROM pg_constraint k
+              JOIN pg_attribute a2 ON a2.attrelid = k.conrelid AND a2.attname = p.rel_col
+             WHERE k.conrelid = p.rel AND k.contype = 'n' AND k.conkey = ARRAY[a2.attnum];
+            IF oldnn IS NOT NULL AND newname IS NOT NULL AND newname <> oldnn THEN
+                EXECUTE format('ALTER TABLE %s RENAME CONSTRAINT %I TO %I', p.rel, newname, oldnn);
+            END IF;
+            oldnn := NULL; newname := NULL;
+            -- Quietly: PostgreSQL's NOTICE that ADD CONSTRAINT ... USING
+            -- INDEX renames the index would name our temporary index.
+            PERFORM set_config('client_min_messages', 'warning', true);
+            FOREACH s IN ARRAY stmts LOOP
+                EXECUTE s;
+            END LOOP;
+            PERFORM set_config('client_min_messages', 'notice', true);
+            -- Index columns keep the name they were built with.
+            FOR c IN SELECT i.indexrelid FROM pg_index i
+                       JOIN pg_attribute ia ON ia.attrelid = i.indexrelid AND ia.attname = p.new_col
+                      WHERE i.indrelid = p.rel
+            LOOP
+                EXECUTE format('ALTER TABLE %s RENAME COLUMN %I TO %I', c.indexrelid::regclass, p.new_col, p.rel_col);
+            END LOOP;
+        END LOOP;
+        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s()', $1, $2, target::regproc);
+        EXECUTE format('SELECT max(%I)::bigint FROM %s', $2, $1) INTO max_val;
+        next_id := @extschema@.snowflake_nextval();
+        IF max_val IS NOT NULL AND max_val >= next_id THEN
+            RAISE EXCEPTION 'existing values of column "%" of relation "%" are not below the next snowflake ID', $2, $1
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = format('The largest existing value is %s; the next ID would be %s.', max_val, next_id),
+                      HINT = 'Re-key the existing rows with snowflake_compose() first, or check the clocks of the servers that minted them.';
+        END IF;
+        UPDATE @extschema@.snowflake_convert_progress g SET phase = 'done', updated_at = clock_timestamp()
+         WHERE g.tbl = $1 AND g.col = $2;
+        RETURN 'done';
+    END IF;
+    RETURN 'done';
+END;
+$step$;
+COMMENT ON FUNCTION snowflake_convert_online_step(regclass, name, integer, interval) IS
+'One unit of work of snowflake_convert_online(); the procedure commits after each';
+
+-- The online conversion, as far as it can go in one call: it commits
+-- after every unit of work, so it must be CALLed outside a transaction
+-- block. It stops when the indexes must be built (CONCURRENTLY, at the top
+-- level), and when the conversion is done. Running it again resumes.
+CREATE PROCEDURE snowflake_convert_online(tbl regclass, col name,
+                                          batch_pages integer DEFAULT 1000,
+                                          throttle real DEFAULT 0.25,
+                                          lock_wait interval DEFAULT '1s',
+                                          max_retries integer DEFAULT 100)
+LANGUAGE plpgsql
+AS $proc$
+DECLARE
+    r        text;
+    retries  integer := 0;
+    t0       timestamptz;
+BEGIN
+    IF tbl IS NULL OR col IS NULL THEN
+        RAISE EXCEPTION 'table and column must not be null' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    LOOP
+        t0 := pg_catalog.clock_timestamp();
+        r := @extschema@.snowflake_convert_online_step(tbl, col, batch_pages, lock_wait);
+        COMMIT;
+        IF r = 'retry' THEN
+            retries := retries + 1;
+            IF retries > max_retries THEN
+                RAISE EXCEPTION 'could not lock the tables of column "%" of relation "%" within % after % attempts', col, tbl, lock_wait, max_retries
+                    USING ERRCODE = 'lock_not_available',
+                          HINT = 'A long-running transaction holds a conflicting lock: see pg_locks. CALL the procedure again to resume.';
+            END IF;
+            PERFORM pg_catalog.pg_sleep(0.05 + pg_catalog.random() * 0.2);
+            CONTINUE;
+        END IF;
+        retries := 0;
+        EXIT WHEN r IN ('indexes', 'done');
+        -- Throttle the back-fill: rest a share of the time each batch took.
+        IF r = 'backfill' AND throttle > 0 THEN
+            PERFORM pg_catalog.pg_sleep(extract(epoch FROM pg_catalog.clock_timestamp() - t0)::double precision * throttle);
+        END IF;
+    END LOOP;
+    IF r = 'indexes' THEN
+        RAISE NOTICE 'the back-fill of column "%" of relation "%" is done; its indexes must be built now', col, tbl
+            USING HINT = pg_catalog.format('In psql, run SELECT @extschema@.snowflake_convert_online_indexes(%L, %L) \gexec and then CALL @extschema@.snowflake_convert_online(%L, %L) again.',
+                                           tbl, col, tbl, col);
+    ELSE
+        RAISE NOTICE 'column "%" of relation "%" is converted', col, tbl;
+    END IF;
+END;
+$proc$;
+COMMENT ON PROCEDURE snowflake_convert_online(regclass, name, integer, real, interval, integer) IS
+'Convert a key column to snowflake IDs while the application reads and writes; CALL again to resume';
