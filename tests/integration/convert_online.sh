@@ -186,9 +186,13 @@ log "every foreign key validated, names kept, nothing left behind; checksums of 
 # log_lock_waits logs every lock granted after more than deadlock_timeout,
 # with the time waited: the longest, whoever waited, is the figure to report.
 longest_wait=$(sed -nE 's/.*acquired ([A-Za-z]+) on relation ([0-9]+) .* after ([0-9.]+) ms.*/\3 \1 \2/p' "$DIR/server.log" | sort -g | tail -1)
-log "longest lock wait (log_lock_waits, anything over deadlock_timeout = 200 ms): ${longest_wait:+${longest_wait%% *} ms for ${longest_wait#* }}${longest_wait:-none}"
-[ -z "$longest_wait" ] || awk -v m="${longest_wait%% *}" 'BEGIN {exit !(m <= 3000)}' \
-    || die "a session waited ${longest_wait%% *} ms for a lock: the conversion held one too long"
+if [ -n "$longest_wait" ]; then
+    read -r wait_ms wait_mode wait_rel <<< "$longest_wait"
+    log "longest lock wait (log_lock_waits logs those over deadlock_timeout = 200 ms): $wait_ms ms for $wait_mode on $(q -At -c "SELECT $wait_rel::regclass")"
+    awk -v m="$wait_ms" 'BEGIN {exit !(m <= 3000)}' || die "a session waited $wait_ms ms for a lock: the conversion held one too long"
+else
+    log "longest lock wait: none over deadlock_timeout (200 ms)"
+fi
 
 # --- 4. the dry run's estimate against the offline conversion ---------------------------
 q -c "CREATE TABLE est (id serial PRIMARY KEY, customer int NOT NULL, amount int NOT NULL, n int NOT NULL DEFAULT 0)" \
