@@ -36,7 +36,7 @@ trap cleanup EXIT
 [ -n "${BENCH_NO_INSTALL:-}" ] || install_extension
 q() { "$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -v ON_ERROR_STOP=1 "$@"; }
 
-# name|type|default|partitions
+# name|type|default|partitions (8: bench/recipes/hash_partitions.sql)
 KEYS=("bigserial|bigint|nextval('SEQ')|0"
       "snowflake_nextval()|bigint|snowflake_nextval()|0"
       "snowflake_nextval(), 8 hash partitions|bigint|snowflake_nextval()|8"
@@ -58,10 +58,8 @@ regime() {  # regime LABEL SHARED_BUFFERS PREFILL
         t="k$i"
         q -c "CREATE SEQUENCE ${t}_seq"
         if [ "$parts" -gt 0 ]; then
-            q -c "CREATE TABLE $t (id $type PRIMARY KEY DEFAULT ${expr/SEQ/${t}_seq}, v int NOT NULL) PARTITION BY HASH (id)"
-            for ((p = 0; p < parts; p++)); do
-                q -c "CREATE TABLE ${t}_$p PARTITION OF $t FOR VALUES WITH (MODULUS $parts, REMAINDER $p)"
-            done
+            # The recipe docs/operations.md shows.
+            q -v tbl="$t" -f "$ROOT/bench/recipes/hash_partitions.sql" >/dev/null
         else
             q -c "CREATE TABLE $t (id $type PRIMARY KEY DEFAULT ${expr/SEQ/${t}_seq}, v int NOT NULL)"
         fi
@@ -83,7 +81,8 @@ regime() {  # regime LABEL SHARED_BUFFERS PREFILL
     done
     # Index size against shared_buffers, for the report.
     for i in "${!KEYS[@]}"; do
-        TPS["$label|size|$i"]=$(q -c "SELECT pg_size_pretty(sum(pg_relation_size(indexrelid))) FROM pg_index WHERE indrelid IN (SELECT relid FROM pg_partition_tree('k$i'))")
+        TPS["$label|size|$i"]=$(q -c "SELECT pg_size_pretty(sum(pg_relation_size(indexrelid))) FROM pg_index
+                                       WHERE indrelid = 'k$i'::regclass OR indrelid IN (SELECT relid FROM pg_partition_tree('k$i'))")
     done
 }
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

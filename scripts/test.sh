@@ -15,7 +15,8 @@
 #      Rust on PATH and runs the regression suites there
 #   8. clients: real drivers and ORMs from PyPI and npm (tests/clients/),
 #      once, on PostgreSQL 18 (or the last major requested)
-#   9. bench smoke: bench/run.sh --smoke and bench/profile.sh at toy sizes,
+#   9. bench smoke: bench/run.sh --smoke, bench/profile.sh and
+#      bench/inserts.sh --smoke at toy sizes,
 #      once, on PostgreSQL 18 (or the last major requested), so the
 #      benchmark runner cannot rot; its numbers are not checked
 # Layers 3-7 run once per supported PostgreSQL major (15-18 by default).
@@ -121,7 +122,7 @@ fi
 
 if has bench; then
     bench_pg=$once_pg
-    log "bench smoke on PostgreSQL $bench_pg: bench/run.sh --smoke, bench/profile.sh"
+    log "bench smoke on PostgreSQL $bench_pg: bench/run.sh --smoke, bench/profile.sh, bench/inserts.sh --smoke"
     SNOWFLAKE_PREREQS_DONE=1 PG_VERSION=$bench_pg BENCH_OUT="$ROOT/.run/bench-smoke.md" \
         bash "$ROOT/bench/run.sh" --smoke > "$ROOT/.run/bench-smoke.log" 2>&1 \
         || { tail -40 "$ROOT/.run/bench-smoke.log" >&2; die "bench/run.sh --smoke failed; see .run/bench-smoke.log"; }
@@ -135,7 +136,12 @@ if has bench; then
         || die "bench/profile.sh reported no instruction count for snowflake_nextval()"
     grep -qE '^\| snowflake_nextval\(\) \| [0-9]+ \| [+-][0-9]+ \| [0-9.]+× \|$' "$ROOT/.run/profile-smoke.log" \
         || die "bench/profile.sh reported no instructions per pgbench transaction for snowflake_nextval()"
-    SUMMARY+=("bench smoke (PG $bench_pg): runner and profiler ok")
+    SNOWFLAKE_PREREQS_DONE=1 PG_VERSION=$bench_pg BENCH_NO_INSTALL=1 INS_OUT="$ROOT/.run/inserts-smoke.md" \
+        bash "$ROOT/bench/inserts.sh" --smoke > "$ROOT/.run/inserts-smoke.log" 2>&1 \
+        || { tail -40 "$ROOT/.run/inserts-smoke.log" >&2; die "bench/inserts.sh --smoke failed; see .run/inserts-smoke.log"; }
+    grep -qE '^\| snowflake_nextval\(\), 8 hash partitions \| [0-9]+ \| [0-9.]+ \|' "$ROOT/.run/inserts-smoke.md" \
+        || die "bench/inserts.sh reported no insert rate for the hash-partitioned table"
+    SUMMARY+=("bench smoke (PG $bench_pg): runner, profiler and insert study ok")
 fi
 
 log "all requested layers passed"

@@ -601,3 +601,55 @@ END;
 $proc$;
 COMMENT ON PROCEDURE snowflake_convert_online(regclass, name, integer, real, interval, integer) IS
 'Convert a key column to snowflake IDs while the application reads and writes; CALL again to resume';
+
+-- Back out of an online conversion that has not swapped yet: drop the
+-- triggers and the new columns (with the indexes and constraints built on
+-- them) and forget the progress. After the swap there is nothing to undo,
+-- and only the record is removed. Takes ACCESS EXCLUSIVE on each table for
+-- a catalog change.
+CREATE FUNCTION snowflake_convert_online_abandon(tbl regclass, col name)
+RETURNS TABLE (action text, object text)
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $abandon$
+#variable_conflict use_column
+DECLARE
+    p   record;
+    ph  text;
+BEGIN
+    SELECT g.phase INTO ph FROM @extschema@.snowflake_convert_progress g
+     WHERE g.tbl = $1 AND g.col = $2 AND g.rel = $1 AND g.rel_col = $2;
+    IF ph IS NULL THEN
+        RAISE EXCEPTION 'no online conversion of column "%" of relation "%" is recorded', $2, $1
+            USING ERRCODE = 'undefined_object',
+                  HINT = 'SELECT * FROM snowflake_convert_status lists the conversions you can see.';
+    END IF;
+    IF NOT pg_has_role(current_user, (SELECT c.relowner FROM pg_class c WHERE c.oid = $1), 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table %', $1 USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF ph <> 'done' THEN
+        FOR p IN SELECT DISTINCT g.rel FROM @extschema@.snowflake_convert_progress g
+                  WHERE g.tbl = $1 AND g.col = $2 ORDER BY g.rel LOOP
+            EXECUTE format('DROP TRIGGER IF EXISTS snowflake_convert_sync ON %s', p.rel);
+            action := 'drop trigger'; object := format('snowflake_convert_sync on %s', p.rel);
+            RETURN NEXT;
+        END LOOP;
+        -- Referencing columns first: their foreign keys hold on to the new
+        -- key column's index.
+        FOR p IN SELECT g.rel, g.new_col FROM @extschema@.snowflake_convert_progress g
+                  WHERE g.tbl = $1 AND g.col = $2
+                  ORDER BY g.rel = g.tbl AND g.rel_col = g.col, g.rel::text, g.rel_col LOOP
+            CONTINUE WHEN NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = p.rel
+                                        AND a.attname = p.new_col AND NOT a.attisdropped);
+            EXECUTE format('ALTER TABLE %s DROP COLUMN %I', p.rel, p.new_col);
+            action := 'drop column'; object := format('%s.%I', p.rel, p.new_col);
+            RETURN NEXT;
+        END LOOP;
+    END IF;
+    DELETE FROM @extschema@.snowflake_convert_progress g WHERE g.tbl = $1 AND g.col = $2;
+    action := 'forget'; object := format('%s.%I', $1, $2);
+    RETURN NEXT;
+END;
+$abandon$;
+COMMENT ON FUNCTION snowflake_convert_online_abandon(regclass, name) IS
+'Back out of an online conversion that has not swapped yet; after the swap, only forget its record';
