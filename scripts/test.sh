@@ -48,6 +48,9 @@ if has lint; then
     strip() { grep -vE '^\s*--|^/\*|^\*/|^This file|^The ordering|^$' "$1"; }
     diff <(strip "$ROOT/sql/snowflake_id--$version.sql") <(strip "$ROOT/.run/schema.sql") >&2 \
         || die "sql/snowflake_id--$version.sql is stale: regenerate it with cargo pgrx schema pg$PG_MAJOR -o sql/snowflake_id--$version.sql"
+    # Every upgrade script refuses to be run by hand with psql.
+    unguarded=$(grep -L '^\\echo Use "ALTER EXTENSION snowflake_id UPDATE' "$ROOT"/sql/snowflake_id--*--*.sql || true)
+    [ -z "$unguarded" ] || die "upgrade scripts without the \\echo ... \\quit guard: $unguarded"
     mapfile -t shell_scripts < <(git -C "$ROOT" ls-files '*.sh')
     (cd "$ROOT" && shellcheck -x -S warning "${shell_scripts[@]}") \
         || die "shellcheck found problems in the scripts above"

@@ -4,16 +4,18 @@
  * with snowflake_convert_column_steps() and snowflake_convert_rewrite_rate()
  * behind it; snowflake_convert_column() now runs the same steps. Adds the
  * online conversion: CALL snowflake_convert_online(), with
- * snowflake_convert_online_indexes(), snowflake_convert_online_step(),
- * snowflake_convert_sync(), snowflake_convert_new_name(),
- * snowflake_convert_cancel_autovacuum(), snowflake_convert_online_abandon(), the table
- * snowflake_convert_progress and the view snowflake_convert_status.
+ * snowflake_convert_online_indexes(), snowflake_convert_online_abandon(),
+ * snowflake_convert_online_step(), snowflake_convert_sync(),
+ * snowflake_convert_new_name(), snowflake_convert_cancel_autovacuum(), the
+ * table snowflake_convert_progress and the view snowflake_convert_status.
  * Their source is src/sql/convert_column.sql and src/sql/convert_online.sql;
  * this is a copy.
  * No restart needed for these; restart to run the 0.6.0 library (waits
  * for the reservation become interruptible). Then run
  * ALTER EXTENSION snowflake_id UPDATE.
  */
+\echo Use "ALTER EXTENSION snowflake_id UPDATE TO '0.6.0'" to load this file. \quit
+
 -- snowflake_convert_column(tbl regclass, col name) and
 -- snowflake_convert_plan(tbl regclass, col name): see src/convert_column.rs
 -- for what they do and why they are PL/pgSQL. Included in the install
@@ -687,6 +689,7 @@ DECLARE
     cons     text[] := '{}';
     con      text[];
     oldnn    name;
+    pat      text;
     s        text;
     max_val  bigint;
     next_id  bigint;
@@ -732,56 +735,65 @@ BEGIN
              WHERE x.action = 'widen'
              ORDER BY x.step
         LOOP
-            -- Only single-column references, one level deep, and nothing
-            -- else on the column that dropping it would take along.
-            IF p.rel <> $1 AND EXISTS (
-                   SELECT 1 FROM pg_constraint k
-                    WHERE k.contype = 'f' AND k.confrelid = p.rel AND p.attnum = ANY (k.confkey)) THEN
-                RAISE EXCEPTION 'cannot convert column "%" of relation "%" online: column %.% is referenced in turn', $2, $1, p.rel::regclass, p.rel_col
-                    USING ERRCODE = 'feature_not_supported', HINT = 'Use snowflake_convert_column().';
-            END IF;
-            SELECT k.conname, k.contype INTO c FROM pg_constraint k
-             WHERE k.conrelid = p.rel AND p.attnum = ANY (k.conkey)
-               AND (k.contype NOT IN ('p', 'u', 'f', 'n') OR cardinality(k.conkey) > 1)
-             LIMIT 1;
+            -- What an online swap cannot carry, first found first: one
+            -- query, one refusal.
+            pat := '\m' || regexp_replace(p.rel_col, '(\W)', '\\\1', 'g') || '\M';
+            SELECT x.msg, x.hint INTO d FROM (
+                -- Indexes of partitioned tables cannot be built
+                -- concurrently; a back-fill by ctid would not reach
+                -- inheritance children.
+                SELECT 1 AS ord, format('column %s.%I belongs to a partitioned table or one with inheritance children',
+                                        p.rel::regclass, p.rel_col) AS msg,
+                       'Use snowflake_convert_column().' AS hint
+                 WHERE (SELECT c3.relkind FROM pg_class c3 WHERE c3.oid = p.rel) = 'p'
+                    OR EXISTS (SELECT 1 FROM pg_inherits ih WHERE ih.inhparent = p.rel)
+              UNION ALL
+                -- Only references one level deep.
+                SELECT 2, format('column %s.%I is referenced in turn', p.rel::regclass, p.rel_col),
+                       'Use snowflake_convert_column().'
+                 WHERE p.rel <> $1 AND EXISTS (
+                       SELECT 1 FROM pg_constraint k
+                        WHERE k.contype = 'f' AND k.confrelid = p.rel AND p.attnum = ANY (k.confkey))
+              UNION ALL
+                SELECT 3, format('constraint "%s" on relation "%s" uses column "%s" with other columns or in an expression',
+                                 k.conname, p.rel::regclass, p.rel_col),
+                       'Drop the constraint and add it again after the conversion, or use snowflake_convert_column().'
+                  FROM pg_constraint k
+                 WHERE k.conrelid = p.rel AND p.attnum = ANY (k.conkey)
+                   AND (k.contype NOT IN ('p', 'u', 'f', 'n') OR cardinality(k.conkey) > 1)
+              UNION ALL
+                SELECT 4, format('foreign key "%s" references column %s.%I with other columns', k.conname, p.rel::regclass, p.rel_col),
+                       'Use snowflake_convert_column().'
+                  FROM pg_constraint k
+                 WHERE k.contype = 'f' AND k.confrelid = p.rel AND p.attnum = ANY (k.confkey)
+                   AND cardinality(k.confkey) > 1
+              UNION ALL
+                -- Anything else that dropping the old column would take
+                -- along: views' rules, triggers with column lists,
+                -- policies, statistics, generated columns.
+                SELECT 5, format('%s depends on column %s.%I', pg_describe_object(dp.classid, dp.objid, dp.objsubid),
+                                 p.rel::regclass, p.rel_col),
+                       'Drop it and create it again after the conversion, or use snowflake_convert_column().'
+                  FROM pg_depend dp
+                 WHERE dp.refclassid = 'pg_class'::regclass AND dp.refobjid = p.rel AND dp.refobjsubid = p.attnum
+                   AND dp.deptype IN ('n', 'a')
+                   AND dp.classid <> 'pg_constraint'::regclass
+                   AND NOT (dp.classid = 'pg_attrdef'::regclass
+                            AND (SELECT ad.adnum FROM pg_attrdef ad WHERE ad.oid = dp.objid) = p.attnum)
+                   AND NOT (dp.classid = 'pg_class'::regclass
+                            AND (SELECT c3.relkind FROM pg_class c3 WHERE c3.oid = dp.objid) IN ('S', 'i'))
+              UNION ALL
+                -- An expression or a predicate would be copied with the
+                -- old column's name in it.
+                SELECT 6, format('index %s uses column "%s" in an expression or a predicate', i.indexrelid::regclass, p.rel_col),
+                       'Drop the index and create it again after the conversion, or use snowflake_convert_column().'
+                  FROM pg_index i
+                 WHERE i.indrelid = p.rel
+                   AND (pg_get_expr(i.indexprs, i.indrelid) ~ pat OR pg_get_expr(i.indpred, i.indrelid) ~ pat)
+            ) x ORDER BY x.ord, x.msg LIMIT 1;
             IF FOUND THEN
-                RAISE EXCEPTION 'cannot convert column "%" of relation "%" online: constraint "%" on relation "%" uses column "%" with other columns or in an expression', $2, $1, c.conname, p.rel::regclass, p.rel_col
-                    USING ERRCODE = 'feature_not_supported',
-                          HINT = 'Drop the constraint and add it again after the conversion, or use snowflake_convert_column().';
-            END IF;
-            SELECT k.conname INTO c FROM pg_constraint k
-             WHERE k.contype = 'f' AND k.confrelid = p.rel AND p.attnum = ANY (k.confkey)
-               AND cardinality(k.confkey) > 1
-             LIMIT 1;
-            IF FOUND THEN
-                RAISE EXCEPTION 'cannot convert column "%" of relation "%" online: foreign key "%" references it with other columns', $2, $1, c.conname
-                    USING ERRCODE = 'feature_not_supported', HINT = 'Use snowflake_convert_column().';
-            END IF;
-            SELECT pg_describe_object(dp.classid, dp.objid, dp.objsubid) AS what INTO d
-              FROM pg_depend dp
-             WHERE dp.refclassid = 'pg_class'::regclass AND dp.refobjid = p.rel AND dp.refobjsubid = p.attnum
-               AND dp.deptype IN ('n', 'a')
-               AND dp.classid <> 'pg_constraint'::regclass
-               AND NOT (dp.classid = 'pg_attrdef'::regclass
-                        AND (SELECT ad.adnum FROM pg_attrdef ad WHERE ad.oid = dp.objid) = p.attnum)
-               AND NOT (dp.classid = 'pg_class'::regclass
-                        AND (SELECT c3.relkind FROM pg_class c3 WHERE c3.oid = dp.objid) IN ('S', 'i'))
-             LIMIT 1;
-            IF FOUND THEN
-                RAISE EXCEPTION 'cannot convert column "%" of relation "%" online because % depends on column %.%', $2, $1, d.what, p.rel::regclass, p.rel_col
-                    USING ERRCODE = 'feature_not_supported',
-                          HINT = 'Drop it and create it again after the conversion, or use snowflake_convert_column().';
-            END IF;
-            SELECT i.indexrelid::regclass AS ix INTO d FROM pg_index i
-             WHERE i.indrelid = p.rel AND (i.indexprs IS NOT NULL OR i.indpred IS NOT NULL)
-               AND EXISTS (SELECT 1 FROM pg_depend dp
-                            WHERE dp.classid = 'pg_class'::regclass AND dp.objid = i.indexrelid
-                              AND dp.refobjid = p.rel AND dp.refobjsubid = p.attnum)
-               AND NOT p.attnum = ANY (i.indkey::int2[])
-             LIMIT 1;
-            IF FOUND THEN
-                RAISE EXCEPTION 'cannot convert column "%" of relation "%" online: index % uses column "%" in an expression', $2, $1, d.ix, p.rel_col
-                    USING ERRCODE = 'feature_not_supported', HINT = 'Use snowflake_convert_column().';
+                RAISE EXCEPTION 'cannot convert column "%" of relation "%" online: %', $2, $1, d.msg
+                    USING ERRCODE = 'feature_not_supported', HINT = d.hint;
             END IF;
             newname := @extschema@.snowflake_convert_new_name(p.rel_col);
             INSERT INTO @extschema@.snowflake_convert_progress
@@ -1063,8 +1075,8 @@ DECLARE
     retries  integer := 0;
     t0       timestamptz;
 BEGIN
-    IF tbl IS NULL OR col IS NULL THEN
-        RAISE EXCEPTION 'table and column must not be null' USING ERRCODE = 'null_value_not_allowed';
+    IF tbl IS NULL OR col IS NULL OR batch_pages IS NULL OR throttle IS NULL OR lock_wait IS NULL OR max_retries IS NULL THEN
+        RAISE EXCEPTION 'the arguments of snowflake_convert_online must not be null' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     LOOP
         t0 := pg_catalog.clock_timestamp();

@@ -114,6 +114,17 @@ SELECT pg_temp.err($q$CALL snowflake_convert_online('live.gen', 'id')$q$);
 SELECT pg_temp.err($q$CALL snowflake_convert_online('live.keyed', 'nope')$q$);
 SELECT pg_temp.err($q$CALL snowflake_convert_online('live.keyed', 'id', batch_pages => 0)$q$);
 SELECT pg_temp.err($q$CALL snowflake_convert_online(NULL, 'id')$q$);
+SELECT pg_temp.err($q$CALL snowflake_convert_online('live.keyed', 'id', lock_wait => NULL)$q$);
+CREATE TABLE live.root (id serial PRIMARY KEY);
+CREATE TABLE live.by_month (root_id int REFERENCES live.root, at date) PARTITION BY RANGE (at);
+SELECT pg_temp.err($q$CALL snowflake_convert_online('live.root', 'id')$q$);
+CREATE TABLE live.base (id serial PRIMARY KEY);
+CREATE TABLE live.derived (extra int) INHERITS (live.base);
+SELECT pg_temp.err($q$CALL snowflake_convert_online('live.base', 'id')$q$);
+CREATE TABLE live.partial (id serial PRIMARY KEY, paid int);
+CREATE INDEX partial_paid ON live.partial (paid) WHERE paid > 0;
+CREATE INDEX partial_recent ON live.partial (paid) WHERE id > 1000;
+SELECT pg_temp.err($q$CALL snowflake_convert_online('live.partial', 'id')$q$);
 SELECT count(*) AS nothing_recorded FROM snowflake_convert_progress;
 -- In a transaction block it cannot commit between steps.
 CREATE TABLE live.txn (id serial PRIMARY KEY);
