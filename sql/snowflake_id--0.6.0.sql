@@ -55,7 +55,7 @@ AS 'MODULE_PATHNAME', 'snowflake_accept_configuration_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/admin.rs:153
+-- src/admin.rs:149
 -- requires:
 --   snowflake_accept_configuration
 
@@ -775,6 +775,7 @@ DECLARE
     incl  text[];
     k     integer;
     ixname text;
+    def   text;
     have  record;
 BEGIN
     FOR p IN SELECT * FROM @extschema@.snowflake_convert_progress g
@@ -792,12 +793,15 @@ BEGIN
         LOOP
             keys := '{}'; incl := '{}';
             FOR k IN 1 .. ix.indnatts LOOP
+                -- Each column as it is, the old one renamed to the new.
+                def := pg_get_indexdef(ix.indexrelid, k, true);
+                IF def = quote_ident(p.rel_col) THEN
+                    def := quote_ident(p.new_col);
+                END IF;
                 IF k <= ix.indnkeyatts THEN
-                    keys := keys || CASE WHEN pg_get_indexdef(ix.indexrelid, k, true) = quote_ident(p.rel_col)
-                                         THEN quote_ident(p.new_col) ELSE pg_get_indexdef(ix.indexrelid, k, true) END;
+                    keys := keys || def;
                 ELSE
-                    incl := incl || CASE WHEN pg_get_indexdef(ix.indexrelid, k, true) = quote_ident(p.rel_col)
-                                         THEN quote_ident(p.new_col) ELSE pg_get_indexdef(ix.indexrelid, k, true) END;
+                    incl := incl || def;
                 END IF;
             END LOOP;
             ixname := format('%I.%I', (SELECT ns.nspname FROM pg_namespace ns WHERE ns.oid = ix.relnamespace),
@@ -906,29 +910,30 @@ BEGIN
 
     -- Prepare: check, add the new columns and the triggers, record them.
     IF ph IS NULL THEN
-        -- The offline conversion's checks and plan, carried out by nobody:
-        -- the same refusals (ownership, partitions, types, defaults,
-        -- rules, materialized views), and the columns to widen.
-        PERFORM 1 FROM @extschema@.snowflake_convert_column_steps($1, $2, true);
-        IF EXISTS (SELECT 1 FROM @extschema@.snowflake_convert_column_steps($1, $2, true) x
-                    WHERE x.action IN ('drop view')) THEN
-            RAISE EXCEPTION 'cannot convert column "%" of relation "%" online because views depend on it', $2, $1
-                USING ERRCODE = 'feature_not_supported',
-                      HINT = 'Use snowflake_convert_column(), which recreates the views, or drop the views and create them again after the online conversion.';
-        END IF;
-        IF (SELECT c2.relkind FROM pg_class c2 WHERE c2.oid = $1) = 'p' THEN
-            RAISE EXCEPTION 'cannot convert column "%" of partitioned table "%" online', $2, $1
-                USING ERRCODE = 'feature_not_supported',
-                      HINT = 'Indexes of partitioned tables cannot be built concurrently; use snowflake_convert_column().';
-        END IF;
+        -- The offline conversion's checks and plan, carried out by nobody
+        -- and read once: its refusals (ownership, partitions, types,
+        -- defaults, rules, materialized views) come first, then the views
+        -- it would recreate (first in its plan), then the columns to widen
+        -- (the key first).
         FOR p IN
-            SELECT x.relid AS rel, a2.attname AS rel_col, a2.attnum, a2.attnotnull
+            SELECT x.action, x.relid AS rel, a2.attname AS rel_col, a2.attnum, a2.attnotnull
               FROM @extschema@.snowflake_convert_column_steps($1, $2, true) x
-              JOIN pg_attribute a2 ON a2.attrelid = x.relid AND a2.attnum > 0 AND NOT a2.attisdropped
-                                  AND format('%s.%I', x.relid::regclass, a2.attname) = x.object
-             WHERE x.action = 'widen'
+              LEFT JOIN pg_attribute a2 ON x.action = 'widen' AND a2.attrelid = x.relid
+                                       AND a2.attnum > 0 AND NOT a2.attisdropped
+                                       AND format('%s.%I', x.relid::regclass, a2.attname) = x.object
+             WHERE x.action IN ('widen', 'drop view')
              ORDER BY x.step
         LOOP
+            IF p.action = 'drop view' THEN
+                RAISE EXCEPTION 'cannot convert column "%" of relation "%" online because views depend on it', $2, $1
+                    USING ERRCODE = 'feature_not_supported',
+                          HINT = 'Use snowflake_convert_column(), which recreates the views, or drop the views and create them again after the online conversion.';
+            END IF;
+            IF p.rel = $1::oid AND (SELECT c2.relkind FROM pg_class c2 WHERE c2.oid = $1) = 'p' THEN
+                RAISE EXCEPTION 'cannot convert column "%" of partitioned table "%" online', $2, $1
+                    USING ERRCODE = 'feature_not_supported',
+                          HINT = 'Indexes of partitioned tables cannot be built concurrently; use snowflake_convert_column().';
+            END IF;
             -- What an online swap cannot carry, first found first: one
             -- query, one refusal.
             pat := '\m' || regexp_replace(p.rel_col, '(\W)', '\\\1', 'g') || '\M';

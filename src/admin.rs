@@ -123,14 +123,10 @@ pub fn snowflake_accept_configuration() -> String {
     if gucs::worker_id().is_none() {
         errors::worker_id_unset();
     }
-    let guard = shmem::renewal_lock();
     let was = st.blocked.load(Ordering::Acquire);
-    let Some(reserved) = reservation::renew_locked(st, &layout, i64::MIN) else {
-        drop(guard);
-        reservation::interrupted();
-    };
+    let reserved =
+        reservation::renew(st, &layout, i64::MIN, || true).expect("always renews when asked to");
     st.blocked.store(0, Ordering::Release);
-    drop(guard);
     let what = match was {
         reservation::BLOCKED_CONFIG_CHANGED => "configuration change accepted",
         reservation::BLOCKED_STATE_FILE => "unusable state file replaced",

@@ -77,13 +77,11 @@ pub extern "C-unwind" fn snowflake_id_reserver_main(_arg: pg_sys::Datum) {
             .unwrap_or(i64::MIN);
         let active = last_ms >= wall.div_euclid(1_000_000) - ACTIVE_MS;
         if active && state.needs_renewal(&layout, wall, mono, reservation::THRESHOLD_MS) {
-            let _guard = shmem::renewal_lock();
-            if state.needs_renewal(&layout, wall, mono, reservation::THRESHOLD_MS) {
-                // Unconfirmed (a termination cut the wait for standbys
-                // short): nothing was published, and the next
-                // CHECK_FOR_INTERRUPTS, once the lock is released, exits.
-                let _ = reservation::renew_locked(state, &layout, i64::MIN);
-            }
+            // A termination that cuts the wait for standbys short
+            // publishes nothing and exits (FATAL) once the lock is released.
+            reservation::renew(state, &layout, i64::MIN, || {
+                state.needs_renewal(&layout, wall, mono, reservation::THRESHOLD_MS)
+            });
         }
     }
 }

@@ -180,13 +180,9 @@ fn check_recovery() {
 /// interruptibly) and renew it unless someone else just did.
 #[cold]
 fn reserve(state: &GeneratorState, cfg: &Config, upto_ms: i64) {
-    let guard = shmem::renewal_lock();
-    if state.reserved_until_ms.load(Ordering::Acquire) < upto_ms
-        && reservation::renew_locked(state, &cfg.layout, upto_ms).is_none()
-    {
-        drop(guard);
-        reservation::interrupted();
-    }
+    reservation::renew(state, &cfg.layout, upto_ms, || {
+        state.reserved_until_ms.load(Ordering::Acquire) < upto_ms
+    });
 }
 
 /// Back-pressure: sleep `us` microseconds, until the reference clock

@@ -15,7 +15,7 @@
 //!   file is read; see [`startup_state`] for the outcomes.
 
 use crate::datadir::{self, state_path};
-use crate::{errors, gucs};
+use crate::{errors, gucs, shmem};
 use pgrx::pg_sys;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::{
@@ -149,6 +149,31 @@ pub fn blocked_reason(code: u64, layout: &Layout) -> (String, String) {
     }
 }
 
+/// Take the renewal lock (waiting interruptibly) and, if `still_needed`
+/// says so once it is held, renew the reservation: the one place that
+/// pairs the lock with [`renew_locked`] and its unconfirmed case. Returns
+/// the new reservation, or `None` when someone else's renewal made this
+/// one unnecessary. A renewal the synchronous standbys did not confirm
+/// releases the lock and ends the statement ([`interrupted`]).
+pub fn renew(
+    state: &GeneratorState,
+    layout: &Layout,
+    at_least_ms: i64,
+    still_needed: impl FnOnce() -> bool,
+) -> Option<i64> {
+    let guard = shmem::renewal_lock();
+    if !still_needed() {
+        return None;
+    }
+    match renew_locked(state, layout, at_least_ms) {
+        Some(target) => Some(target),
+        None => {
+            drop(guard);
+            interrupted()
+        }
+    }
+}
+
 /// Persist a reservation of at least `at_least_ms` (and `WINDOW_MS` beyond
 /// the frontier): in the state file and, flushed and replicated like a
 /// commit, in the WAL; then publish it. Must hold the renewal lock, and
@@ -157,10 +182,9 @@ pub fn blocked_reason(code: u64, layout: &Layout) -> (String, String) {
 /// Returns the reservation, or `None` when a cancel or a termination ended
 /// the wait for synchronous standbys before they confirmed it. Nothing is
 /// published then, so no ID is issued under a reservation a promoted
-/// standby might not know; the caller releases the lock and calls
-/// [`interrupted`].
+/// standby might not know.
 #[must_use]
-pub fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -> Option<i64> {
+fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -> Option<i64> {
     let clock = SystemClock;
     let target = state
         .renewal_target(layout, clock.wall_ns(), clock.mono_ns(), WINDOW_MS)
@@ -189,7 +213,7 @@ pub fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -
 /// but not for a caller still waiting for its IDs; the cancel is raised
 /// again here, so PostgreSQL reports it in its own words (57014). A
 /// termination is still pending and ends the process.
-pub fn interrupted() -> ! {
+fn interrupted() -> ! {
     errors::report(
         PgLogLevel::WARNING,
         PgSqlErrorCode::ERRCODE_WARNING,
