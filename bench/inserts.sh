@@ -50,7 +50,8 @@ regime() {  # regime LABEL SHARED_BUFFERS PREFILL
     cluster_stop "$DIR"
     cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 1" \
         "shared_buffers = '$sb'" "max_wal_size = '8GB'" "checkpoint_timeout = '30min'" \
-        "autovacuum = off" "synchronous_commit = off" "jit = off" "max_connections = 50"
+        "autovacuum = off" "synchronous_commit = off" "jit = off" \
+        "max_connections = $(( $(printf '%s\n' 40 $CLIENTS | sort -n | tail -1) + 10 ))"
     cluster_up "$DIR"
     q -c "CREATE EXTENSION snowflake_id"
     for i in "${!KEYS[@]}"; do

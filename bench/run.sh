@@ -16,6 +16,9 @@
 #   BENCH_WORKLOADS  which workloads to run and report (default "1 1b 2 3 4 5")
 #   BENCH_SCALING_BACKENDS  backend counts of workload 5 (default "1 2 4 8",
 #                on a 16-core machine "1 2 4 8 16 32 64")
+#   BENCH_LEAD_BACKENDS  backend counts of workload 5b (default "16")
+#   BENCH_CLIENTS  client counts of workload 2 (default "1 2 8 32"; on a
+#                16-core machine "1 2 4 8 16 32 64 128")
 #   BENCH_PGBENCH_SECONDS  length of each pgbench sample (default 5)
 #   BENCH_PAIR_ONLY=1  workload 2 runs only snowflake_nextval() and the floor
 #                (a focused, longer check of that ratio:
@@ -32,11 +35,13 @@ REPS=${BENCH_REPS:-3}
 if [ $SMOKE = 1 ]; then
     REPS=1; N1=10000; N10=20000; NINS=10000; NRANGE=20000; PGB_T=1; CLIENTS="1 2"
     NSCALE=20000; SCALE_BACKENDS=${BENCH_SCALING_BACKENDS:-"1 2"}
+    LEAD_BACKENDS=${BENCH_LEAD_BACKENDS:-"2"}
 else
-    N1=1000000; N10=10000000; NINS=1000000; NRANGE=10000000; PGB_T=${BENCH_PGBENCH_SECONDS:-5}; CLIENTS="1 2 8 32"
+    N1=1000000; N10=10000000; NINS=1000000; NRANGE=10000000; PGB_T=${BENCH_PGBENCH_SECONDS:-5}; CLIENTS=${BENCH_CLIENTS:-"1 2 8 32"}
     NSCALE=1000000; SCALE_BACKENDS=${BENCH_SCALING_BACKENDS:-"1 2 4 8"}
+    LEAD_BACKENDS=${BENCH_LEAD_BACKENDS:-"16"}
 fi
-WORKLOADS=" ${BENCH_WORKLOADS:-1 1b 2 3 4 5} "
+WORKLOADS=" ${BENCH_WORKLOADS:-1 1b 2 3 4 5b 5} "
 want() { [[ "$WORKLOADS" == *" $1 "* ]]; }
 # Workload 1 at N = 1M is short and the most sensitive to this machine's
 # noise: at least 9 repetitions.
@@ -51,7 +56,9 @@ trap cleanup EXIT
 
 [ -n "${BENCH_NO_INSTALL:-}" ] || install_extension
 cluster_stop "$DIR"
-cluster_init "$DIR" "$PORT" \
+# Enough connections for the largest client or backend count asked for.
+max_conn=$(printf '%s\n' 90 $CLIENTS $SCALE_BACKENDS $LEAD_BACKENDS | sort -n | tail -1)
+cluster_init "$DIR" "$PORT" "max_connections = $((max_conn + 10))" \
     "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 1" \
     "shared_buffers = '1GB'" "max_wal_size = '8GB'" "checkpoint_timeout = '30min'" \
     "autovacuum = off" "synchronous_commit = off" "jit = off" "max_parallel_workers_per_gather = 0"
@@ -275,6 +282,41 @@ R["range_size|sf"]=$(q -c "SELECT pg_total_relation_size('rs_snowflake')")
 R["range_size|ca"]=$(q -c "SELECT pg_total_relation_size('rs_created_at')")
 fi
 
+# --- 5b. many backends at the default lead bound -------------------------
+# N backends each take NSCALE IDs at once with the default max_lead: the
+# format allows N * NSCALE / 4096 ms of clock, less the lead it may borrow,
+# and the wall time is compared with that bound. Two statements: the one of
+# workload 5 (generate_series in FROM materialises its rows before the
+# first call, time in which the clock runs but no ID is taken) and the
+# streaming one of 1b (only generation). Before each run the lead of the
+# previous one drains. Before workload 5, which leaves a lead of seconds.
+if want 5b; then
+log "5b. $NSCALE IDs in each of $LEAD_BACKENDS concurrent backends (default max_lead)"
+lead_now() { q -c "SELECT coalesce(lead_ms, 0) FROM snowflake_stats()"; }
+max_lead_ms=$(q -c "SELECT max_lead_ms FROM snowflake_stats()")
+for n in $LEAD_BACKENDS; do
+    for ((rep = 0; rep < REPS; rep++)); do
+        for form in from stream; do
+            if [ $form = from ]; then
+                echo "SELECT count(snowflake_nextval()) FROM generate_series(1, $NSCALE);" > "$DIR/lead.sql"
+            else
+                echo "SELECT count(snowflake_nextval()) FROM (SELECT generate_series(1, $NSCALE)) s;" > "$DIR/lead.sql"
+            fi
+            sleep "$(awk -v l="$(lead_now)" 'BEGIN {print (l > 0 ? l / 1000 : 0) + 0.2}')"
+            w0=$(q -c "SELECT backpressure_waits FROM snowflake_stats()")
+            "$(pgbin)/pgbench" -n -h "$DIR" -p "$PORT" -U postgres -c "$n" -j "$n" -t 1 \
+                -f "$DIR/lead.sql" bench > "$DIR/pgbench.out" 2>&1 || { cat "$DIR/pgbench.out" >&2; die "pgbench failed"; }
+            pgbench_clean "$DIR/pgbench.out" || { cat "$DIR/pgbench.out" >&2; die "pgbench had failures"; }
+            tps=$(sed -nE 's/^tps = ([0-9.]+) .*without initial connection time.*/\1/p' "$DIR/pgbench.out")
+            [ -n "$tps" ] || { cat "$DIR/pgbench.out" >&2; die "no tps from pgbench"; }
+            R["leadN$n|$form|ms"]+="$(awk -v t="$tps" -v n="$n" 'BEGIN {printf "%.1f", n * 1000 / t}') "
+            R["leadN$n|$form|lead"]+="$(lead_now) "
+            R["leadN$n|$form|waits"]+="$(( $(q -c "SELECT backpressure_waits FROM snowflake_stats()") - w0 )) "
+        done
+    done
+done
+fi
+
 # --- 5. many backends at once -------------------------------------------
 # N backends each run SELECT count(f()) FROM generate_series(1, NSCALE) at
 # the same moment (one pgbench transaction per client, connection time
@@ -309,7 +351,8 @@ fi
 # facts about the run the report needs; bench/report.py renders the tables.
 SAMPLES=${OUT%.md}.samples.txt
 settings=""
-for v in BENCH_WORKLOADS BENCH_REPS BENCH_PGBENCH_SECONDS BENCH_PAIR_ONLY BENCH_SCALING_BACKENDS; do
+for v in BENCH_WORKLOADS BENCH_REPS BENCH_PGBENCH_SECONDS BENCH_PAIR_ONLY BENCH_SCALING_BACKENDS \
+    BENCH_LEAD_BACKENDS BENCH_CLIENTS; do
     if [ -n "${!v:-}" ]; then settings+="$v=\"${!v}\" "; fi
 done
 gen_names=()
@@ -326,6 +369,7 @@ for g in "${GENS[@]}"; do IFS='|' read -r name _ _ <<< "$g"; gen_names+=("$name"
     meta n1 "$N1"; meta n10 "$N10"; meta nins "$NINS"; meta nrange "$NRANGE"
     meta clients "$CLIENTS"; meta pgb_t "$PGB_T"; meta ceiling_per_ms "$ceiling_per_ms"
     meta nscale "$NSCALE"; meta scale_backends "$SCALE_BACKENDS"
+    meta lead_backends "$LEAD_BACKENDS"; meta max_lead_ms "${max_lead_ms:-1000}"
     meta gens "$(IFS=';'; echo "${gen_names[*]}")"
     meta floor "${FLOOR%%|*}"; meta nocall "${NOCALL%%|*}"
     # Every sample, in the order measured: the spread behind each median.

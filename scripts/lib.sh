@@ -125,10 +125,16 @@ as_pg() {
 
 # Build bench/floor.c (the benchmarks' constant C function) for the selected
 # PostgreSQL into DIR (owned by postgres); prints the SQL that declares it.
+# BENCH_FLOOR_SO: a prebuilt one instead (bench/device.sh, for a machine
+# without a compiler).
 bench_floor_sql() {
     local out="$1/bench_floor.so"
-    "${CC:-clang}" -O2 -fPIC -shared -Wno-ignored-attributes -I"$("$PG_CONFIG" --includedir-server)" \
-        "$ROOT/bench/floor.c" -o "$out" || die "could not build bench/floor.c"
+    if [ -n "${BENCH_FLOOR_SO:-}" ]; then
+        cp "$BENCH_FLOOR_SO" "$out" || die "could not copy $BENCH_FLOOR_SO"
+    else
+        "${CC:-clang}" -O2 -fPIC -shared -Wno-ignored-attributes -I"$("$PG_CONFIG" --includedir-server)" \
+            "$ROOT/bench/floor.c" -o "$out" || die "could not build bench/floor.c"
+    fi
     if is_root; then chown postgres:postgres "$out"; fi
     printf "CREATE FUNCTION bench_floor() RETURNS bigint AS '%s', 'bench_floor' LANGUAGE C VOLATILE PARALLEL SAFE;\n" "$out"
 }

@@ -15,8 +15,8 @@
 #      Rust on PATH and runs the regression suites there
 #   8. clients: real drivers and ORMs from PyPI and npm (tests/clients/),
 #      once, on PostgreSQL 18 (or the last major requested)
-#   9. bench smoke: bench/run.sh --smoke, bench/profile.sh and
-#      bench/inserts.sh --smoke at toy sizes,
+#   9. bench smoke: bench/run.sh --smoke, bench/profile.sh,
+#      bench/inserts.sh --smoke and bench/device.sh selftest at toy sizes,
 #      once, on PostgreSQL 18 (or the last major requested), so the
 #      benchmark runner cannot rot; its numbers are not checked
 # Layers 3-7 run once per supported PostgreSQL major (15-18 by default).
@@ -129,7 +129,8 @@ if has bench; then
     SNOWFLAKE_PREREQS_DONE=1 PG_VERSION=$bench_pg BENCH_OUT="$ROOT/.run/bench-smoke.md" \
         bash "$ROOT/bench/run.sh" --smoke > "$ROOT/.run/bench-smoke.log" 2>&1 \
         || { tail -40 "$ROOT/.run/bench-smoke.log" >&2; die "bench/run.sh --smoke failed; see .run/bench-smoke.log"; }
-    for section in "### 1. Generation" "### 1b." "### 2. pgbench" "### 3. Inserts" "### 4. Range scan" "### 5. Many backends"; do
+    for section in "### 1. Generation" "### 1b." "### 2. pgbench" "### 3. Inserts" "### 4. Range scan" \
+                   "### 5b. Many backends" "### 5. Many backends"; do
         grep -qF "$section" "$ROOT/.run/bench-smoke.md" || die "the smoke report has no \"$section\" section"
     done
     SNOWFLAKE_PREREQS_DONE=1 PG_VERSION=$bench_pg BENCH_NO_INSTALL=1 BENCH_PROFILE_N=5000 BENCH_PROFILE_TXNS=200 \
@@ -144,7 +145,15 @@ if has bench; then
         || { tail -40 "$ROOT/.run/inserts-smoke.log" >&2; die "bench/inserts.sh --smoke failed; see .run/inserts-smoke.log"; }
     grep -qE '^\| snowflake_nextval\(\), 8 hash partitions \| [0-9]+ \| [0-9.]+ \|' "$ROOT/.run/inserts-smoke.md" \
         || die "bench/inserts.sh reported no insert rate for the hash-partitioned table"
-    SUMMARY+=("bench smoke (PG $bench_pg): runner, profiler and insert study ok")
+    # The many-core runs happen on a borrowed machine without cargo or a
+    # compiler: pack for it (PostgreSQL 18) and run every part from the pack.
+    device=""
+    if [ "$bench_pg" = 18 ]; then
+        SNOWFLAKE_PREREQS_DONE=1 bash "$ROOT/bench/device.sh" selftest > "$ROOT/.run/device-selftest.log" 2>&1 \
+            || { tail -40 "$ROOT/.run/device-selftest.log" >&2; die "bench/device.sh selftest failed; see .run/device-selftest.log"; }
+        device=" and device pack"
+    fi
+    SUMMARY+=("bench smoke (PG $bench_pg): runner, profiler, insert study$device ok")
 fi
 
 log "all requested layers passed"
