@@ -51,6 +51,8 @@ if has lint; then
     # Every upgrade script refuses to be run by hand with psql.
     unguarded=$(grep -L '^\\echo Use "ALTER EXTENSION snowflake_id UPDATE' "$ROOT"/sql/snowflake_id--*--*.sql || true)
     [ -z "$unguarded" ] || die "upgrade scripts without the \\echo ... \\quit guard: $unguarded"
+    # An upgrade script's copy of src/sql/*.sql is generated, never edited.
+    python3 "$ROOT/scripts/upgrade_script.py" --check || die "an upgrade script differs from its sources"
     mapfile -t shell_scripts < <(git -C "$ROOT" ls-files '*.sh')
     (cd "$ROOT" && shellcheck -x -S warning "${shell_scripts[@]}") \
         || die "shellcheck found problems in the scripts above"
