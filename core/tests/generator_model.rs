@@ -11,6 +11,7 @@ use snowflake_id_core::testing::{ManualClock, Xorshift, M0, MS, T0};
 use snowflake_id_core::{
     Attempt, BlockAttempt, Clock, Config, Events, GenError, GeneratorState, Layout, SystemClock,
 };
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 /// The extension's reservation window (`src/reservation.rs`).
 const WINDOW_MS: i64 = 2_000;
@@ -29,12 +30,25 @@ fn layout_ending_at(end_unix_ms: i64) -> Layout {
 /// The durable reservation file of a simulated server.
 struct Host {
     file: Mutex<Option<i64>>,
+    /// What the file holds, readable without its lock (`i64::MIN`: none).
+    durable: AtomicI64,
+    /// The reservation window beyond the frontier, in ms.
+    window_ms: i64,
+    /// How many times the file was written.
+    renewals: AtomicU64,
 }
 
 impl Host {
     fn new() -> Self {
+        Self::with_window(WINDOW_MS)
+    }
+
+    fn with_window(window_ms: i64) -> Self {
         Host {
             file: Mutex::new(None),
+            durable: AtomicI64::new(i64::MIN),
+            window_ms,
+            renewals: AtomicU64::new(0),
         }
     }
 
@@ -42,17 +56,15 @@ impl Host {
     /// window beyond the frontier), then publish it.
     fn reserve(&self, st: &GeneratorState, layout: &Layout, clock: &impl Clock, upto_ms: i64) {
         let mut file = self.file.lock();
-        if st
-            .reserved_until_ms
-            .load(std::sync::atomic::Ordering::Acquire)
-            >= upto_ms
-        {
+        if st.reserved_until_ms.load(Ordering::Acquire) >= upto_ms {
             return;
         }
         let target = st
-            .renewal_target(layout, clock.wall_ns(), clock.mono_ns(), WINDOW_MS)
+            .renewal_target(layout, clock.wall_ns(), clock.mono_ns(), self.window_ms)
             .max(upto_ms);
         *file = Some(target);
+        self.durable.store(target, Ordering::Release);
+        self.renewals.fetch_add(1, Ordering::Relaxed);
         st.publish_reservation(target);
     }
 
@@ -63,8 +75,7 @@ impl Host {
             Some(r) => GeneratorState::resume_above(r, layout, clock.mono_ns()),
             None => {
                 let st = GeneratorState::new();
-                st.reserved_until_ms
-                    .store(i64::MIN, std::sync::atomic::Ordering::Relaxed);
+                st.reserved_until_ms.store(i64::MIN, Ordering::Relaxed);
                 st
             }
         }
@@ -517,4 +528,177 @@ fn stress_blocks_across_clock_steps() {
     all.sort_unstable();
     all.dedup();
     assert_eq!(all.len(), n, "duplicate IDs");
+}
+
+/// The system's clocks, with the wall clock stepped back by hand (as NTP
+/// or an operator would) and nothing else: lock-free, so that threads
+/// reading it race each other as backends do.
+struct SteppedSystemClock {
+    step_ns: AtomicI64,
+}
+
+impl Clock for SteppedSystemClock {
+    fn wall_ns(&self) -> i64 {
+        SystemClock.wall_ns() + self.step_ns.load(Ordering::Relaxed)
+    }
+    fn mono_ns(&self) -> i64 {
+        SystemClock.mono_ns()
+    }
+}
+
+/// Issue 17: the short path's CAS retry and every rare path at once, under
+/// real contention. Eight threads (single IDs through the short path,
+/// blocks through the general one) on the system's clocks, with the wall
+/// clock stepped back 300 ms every 100 ms, a 20 ms lead bound that the
+/// threads keep reaching (they borrow far faster than the clock admits),
+/// and a 5 ms reservation window, narrower than the lead, so that bursts
+/// ahead of the clock keep renewing it. Every call is
+/// stamped from one shared counter before it starts and after it returns,
+/// and:
+/// - a call that returned before another started issued lower IDs (the
+///   IDs increase in issue order across threads, not only per thread);
+/// - no ID is past the durable reservation, nor more than `max_lead` (+1
+///   for the millisecond in progress) ahead of the real clock;
+/// - no thread re-anchors, and no ID is issued twice.
+#[test]
+fn stress_issue_order_with_every_rare_path_under_contention() {
+    const MAX_LEAD_MS: u64 = 20;
+    let clock = Arc::new(SteppedSystemClock {
+        step_ns: AtomicI64::new(0),
+    });
+    let host = Arc::new(Host::with_window(5));
+    let st = Arc::new(host.start(&Layout::default_layout(), &*clock));
+    let cfg = Config {
+        layout: Layout::default_layout(),
+        worker: WORKER,
+        max_lead_ms: MAX_LEAD_MS,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let stepper = {
+        let (clock, stop) = (clock.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut steps = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                clock.step_ns.fetch_sub(300 * MS, Ordering::Relaxed);
+                steps += 1;
+            }
+            steps
+        })
+    };
+    let ticket = Arc::new(AtomicU64::new(0));
+    let waits = Arc::new(AtomicU64::new(0));
+    // (started, returned, first ID, last ID) of every call.
+    let handles: Vec<_> = (0..8u64)
+        .map(|t| {
+            let (st, host, clock) = (st.clone(), host.clone(), clock.clone());
+            let (ticket, waits) = (ticket.clone(), waits.clone());
+            std::thread::spawn(move || {
+                let mut calls = Vec::with_capacity(20_000);
+                let mut ev = Events::default();
+                let sleep = |us: u64| {
+                    waits.fetch_add(1, Ordering::Relaxed);
+                    std::thread::sleep(std::time::Duration::from_micros(us))
+                };
+                let reserve = |ms| host.reserve(&st, &cfg.layout, &*clock, ms);
+                for i in 0..20_000u64 {
+                    let started = ticket.fetch_add(1, Ordering::SeqCst);
+                    let (first, last) = if t % 2 == 0 {
+                        let id = snowflake_id_core::until_issued(
+                            || st.try_next(&cfg, &*clock, &mut ev),
+                            sleep,
+                            reserve,
+                        )
+                        .unwrap();
+                        (id, id)
+                    } else {
+                        // Mostly small blocks; every 128th spans about
+                        // two milliseconds, past the lead bound and the
+                        // reservation when they are near.
+                        let want = if i % 128 == 0 {
+                            8_000
+                        } else {
+                            1 + (i * 97 + t) % 50
+                        };
+                        let b = snowflake_id_core::until_issued(
+                            || st.try_next_block(&cfg, &*clock, &mut ev, want),
+                            sleep,
+                            reserve,
+                        )
+                        .unwrap();
+                        (b.first, b.last(&cfg.layout))
+                    };
+                    let returned = ticket.fetch_add(1, Ordering::SeqCst);
+                    let id_ms = cfg.layout.decode(last).unwrap().unix_ms;
+                    let durable = host.durable.load(Ordering::Acquire);
+                    assert!(
+                        id_ms <= durable,
+                        "ID at {id_ms} past the reservation {durable}"
+                    );
+                    let real_ms = SystemClock.wall_ms();
+                    assert!(
+                        id_ms <= real_ms + MAX_LEAD_MS as i64 + 1,
+                        "ID at {id_ms} leads the real clock {real_ms} by more than {MAX_LEAD_MS} ms"
+                    );
+                    calls.push((started, returned, first, last));
+                }
+                assert!(!ev.reanchored, "thread {t} re-anchored");
+                calls
+            })
+        })
+        .collect();
+    let mut calls: Vec<(u64, u64, i64, i64)> = vec![];
+    for h in handles {
+        calls.extend(h.join().unwrap());
+    }
+    stop.store(true, Ordering::Relaxed);
+    let steps = stepper.join().unwrap();
+
+    // Issue order: the highest ID of the calls that returned before each
+    // call started is below that call's first ID.
+    let mut by_return: Vec<(u64, i64)> = calls.iter().map(|c| (c.1, c.3)).collect();
+    by_return.sort_unstable();
+    let mut highest_returned = Vec::with_capacity(by_return.len());
+    let mut high = i64::MIN;
+    for &(_, last) in &by_return {
+        high = high.max(last);
+        highest_returned.push(high);
+    }
+    for &(started, _, first, _) in &calls {
+        let done_before = by_return.partition_point(|&(returned, _)| returned < started);
+        if done_before > 0 {
+            assert!(
+                highest_returned[done_before - 1] < first,
+                "a call that started after another returned issued a lower ID: {first}"
+            );
+        }
+    }
+    let mut ids: Vec<(i64, i64)> = calls.iter().map(|c| (c.2, c.3)).collect();
+    ids.sort_unstable();
+    assert!(ids.windows(2).all(|w| w[0].1 < w[1].0), "duplicate IDs");
+    // The rare paths were taken, under contention: calls overlapped other
+    // threads' calls (another call was stamped in between), threads slept
+    // at the lead bound, renewed the reservation, and saw the wall clock
+    // step back.
+    let overlapped = calls.iter().filter(|c| c.1 - c.0 > 1).count();
+    eprintln!(
+        "{overlapped} of {} calls overlapped; {} waits, {} renewals, {steps} steps back",
+        calls.len(),
+        waits.load(Ordering::Relaxed),
+        host.renewals.load(Ordering::Relaxed)
+    );
+    assert!(
+        overlapped > calls.len() / 10,
+        "too little contention: {overlapped} of {}",
+        calls.len()
+    );
+    assert!(
+        waits.load(Ordering::Relaxed) > 100,
+        "too few waits at the lead bound"
+    );
+    assert!(
+        host.renewals.load(Ordering::Relaxed) > 10,
+        "too few renewals"
+    );
+    assert!(steps >= 2, "the wall clock stepped back {steps} times");
 }
