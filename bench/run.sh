@@ -282,6 +282,18 @@ R["range_size|sf"]=$(q -c "SELECT pg_total_relation_size('rs_snowflake')")
 R["range_size|ca"]=$(q -c "SELECT pg_total_relation_size('rs_created_at')")
 fi
 
+# at_once N SCRIPT: N backends run SCRIPT once each, started together;
+# prints pgbench's rate in transactions per second, connection time
+# excluded (workloads 5 and 5b).
+at_once() {
+    "$(pgbin)/pgbench" -n -h "$DIR" -p "$PORT" -U postgres -c "$1" -j "$1" -t 1 \
+        -f "$2" bench > "$DIR/pgbench.out" 2>&1 || { cat "$DIR/pgbench.out" >&2; die "pgbench failed on $2"; }
+    pgbench_clean "$DIR/pgbench.out" || { cat "$DIR/pgbench.out" >&2; die "pgbench had failures on $2"; }
+    local tps; tps=$(sed -nE 's/^tps = ([0-9.]+) .*without initial connection time.*/\1/p' "$DIR/pgbench.out")
+    [ -n "$tps" ] || { cat "$DIR/pgbench.out" >&2; die "no tps from pgbench"; }
+    echo "$tps"
+}
+
 # --- 5b. many backends at the default lead bound -------------------------
 # N backends each take NSCALE IDs at once with the default max_lead: the
 # format allows N * NSCALE / 4096 ms of clock, less the lead it may borrow,
@@ -304,11 +316,7 @@ for n in $LEAD_BACKENDS; do
             fi
             sleep "$(awk -v l="$(lead_now)" 'BEGIN {print (l > 0 ? l / 1000 : 0) + 0.2}')"
             w0=$(q -c "SELECT backpressure_waits FROM snowflake_stats()")
-            "$(pgbin)/pgbench" -n -h "$DIR" -p "$PORT" -U postgres -c "$n" -j "$n" -t 1 \
-                -f "$DIR/lead.sql" bench > "$DIR/pgbench.out" 2>&1 || { cat "$DIR/pgbench.out" >&2; die "pgbench failed"; }
-            pgbench_clean "$DIR/pgbench.out" || { cat "$DIR/pgbench.out" >&2; die "pgbench had failures"; }
-            tps=$(sed -nE 's/^tps = ([0-9.]+) .*without initial connection time.*/\1/p' "$DIR/pgbench.out")
-            [ -n "$tps" ] || { cat "$DIR/pgbench.out" >&2; die "no tps from pgbench"; }
+            tps=$(at_once "$n" "$DIR/lead.sql")
             R["leadN$n|$form|ms"]+="$(awk -v t="$tps" -v n="$n" 'BEGIN {printf "%.1f", n * 1000 / t}') "
             R["leadN$n|$form|lead"]+="$(lead_now) "
             R["leadN$n|$form|waits"]+="$(( $(q -c "SELECT backpressure_waits FROM snowflake_stats()") - w0 )) "
@@ -334,11 +342,7 @@ for n in $SCALE_BACKENDS; do
         while IFS= read -r g; do
             IFS='|' read -r name expr _ <<< "$g"
             echo "SELECT count($expr) FROM generate_series(1, $NSCALE);" > "$DIR/scale.sql"
-            "$(pgbin)/pgbench" -n -h "$DIR" -p "$PORT" -U postgres -c "$n" -j "$n" -t 1 \
-                -f "$DIR/scale.sql" bench > "$DIR/pgbench.out" 2>&1 || { cat "$DIR/pgbench.out" >&2; die "pgbench failed for $name"; }
-            pgbench_clean "$DIR/pgbench.out" || { cat "$DIR/pgbench.out" >&2; die "pgbench had failures for $name"; }
-            tps=$(sed -nE 's/^tps = ([0-9.]+) .*without initial connection time.*/\1/p' "$DIR/pgbench.out")
-            [ -n "$tps" ] || { cat "$DIR/pgbench.out" >&2; die "no tps from pgbench"; }
+            tps=$(at_once "$n" "$DIR/scale.sql")
             R["scale$n|$name"]+="$(awk -v t="$tps" -v m="$NSCALE" 'BEGIN {printf "%.1f", t * m / 1000}') "
         done < <(rotated "$rep" "${scale_gens[@]}")
     done
