@@ -51,7 +51,9 @@ pack() {
     (cd "$ROOT" && cargo build -q --release -p snowflake_id_core --example scaling) \
         || die "could not build the scaling example"
     cp "$ROOT/target/release/examples/scaling" "$PACK/scaling"
-    git -C "$ROOT" rev-parse --short HEAD > "$PACK/commit"
+    # What was packed, and when: a second pack of the same commit is
+    # copied into place again.
+    printf '%s packed %s\n' "$(git -C "$ROOT" describe --always --dirty)" "$(date -u +%FT%TZ)" > "$PACK/commit"
     log "packed $(du -sh "$PACK" | cut -f1): carry .device (device tool: carry [\".device\"])"
 }
 
@@ -59,6 +61,7 @@ pack() {
 # and the postgres OS user that runs it.
 unpack() {
     [ -x "$PACK/pg/bin/pg_config" ] || die "no packed PostgreSQL in $PACK: run 'bash bench/device.sh pack' first"
+    command -v runuser >/dev/null || die "runuser (util-linux) is missing: the server cannot be started as postgres"
     if ! id postgres >/dev/null 2>&1; then
         useradd --system --no-create-home --shell /usr/sbin/nologin postgres \
             || die "could not create the postgres OS user"
@@ -79,9 +82,9 @@ unpack() {
 }
 
 machine() {
-    printf '%s, %s CPUs, %s, PostgreSQL %s, snowflake_id %s (commit %s)\n' \
+    printf '%s, %s CPUs, %s, kernel %s, PostgreSQL %s, snowflake_id %s (%s)\n' \
         "$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)" "$(nproc)" \
-        "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)" \
+        "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)" "$(uname -r)" \
         "$("$PG_CONFIG" --version | cut -d' ' -f2)" "$(project_version)" "$(cat "$PACK/commit" 2>/dev/null || echo '?')"
 }
 
