@@ -39,16 +39,19 @@ cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowfla
 cluster_up "$DIR"
 q -c "CREATE EXTENSION snowflake_id"
 
-BURST="SELECT count(*) FROM snowflake_nextval(200000000)"   # ~49 s at the format's ceiling
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 
-# Wait until a session runs the burst and has slept on back-pressure; print its pid.
+# The burst every section starts, tagged TAG so that its session can be
+# found: N IDs (default 200M, ~49 s at the format's ceiling).
+burst() { echo "SELECT count(*) FROM snowflake_nextval(${2:-200000000}) /* $1 */"; }
+# Wait until a session runs the burst tagged TAG (polling TRIES times,
+# default 200, 20 ms apart); print its pid.
 burst_pid() {
-    local n pid
-    for ((n = 0; n < 200; n++)); do
-        pid=$(q -At -c "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%snowflake_nextval(200000000)%' AND pid <> pg_backend_pid()")
+    local tag="$1" tries="${2:-200}" n pid
+    for ((n = 0; n < tries; n++)); do
+        pid=$(q -At -c "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%/* $tag */%' AND pid <> pg_backend_pid()")
         [ -n "$pid" ] && { echo "$pid"; return 0; }
-        sleep 0.05
+        sleep 0.02
     done
     return 1
 }
@@ -81,9 +84,9 @@ time_until_idle() {
 # --- 1. statement_timeout ------------------------------------------------------------
 overruns=()
 for _ in 1 2 3 4 5; do
-    q -c "SET statement_timeout = '300ms'" -c "$BURST" >"$BASE/burst.out" 2>&1 &
+    q -c "SET statement_timeout = '300ms'" -c "$(burst timed)" >"$BASE/burst.out" 2>&1 &
     burst=$!
-    pid=$(burst_pid) || die "the burst did not start"
+    pid=$(burst_pid timed) || die "the burst did not start"
     ms=$(time_until_idle "$pid" "PERFORM 1" "qs")
     overruns+=("$(awk -v m="$ms" 'BEGIN {printf "%.1f", m - 300}')")
     wait "$burst" && die "the burst was not ended by statement_timeout"
@@ -97,9 +100,9 @@ awk -v m="$med" 'BEGIN {exit !(m <= 50)}' || die "statement_timeout overran by $
 cancels=()
 waits0=$(q -At -c "SELECT backpressure_waits FROM snowflake_stats()")
 for _ in 1 2 3 4 5; do
-    q -c "$BURST" >"$BASE/burst.out" 2>&1 &
+    q -c "$(burst cancelled)" >"$BASE/burst.out" 2>&1 &
     burst=$!
-    pid=$(burst_pid) || die "the burst did not start"
+    pid=$(burst_pid cancelled) || die "the burst did not start"
     sleep 0.3
     cancels+=("$(time_until_idle "$pid" "PERFORM pg_cancel_backend($pid)" "clock_timestamp()")")
     wait "$burst" && die "the burst was not cancelled"
@@ -136,14 +139,9 @@ wait_event_of() {
 # Start a burst in the background, tagged TAG, after the statement PRE;
 # print its pid.
 start_burst() {
-    local tag="$1" pre="${2:-SELECT 1}" pid n
-    q -c "$pre" -c "SELECT count(*) FROM snowflake_nextval(200000000) /* $tag */" >"$BASE/$tag.out" 2>&1 &
-    for ((n = 0; n < 200; n++)); do
-        pid=$(q -At -c "SELECT pid FROM pg_stat_activity WHERE query LIKE '%/* $tag */%' AND pid <> pg_backend_pid()")
-        [ -n "$pid" ] && { echo "$pid"; return 0; }
-        sleep 0.02
-    done
-    return 1
+    local tag="$1" pre="${2:-SELECT 1}"
+    q -c "$pre" -c "$(burst "$tag")" >"$BASE/$tag.out" 2>&1 &
+    burst_pid "$tag"
 }
 WAITING='^(Extension|snowflake_id reservation)$'
 
@@ -223,15 +221,9 @@ bench=$!
 written0=$(q -At -c "SELECT reservations_written FROM snowflake_stats()")
 terminated=0
 for i in $(seq 1 10); do
-    q -c "SELECT count(*) FROM snowflake_nextval(50000000)" >/dev/null 2>&1 &
+    q -c "$(burst "bulk$i" 50000000)" >/dev/null 2>&1 &
     burst=$!
-    pid=""; n=0
-    while [ -z "$pid" ] && [ $n -lt 100 ]; do
-        pid=$(q -At -c "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE '%snowflake_nextval(50000000)%' AND pid <> pg_backend_pid()")
-        [ -n "$pid" ] || sleep 0.02
-        n=$((n + 1))
-    done
-    [ -n "$pid" ] || die "burst $i did not start"
+    pid=$(burst_pid "bulk$i" 100) || die "burst $i did not start"
     sleep "0.$(( (i * 37) % 9 + 1 ))"
     [ "$(q -At -c "SELECT pg_terminate_backend($pid)")" = t ] && terminated=$((terminated + 1))
     wait "$burst" || true
