@@ -9,11 +9,12 @@
 #  2. Concurrent pgbench writes through the coordinator and through each
 #     worker at once, in every statement form: single-row VALUES,
 #     multi-row VALUES, INSERT ... SELECT, prepared statements run more than
-#     5 times (Citus switches plans), and COPY. No failures, no duplicates,
-#     foreign keys hold, and the worker id of every row is the node that
-#     evaluated the default: recorded per statement form and table, and
-#     asserted where Citus documents it (the node that received the
-#     statement, for the distribution key).
+#     5 times (Citus switches plans), and COPY, into the table and into its
+#     child, whose default is not the distribution key. No failures, no
+#     duplicates, foreign keys hold, and the worker id of every row is the
+#     node that evaluated the default: recorded per statement form and
+#     table, and asserted (the receiving node, or for the repartitioned
+#     INSERT ... SELECT the target shard's node).
 #  3. A shard move (citus_move_shard_placement) under write load (every
 #     form but the repartitioned INSERT ... SELECT, see pulled.sql) leaves
 #     every ID unchanged.
@@ -85,11 +86,18 @@ SQL
 cat > "$BASE/values.sql" <<'SQL'
 INSERT INTO accounts (country, via, form) VALUES ('fr', :via, 'values');
 SQL
+# Each form also writes child rows, whose default (account_events.id) is not
+# the distribution key; multi-row VALUES names two accounts, which may sit
+# on different shards.
 cat > "$BASE/multi.sql" <<'SQL'
 INSERT INTO accounts (country, via, form) VALUES ('fr', :via, 'multi-row'), ('jp', :via, 'multi-row'), ('br', :via, 'multi-row');
+SELECT max(id) AS account, min(id) AS other FROM accounts WHERE via = :via AND form = 'values' \gset
+INSERT INTO account_events (account_id, via, form) VALUES (:account, :via, 'multi-row'), (:other, :via, 'multi-row');
 SQL
 cat > "$BASE/prepared.sql" <<'SQL'
 INSERT INTO accounts (country, via, form) VALUES ('jp', :via, 'prepared');
+SELECT max(id) AS account FROM accounts WHERE via = :via AND form = 'values' \gset
+INSERT INTO account_events (account_id, via, form) VALUES (:account, :via, 'prepared');
 SQL
 cat > "$BASE/select.sql" <<'SQL'
 INSERT INTO accounts (country, via, form) SELECT 'br', :via, 'insert-select' FROM generate_series(1, 5);
@@ -124,10 +132,14 @@ load() {  # load SECONDS FORMS...: each form through every node, and COPY beside
                 >"$BASE/load-$i-$f.out" 2>&1 &
             pids+=($!)
         done
-        (   end=$((SECONDS + secs))
+        (   end=$((SECONDS + secs)); n=${NAMES[$i]}
+            read -ra accts < <(q "$i" -At -c "SELECT string_agg(id::text, ' ') FROM (SELECT id FROM accounts
+                                               WHERE via = '$n' AND form = 'values' ORDER BY id DESC LIMIT 10) a")
             while [ $SECONDS -lt "$end" ]; do
-                for _ in $(seq 1 200); do printf 'jp\t%s\tcopy\n' "${NAMES[$i]}"; done \
+                for _ in $(seq 1 200); do printf 'jp\t%s\tcopy\n' "$n"; done \
                     | q "$i" -c "COPY accounts (country, via, form) FROM STDIN" || exit 1
+                for a in "${accts[@]}"; do printf '%s\t%s\tcopy\n' "$a" "$n"; done \
+                    | q "$i" -c "COPY account_events (account_id, via, form) FROM STDIN" || exit 1
             done ) &
         pids+=($!)
     done
@@ -147,7 +159,7 @@ where=$(q 0 -At -F ' ' -c "
      GROUP BY 1, 2, 3 ORDER BY 1, 2, 3")
 log "where the default ran (table, form, receiving node, worker ids of the rows, rows):"
 sed 's/^/    /' <<< "$where" >&2
-[ "$(wc -l <<< "$where")" = 21 ] || die "expected every form through every node in both tables"
+[ "$(wc -l <<< "$where")" = 30 ] || die "expected every form through every node in both tables"
 awk '$2 == "prepared" && $5 <= 5 {bad = 1} END {exit bad}' <<< "$where" \
     || die "a prepared statement ran 5 times or fewer on some node (Citus switches plans after 5)"
 node_worker="CASE via WHEN 'coord' THEN 100 WHEN 'w1' THEN 1 WHEN 'w2' THEN 2 END"
@@ -180,8 +192,10 @@ log "every row's worker id is the node that evaluated its default: the receiving
 
 # --- 3. a shard move under write load --------------------------------------------
 fingerprint="count(*) || ' ' || md5(string_agg(id || via || form, ',' ORDER BY id))"
-q 0 -c "CREATE TABLE before_move AS SELECT id FROM accounts"
+events_fingerprint="count(*) || ' ' || md5(string_agg(account_id || ':' || id || via || form, ',' ORDER BY id))"
+q 0 -c "CREATE TABLE before_move AS SELECT id FROM accounts" -c "CREATE TABLE events_before_move AS SELECT id FROM account_events"
 before=$(q 0 -At -c "SELECT $fingerprint FROM accounts")
+events_before=$(q 0 -At -c "SELECT $events_fingerprint FROM account_events")
 read -r shard from_port < <(q 0 -At -F ' ' -c "
     SELECT shardid, nodeport FROM citus_shards WHERE table_name = 'accounts'::regclass AND nodeport = $(port_of 1)
      ORDER BY shard_size DESC, shardid LIMIT 1")
@@ -198,8 +212,12 @@ now_port=$(q 0 -At -c "SELECT nodeport FROM citus_shards WHERE shardid = $shard"
 [ "$now_port" = "$to_port" ] || die "shard $shard is on port $now_port, not $to_port"
 after=$(q 0 -At -c "WITH b AS MATERIALIZED (SELECT id FROM before_move)
                     SELECT $fingerprint FROM accounts WHERE id IN (SELECT id FROM b)")
+events_after=$(q 0 -At -c "WITH b AS MATERIALIZED (SELECT id FROM events_before_move)
+                           SELECT $events_fingerprint FROM account_events WHERE id IN (SELECT id FROM b)")
 [ "$after" = "$before" ] || die "rows changed or vanished in the shard move: before $before, after $after"
-log "shard move: the ${before%% *} earlier rows are unchanged (fingerprint ${before##* }), and writes went on through every node"
+[ "$events_after" = "$events_before" ] \
+    || die "child rows changed or vanished in the shard move: before $events_before, after $events_after"
+log "shard move: the ${before%% *} earlier accounts and ${events_before%% *} child rows are unchanged (fingerprints ${before##* }, ${events_before##* }), and writes went on through every node"
 
 # --- 4. a time range through the bounds -------------------------------------------
 IFS='|' read -r t1 t2 < <(q 0 -At -F '|' -c "
