@@ -191,11 +191,18 @@ read -r bad_receiving bad_shard pushed dups orphans < <(q 0 -At -F ' ' -c "
 log "every row's worker id is the node that evaluated its default: the receiving node, or the shard's node for the $pushed repartitioned INSERT ... SELECT rows; 0 duplicates, 0 orphans"
 
 # --- 3. a shard move under write load --------------------------------------------
-fingerprint="count(*) || ' ' || md5(string_agg(id || via || form, ',' ORDER BY id))"
-events_fingerprint="count(*) || ' ' || md5(string_agg(account_id || ':' || id || via || form, ',' ORDER BY id))"
-q 0 -c "CREATE TABLE before_move AS SELECT id FROM accounts" -c "CREATE TABLE events_before_move AS SELECT id FROM account_events"
-before=$(q 0 -At -c "SELECT $fingerprint FROM accounts")
-events_before=$(q 0 -At -c "SELECT $events_fingerprint FROM account_events")
+# fingerprint TABLE ROW: the count and md5 of ROW over TABLE's rows whose
+# ids were saved in TABLE_before_move, before the move.
+fingerprint() {
+    q 0 -At -c "WITH b AS MATERIALIZED (SELECT id FROM $1_before_move)
+                SELECT count(*) || ' ' || md5(string_agg($2, ',' ORDER BY id)) FROM $1 WHERE id IN (SELECT id FROM b)"
+}
+declare -A ROW=([accounts]="id || via || form" [account_events]="account_id || ':' || id || via || form")
+declare -A BEFORE=()
+for t in accounts account_events; do
+    q 0 -c "CREATE TABLE ${t}_before_move AS SELECT id FROM $t"
+    BEFORE[$t]=$(fingerprint "$t" "${ROW[$t]}")
+done
 read -r shard from_port < <(q 0 -At -F ' ' -c "
     SELECT shardid, nodeport FROM citus_shards WHERE table_name = 'accounts'::regclass AND nodeport = $(port_of 1)
      ORDER BY shard_size DESC, shardid LIMIT 1")
@@ -210,14 +217,11 @@ q 0 -c "SELECT citus_move_shard_placement($shard, '127.0.0.1', $from_port, '127.
 wait "$loader" || die "writes failed during the shard move"
 now_port=$(q 0 -At -c "SELECT nodeport FROM citus_shards WHERE shardid = $shard")
 [ "$now_port" = "$to_port" ] || die "shard $shard is on port $now_port, not $to_port"
-after=$(q 0 -At -c "WITH b AS MATERIALIZED (SELECT id FROM before_move)
-                    SELECT $fingerprint FROM accounts WHERE id IN (SELECT id FROM b)")
-events_after=$(q 0 -At -c "WITH b AS MATERIALIZED (SELECT id FROM events_before_move)
-                           SELECT $events_fingerprint FROM account_events WHERE id IN (SELECT id FROM b)")
-[ "$after" = "$before" ] || die "rows changed or vanished in the shard move: before $before, after $after"
-[ "$events_after" = "$events_before" ] \
-    || die "child rows changed or vanished in the shard move: before $events_before, after $events_after"
-log "shard move: the ${before%% *} earlier accounts and ${events_before%% *} child rows are unchanged (fingerprints ${before##* }, ${events_before##* }), and writes went on through every node"
+for t in accounts account_events; do
+    after=$(fingerprint "$t" "${ROW[$t]}")
+    [ "$after" = "${BEFORE[$t]}" ] || die "$t: rows changed or vanished in the shard move: before ${BEFORE[$t]}, after $after"
+done
+log "shard move: the ${BEFORE[accounts]%% *} earlier accounts and ${BEFORE[account_events]%% *} child rows are unchanged (fingerprints ${BEFORE[accounts]##* }, ${BEFORE[account_events]##* }), and writes went on through every node"
 
 # --- 4. a time range through the bounds -------------------------------------------
 IFS='|' read -r t1 t2 < <(q 0 -At -F '|' -c "
