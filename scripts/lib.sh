@@ -228,17 +228,12 @@ cluster_stop() {
 }
 
 # pgbench_clean OUTFILE: the run had no failed transaction and no client
-# aborted. pgbench 15+ prints "number of failed transactions: N", which
-# counts only retried serialization and deadlock failures: any other error
-# aborts its client ("client 0 script 0 aborted in command ...") and the
-# run ("Run was aborted"), and still reports 0 failed. pgbench 14 has no
-# such line and aborts the client too.
+# aborted. "number of failed transactions: N" counts only retried
+# serialization and deadlock failures: any other error aborts its client
+# ("client 0 script 0 aborted in command ...") and the run ("Run was
+# aborted"), and the line still says 0.
 pgbench_clean() {
-    if grep -q "number of failed transactions" "$1"; then
-        grep -q "number of failed transactions: 0 " "$1" && ! grep -qE " aborted in command |Run was aborted" "$1"
-    else
-        grep -q "number of transactions actually processed" "$1" && ! grep -qiE "aborted|error" "$1"
-    fi
+    grep -q "number of failed transactions: 0 " "$1" && ! grep -qE " aborted in command |Run was aborted" "$1"
 }
 
 # psql against a cluster: pq DIR PORT [psql args...]
