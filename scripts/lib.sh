@@ -251,28 +251,86 @@ install_extension() {
 }
 
 # Citus, for the distributed-engine tests only (never part of the
-# extension or its packages). Its source is in shared/vendor/ beside the
-# checkout (CI cannot download sources); SNOWFLAKE_CITUS_TARBALL overrides.
+# extension or its packages). citus_tarball looks for the pinned source,
+# first found first, and checks every candidate against CITUS_SHA256 (the
+# sum of shared/vendor/citus-14.0.1.tar.gz, the tarball our CI carries):
+#   1. SNOWFLAKE_CITUS_TARBALL, a file the user names: it must be there and
+#      match, or the test fails;
+#   2. the cache, .cache/citus/citus-<version>.tar.gz;
+#   3. ../shared/vendor/ beside the checkout (this project's CI);
+#   4. a download of CITUS_URL into the cache (SNOWFLAKE_CITUS_URL
+#      overrides it), kept only if it matches.
+# It sets CITUS_TARBALL to the tarball's path, or CITUS_WHY to what it
+# tried, and returns 1. CITUS_CACHE_DIR and CITUS_VENDOR_DIR are variables
+# so that tests/lint/citus_source.sh can point them elsewhere.
 CITUS_VERSION=14.0.1
+CITUS_SHA256=26ddb8ec9de07c5fa8426e435d10936e5cd6bed01a5ad94aab92e818081e5ec9
+CITUS_URL=${SNOWFLAKE_CITUS_URL:-https://github.com/citusdata/citus/archive/refs/tags/v$CITUS_VERSION.tar.gz}
+CITUS_CACHE_DIR="$ROOT/.cache/citus"
+CITUS_VENDOR_DIR="$ROOT/../shared/vendor"
+CITUS_TARBALL="" CITUS_WHY=""
+sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 citus_tarball() {
-    local t="${SNOWFLAKE_CITUS_TARBALL:-$ROOT/../shared/vendor/citus-$CITUS_VERSION.tar.gz}"
-    [ -f "$t" ] || die "the Citus $CITUS_VERSION source is not at $t (set SNOWFLAKE_CITUS_TARBALL)"
-    printf '%s\n' "$t"
+    local name="citus-$CITUS_VERSION.tar.gz" t sum err
+    CITUS_TARBALL="" CITUS_WHY=""
+    if [ -n "${SNOWFLAKE_CITUS_TARBALL:-}" ]; then
+        t=$SNOWFLAKE_CITUS_TARBALL
+        if [ ! -f "$t" ]; then
+            CITUS_WHY="SNOWFLAKE_CITUS_TARBALL names $t, which is not a file"
+        elif [ "$(sha256_of "$t")" != "$CITUS_SHA256" ]; then
+            CITUS_WHY="SNOWFLAKE_CITUS_TARBALL: $t has SHA-256 $(sha256_of "$t"), expected $CITUS_SHA256"
+        else
+            CITUS_TARBALL=$t; return 0
+        fi
+        return 1
+    fi
+    for t in "$CITUS_CACHE_DIR/$name" "$CITUS_VENDOR_DIR/$name"; do
+        [ -f "$t" ] || continue
+        sum=$(sha256_of "$t")
+        if [ "$sum" = "$CITUS_SHA256" ]; then CITUS_TARBALL=$t; return 0; fi
+        log "ignoring $t: SHA-256 $sum, expected $CITUS_SHA256"
+    done
+    mkdir -p "$CITUS_CACHE_DIR"
+    t="$CITUS_CACHE_DIR/$name"
+    log "downloading the Citus $CITUS_VERSION source from $CITUS_URL"
+    if ! err=$(curl -fsSL --connect-timeout 10 --max-time 300 -o "$t.part" "$CITUS_URL" 2>&1); then
+        CITUS_WHY="not in $CITUS_CACHE_DIR/ or $CITUS_VENDOR_DIR/, and the download of $CITUS_URL failed: ${err//$'\n'/ }"
+        rm -f "$t.part"; return 1
+    fi
+    sum=$(sha256_of "$t.part")
+    if [ "$sum" != "$CITUS_SHA256" ]; then
+        CITUS_WHY="the download of $CITUS_URL has SHA-256 $sum, expected $CITUS_SHA256"
+        rm -f "$t.part"; return 1
+    fi
+    mv "$t.part" "$t"
+    CITUS_TARBALL=$t
+}
+
+# citus_unavailable: the Citus test cannot run (CITUS_WHY says why).
+# Under CI=true that is a failure (our CI must never silently lose the
+# layer); elsewhere it is one line saying why and how to supply the
+# source, and a skip.
+citus_unavailable() {
+    local how="put citus-$CITUS_VERSION.tar.gz (SHA-256 $CITUS_SHA256) in $CITUS_CACHE_DIR/ or set SNOWFLAKE_CITUS_TARBALL to it"
+    [ "${CI:-}" = true ] && die "the Citus $CITUS_VERSION source is not available: $CITUS_WHY ($how)"
+    log "citus: SKIPPED: the Citus $CITUS_VERSION source is not available: $CITUS_WHY; to run this test, $how"
 }
 
 # ensure_citus: Citus built and installed into $PG_CONFIG's PostgreSQL,
 # once. The build is cached in .cache/citus/ (like the wheels in
 # .cache/pg/): an installed citus.so of this version is left alone, and a
-# cached build is only re-installed.
+# cached build is only re-installed. Returns 1, having said why, when
+# there is no build and no source (citus_unavailable).
 ensure_citus() {
     local lib; lib="$("$PG_CONFIG" --pkglibdir)/citus.so"
     local stamp; stamp="$("$PG_CONFIG" --pkglibdir)/citus.$CITUS_VERSION.installed"
     [ -f "$lib" ] && [ -f "$stamp" ] && return 0
-    local src="$ROOT/.cache/citus/$CITUS_VERSION-pg$PG_MAJOR"
+    local src="$CITUS_CACHE_DIR/$CITUS_VERSION-pg$PG_MAJOR"
     if [ ! -f "$src/.built" ]; then
+        citus_tarball || { citus_unavailable; return 1; }
         log "building Citus $CITUS_VERSION for PostgreSQL $PG_MAJOR (a few minutes, once)"
         rm -rf "$src" && mkdir -p "$src"
-        tar xzf "$(citus_tarball)" -C "$src" --strip-components=1
+        tar xzf "$CITUS_TARBALL" -C "$src" --strip-components=1
         (cd "$src" && ./configure PG_CONFIG="$PG_CONFIG" --without-libcurl >"$src/configure.log" 2>&1 \
             && make -j"$(nproc)" >"$src/make.log" 2>&1) \
             || { tail -30 "$src/configure.log" "$src/make.log" >&2 2>/dev/null; die "the Citus build failed (see $src)"; }

@@ -12,8 +12,10 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
     log "installing Debian packages: ${missing[*]}"
     if ! is_root && ! command -v sudo >/dev/null; then die "need root or sudo to install ${missing[*]}"; fi
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+        || die "apt-get update failed: the Debian package lists could not be fetched"
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null \
+        || die "could not install the Debian packages ${missing[*]} (apt-get install failed)"
 fi
 # The client layer needs Node.js and npm and a Python with venv; machines
 # that come without them get Debian's.
@@ -22,7 +24,8 @@ command -v node >/dev/null && command -v npm >/dev/null || extra+=(nodejs npm)
 python3 -c 'import venv, ensurepip' 2>/dev/null || extra+=(python3-venv)
 if [ ${#extra[@]} -gt 0 ]; then
     log "installing Debian packages: ${extra[*]}"
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${extra[@]}" >/dev/null
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${extra[@]}" >/dev/null \
+        || die "could not install the Debian packages ${extra[*]} (apt-get install failed)"
 fi
 # Debian's cluster auto-creation is not used; make sure no stray default
 # cluster occupies our ports (harmless if there is none).
@@ -30,14 +33,16 @@ fi
 if ! command -v cargo >/dev/null; then
     [ -x "$HOME/.cargo/bin/cargo" ] || {
         log "installing the Rust toolchain with rustup"
-        curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal -c rustfmt,clippy
+        (set -o pipefail; curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal -c rustfmt,clippy) \
+            || die "could not install Rust: https://sh.rustup.rs or the toolchain could not be fetched"
     }
     export PATH="$HOME/.cargo/bin:$PATH"
 fi
 
 if [ "$(cargo pgrx --version 2>/dev/null | awk '{print $2}')" != "$PGRX_VERSION" ]; then
     log "installing cargo-pgrx $PGRX_VERSION (takes a few minutes, once)"
-    cargo install cargo-pgrx --version "$PGRX_VERSION" --locked
+    cargo install cargo-pgrx --version "$PGRX_VERSION" --locked \
+        || die "could not install cargo-pgrx $PGRX_VERSION from crates.io"
 fi
 
 # Register every requested PostgreSQL with cargo-pgrx, keeping those already

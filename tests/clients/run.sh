@@ -15,14 +15,16 @@ if [ ! -x "$CACHE/venv/bin/python" ] || ! cmp -s "$HERE/requirements.txt" "$CACH
     log "clients: installing the Python packages (PyPI) into $CACHE/venv"
     rm -rf "$CACHE/venv"
     python3 -m venv "$CACHE/venv"
-    "$CACHE/venv/bin/pip" install -q --disable-pip-version-check -r "$HERE/requirements.txt"
+    "$CACHE/venv/bin/pip" install -q --disable-pip-version-check -r "$HERE/requirements.txt" \
+        || die "could not install the PyPI packages of tests/clients/requirements.txt: $(grep -v '^#' "$HERE/requirements.txt" | tr '\n' ' ')"
     cp "$HERE/requirements.txt" "$CACHE/venv/requirements.txt"
 fi
 if [ ! -d "$CACHE/node/node_modules" ] || ! cmp -s "$HERE/package.json" "$CACHE/node/package.json"; then
     log "clients: installing the Node.js packages (npm) into $CACHE/node"
     rm -rf "$CACHE/node" && mkdir -p "$CACHE/node"
     cp "$HERE/package.json" "$CACHE/node/"
-    (cd "$CACHE/node" && npm install --silent --no-audit --no-fund >/dev/null)
+    (cd "$CACHE/node" && npm install --silent --no-audit --no-fund >/dev/null) \
+        || die "could not install the npm packages of tests/clients/package.json: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(" ".join(k+"@"+v for k,v in d.get("dependencies",{}).items()))' "$HERE/package.json")"
 fi
 
 cleanup() { cluster_stop "$DIR"; }
