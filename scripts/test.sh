@@ -10,22 +10,25 @@
 #   5. upgrade check: every released version -> HEAD with ALTER EXTENSION
 #      UPDATE, regress suites in the upgraded database, catalog equal to a
 #      fresh install (tests/upgrade/run.sh)
-#   6. integration scripts in tests/integration/ (real clusters, pgbench)
-#   7. packages: scripts/package.sh builds the tarball and .deb, and
+#   6. security: every attack of the security review and the protections
+#      that held (tests/security/run.sh), on PostgreSQL 15 and 18 only
+#   7. integration scripts in tests/integration/ (real clusters, pgbench)
+#   8. packages: scripts/package.sh builds the tarball and .deb, and
 #      tests/package/run.sh installs them into a clean PostgreSQL with no
 #      Rust on PATH and runs the regression suites there
-#   8. clients: real drivers and ORMs from PyPI and npm (tests/clients/),
+#   9. clients: real drivers and ORMs from PyPI and npm (tests/clients/),
 #      once, on PostgreSQL 18 (or the last major requested)
-#   9. bench smoke: bench/run.sh --smoke, bench/profile.sh,
+#  10. bench smoke: bench/run.sh --smoke, bench/profile.sh,
 #      bench/inserts.sh --smoke and bench/device.sh selftest at toy sizes,
 #      once, on PostgreSQL 18 (or the last major requested), so the
 #      benchmark runner cannot rot; its numbers are not checked
-# Layers 3-7 run once per supported PostgreSQL major (15-18 by default).
+# Layers 3-8 run once per supported PostgreSQL major (15-18 by default;
+# security on 15 and 18).
 # Quick loops: PG_VERSIONS="15 18" for a subset of majors, and
 # SNOWFLAKE_TEST_LAYERS for a subset of layers, e.g. "regress integration".
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-LAYERS=${SNOWFLAKE_TEST_LAYERS:-"lint unit pgtest regress upgrade integration package clients bench"}
+LAYERS=${SNOWFLAKE_TEST_LAYERS:-"lint unit pgtest regress upgrade security integration package clients bench"}
 read -r -a VERSIONS <<< "${PG_VERSIONS:-$PG_SUPPORTED}"
 for v in "${VERSIONS[@]}"; do
     [[ " $PG_SUPPORTED " == *" $v "* ]] || die "PG_VERSIONS: $v is not a supported major ($PG_SUPPORTED)"
@@ -85,7 +88,7 @@ for v in "${VERSIONS[@]}"; do
     fi
 
     # Everything below runs real clusters on the release build.
-    if has regress || has upgrade || has integration; then
+    if has regress || has upgrade || has security || has integration; then
         install_extension
     fi
 
@@ -97,6 +100,12 @@ for v in "${VERSIONS[@]}"; do
     if has upgrade; then
         bash "$ROOT/tests/upgrade/run.sh"
         SUMMARY+=("PG $PG_MAJOR upgrade: $(cat "$ROOT/.run/upgrade.summary") earlier release(s) -> HEAD, catalog equal to a fresh install")
+    fi
+
+    # The security layer on the oldest and the newest major.
+    if has security && [[ " 15 18 " == *" $PG_MAJOR "* ]]; then
+        bash "$ROOT/tests/security/run.sh"
+        SUMMARY+=("PG $PG_MAJOR security: $(cat "$ROOT/.run/security.summary")")
     fi
 
     if has integration; then
@@ -128,7 +137,7 @@ if has clients; then
     clients_pg=$once_pg
     log "client layer on PostgreSQL $clients_pg: psycopg, asyncpg, SQLAlchemy, Django, node-postgres, Knex"
     (select_pg "$clients_pg"
-     has regress || has upgrade || has integration || install_extension
+     has regress || has upgrade || has security || has integration || install_extension
      SNOWFLAKE_PREREQS_DONE=1 bash "$ROOT/tests/clients/run.sh") \
         || die "the client layer failed"
     SUMMARY+=("clients (PG $clients_pg): $(cat "$ROOT/.run/clients.summary")")

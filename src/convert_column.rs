@@ -46,11 +46,13 @@
 //! ```
 
 #[allow(unused_imports)] // named in `requires` below
+use crate::as_owner::snowflake_convert_as_owner;
+#[allow(unused_imports)] // named in `requires` below
 use crate::nextval::snowflake_nextval;
 use pgrx::prelude::*;
 
 extension_sql_file!(
     "sql/convert_column.sql",
     name = "convert_column",
-    requires = [snowflake_nextval]
+    requires = [snowflake_nextval, snowflake_convert_as_owner]
 );

@@ -56,10 +56,145 @@
 //! SELECT snowflake_convert_online_indexes('orders', 'id') \gexec
 //! ```
 
+//!
+//! ## Who writes the progress
+//!
+//! `snowflake_convert_progress` tells the conversion what to do next, so
+//! only the conversion may write it: a row written by hand could make
+//! another role's `CALL` act on objects the row names. The steps run as
+//! the caller (nothing here is SECURITY DEFINER), so the table cannot be
+//! closed by privileges alone; instead a trigger refuses every write
+//! unless [`snowflake_convert_progress_writable`] says it comes from one
+//! of the two entry points below, [`snowflake_convert_online_run_step`]
+//! and [`snowflake_convert_online_run_abandon`], by the role that called
+//! them, and not from the table owner's code they run (which runs as the
+//! owner in a security-restricted operation, `crate::as_owner`). Each
+//! step also checks that the recorded columns are the ones the catalog
+//! says it converts, under the names it gives them.
+
+use crate::errors;
+use pgrx::datum::Interval;
 use pgrx::prelude::*;
+use std::cell::Cell;
+
+extension_sql_file!(
+    "sql/convert_online_progress.sql",
+    name = "convert_online_progress",
+    requires = ["convert_column"]
+);
 
 extension_sql_file!(
     "sql/convert_online.sql",
     name = "convert_online",
-    requires = ["convert_column"]
+    requires = [
+        "convert_column",
+        "convert_online_progress",
+        snowflake_convert_progress_writable,
+        snowflake_convert_online_run_step,
+        snowflake_convert_online_run_abandon
+    ]
 );
+
+/// The online-conversion bodies the entry points run, as
+/// `@extschema@`-qualified SQL.
+const STEP_SQL: &str = include_str!("sql/convert_online_run_step.sql");
+const ABANDON_SQL: &str = include_str!("sql/convert_online_run_abandon.sql");
+const EXTENSION_SCHEMA_SQL: &str = include_str!("sql/extension_schema.sql");
+
+thread_local! {
+    /// The role that entered the running entry point, if any.
+    static WRITER: Cell<Option<pg_sys::Oid>> = const { Cell::new(None) };
+}
+
+/// While alive, the progress table may be written by the role that
+/// created it; restores the previous state when dropped, also when an
+/// ERROR unwinds through it.
+struct Writer(Option<pg_sys::Oid>);
+
+impl Writer {
+    fn enter() -> Self {
+        // SAFETY: reading this backend's current user.
+        let me = unsafe { pg_sys::GetUserId() };
+        Writer(WRITER.with(|w| w.replace(Some(me))))
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        WRITER.with(|w| w.set(self.0));
+    }
+}
+
+/// Whether a write to `snowflake_convert_progress` now comes from the
+/// online conversion itself: inside one of its entry points, by the role
+/// that called it, outside a security-restricted operation (where table
+/// owners' code runs). Called by the table's guard trigger.
+///
+/// ```sql
+/// SELECT snowflake_convert_progress_writable();  -- false outside the conversion
+/// ```
+#[pg_extern(volatile, parallel_restricted)]
+pub fn snowflake_convert_progress_writable() -> bool {
+    // SAFETY: reading this backend's user and security context.
+    let (me, restricted) =
+        unsafe { (pg_sys::GetUserId(), pg_sys::InSecurityRestrictedOperation()) };
+    !restricted && WRITER.with(|w| w.get()) == Some(me)
+}
+
+/// `@extschema@` of `sql`, replaced by this extension's schema, quoted.
+fn qualified(sql: &str) -> String {
+    let schema = Spi::get_one::<String>(EXTENSION_SCHEMA_SQL)
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| errors::not_installed());
+    sql.replace("@extschema@", &schema)
+}
+
+/// One unit of work of the online conversion (the body in
+/// `snowflake_convert_online_step_body`), allowed to write its progress.
+/// Called by `snowflake_convert_online_step()`, which the procedure calls.
+///
+/// ```sql
+/// SELECT snowflake_convert_online_run_step('orders', 'id', 1000, '1s');
+/// ```
+#[pg_extern(volatile, strict, parallel_unsafe)]
+pub fn snowflake_convert_online_run_step(
+    tbl: pg_sys::Oid,
+    col: &str,
+    batch_pages: i32,
+    lock_wait: Interval,
+) -> Option<String> {
+    let _w = Writer::enter();
+    Spi::get_one_with_args::<String>(
+        &qualified(STEP_SQL),
+        &[tbl.into(), col.into(), batch_pages.into(), lock_wait.into()],
+    )
+    .unwrap_or_else(|e| errors::spi_failed("snowflake_convert_online_step", e))
+}
+
+/// Backing out of an online conversion (the body in
+/// `snowflake_convert_online_abandon_body`), allowed to write its
+/// progress. Called by `snowflake_convert_online_abandon()`.
+///
+/// ```sql
+/// SELECT * FROM snowflake_convert_online_run_abandon('orders', 'id');
+/// ```
+#[pg_extern(volatile, strict, parallel_unsafe)]
+pub fn snowflake_convert_online_run_abandon(
+    tbl: pg_sys::Oid,
+    col: &str,
+) -> TableIterator<'static, (name!(action, String), name!(object, String))> {
+    let _w = Writer::enter();
+    let rows: Vec<(String, String)> = Spi::connect_mut(|client| {
+        let t = client.update(&qualified(ABANDON_SQL), None, &[tbl.into(), col.into()])?;
+        t.map(|row| {
+            Ok((
+                row.get::<String>(1)?.unwrap_or_default(),
+                row.get::<String>(2)?.unwrap_or_default(),
+            ))
+        })
+        .collect::<Result<Vec<_>, pgrx::spi::Error>>()
+    })
+    .unwrap_or_else(|e| errors::spi_failed("snowflake_convert_online_abandon", e));
+    TableIterator::new(rows)
+}

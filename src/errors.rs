@@ -286,3 +286,66 @@ pub fn base32_error(e: Base32Error, input: Option<&str>) -> ! {
         Some("Use the 13-symbol Crockford base32 form that snowflake_to_base32() returns."),
     )
 }
+
+pub fn undefined_table(oid: u32) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
+        format!("relation with OID {oid} does not exist"),
+        None,
+        None,
+    )
+}
+
+/// The caller does not have the privileges of the table's owner.
+pub fn not_owner(what: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        format!("must be owner of table {what}"),
+        Some("The conversion's statements run as the table's owner; only its owner, a member of the owning role, or a superuser may run them.".into()),
+        None,
+    )
+}
+
+/// A write to `snowflake_convert_progress` from outside the online
+/// conversion's own functions.
+pub fn progress_write_refused() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        "snowflake_convert_progress can only be changed by the online conversion's functions",
+        Some("Its rows tell the conversion what to do next; a row written by hand could make another role's conversion act on the wrong objects.".into()),
+        Some("Use CALL snowflake_convert_online() to go on, or snowflake_convert_online_abandon() to back out."),
+    )
+}
+
+/// A statement `snowflake_convert_as_owner` cannot run, or whose result is
+/// not a bigint.
+pub fn as_owner_failed(stmt: &str, e: pgrx::spi::Error) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        format!("snowflake_convert_as_owner cannot run this statement: {e}"),
+        Some(format!("The statement was: {stmt}")),
+        Some("Pass one SQL statement, not a transaction command or COPY; a statement that returns rows must return a bigint first column."),
+    )
+}
+
+/// An SPI failure that is not a PostgreSQL ERROR (those propagate as
+/// they are): a result of an unexpected shape.
+pub fn spi_failed(what: &str, e: pgrx::spi::Error) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_DATA_EXCEPTION,
+        format!("{what} returned an unexpected result: {e}"),
+        None,
+        None,
+    )
+}
+
+/// A function of the extension called where the extension is not
+/// installed (its library loaded by hand).
+pub fn not_installed() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "extension \"snowflake_id\" is not installed in this database",
+        None,
+        Some("Run CREATE EXTENSION snowflake_id."),
+    )
+}

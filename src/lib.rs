@@ -22,12 +22,17 @@
 //! - [`reservation`], [`bgworker`], [`wal`], [`datadir`]: durability (the
 //!   state file, its renewal, and the WAL resource manager that
 //!   replicates it);
+//! - [`as_owner`]: running a table owner's code as the owner, never as
+//!   the caller (`snowflake_convert_as_owner()`);
+//! - [`backtraces`]: Rust backtraces to the server log, never to clients;
 //! - [`errors`]: SQLSTATEs and messages.
 
 use pgrx::prelude::*;
 
 pub mod admin;
+pub mod as_owner;
 pub mod backend_clock;
+pub mod backtraces;
 pub mod bgworker;
 pub mod convert_column;
 pub mod convert_online;
@@ -48,6 +53,7 @@ pub mod wal;
 
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
+    backtraces::keep_out_of_client_messages();
     let preloading = shmem::preloading();
     let problems = gucs::define(preloading);
     if !preloading {

@@ -125,6 +125,7 @@ pub fn log_reservation(file: &StateFile) -> bool {
         );
         let lsn = pg_sys::XLogInsert(RM_ID, XLOG_RESERVE);
         pg_sys::XLogFlush(lsn);
+        let _on = SynchronousCommitOn::set();
         pg_sys::SyncRepWaitForLSN(lsn, false);
         lsn
     };
@@ -138,20 +139,62 @@ pub fn log_reservation(file: &StateFile) -> bool {
     !interrupted || standbys_confirmed(lsn)
 }
 
-/// Whether the synchronous standbys this session waits for have confirmed
-/// `lsn`, or none are required: the test `SyncRepWaitForLSN` makes before
-/// it waits, made again after it returned. It returns early, with only a
-/// WARNING, on a cancel or a termination.
+/// `synchronous_commit = on` for this backend while alive, whatever the
+/// session set: whether a reservation waits for the synchronous standbys
+/// is the server's decision (`synchronous_standby_names`, which only the
+/// configuration can set), never a session's. A session with
+/// `synchronous_commit = local` or `off` (or `remote_write`) would
+/// otherwise publish, for every session, a reservation no standby had
+/// confirmed, and a promoted standby could repeat the IDs under it. `on`
+/// is the most a non-commit wait uses (`SyncRepWaitForLSN` caps it at a
+/// flush). Restored when dropped, also when an ERROR unwinds.
+struct SynchronousCommitOn(Option<i32>);
+
+impl SynchronousCommitOn {
+    fn set() -> Self {
+        // SAFETY: reading this backend's GUC variable; a GUC set at a new
+        // nest level, as a function's SET clause does, so that its assign
+        // hook also sets the wait mode SyncRepWaitForLSN reads.
+        unsafe {
+            let cur = pg_sys::synchronous_commit as u32;
+            if cur == pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_FLUSH
+                || cur == pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_APPLY
+            {
+                return SynchronousCommitOn(None);
+            }
+            let nest = pg_sys::NewGUCNestLevel();
+            pg_sys::set_config_option(
+                c"synchronous_commit".as_ptr(),
+                c"on".as_ptr(),
+                pg_sys::GucContext::PGC_SUSET,
+                pg_sys::GucSource::PGC_S_SESSION,
+                pg_sys::GucAction::GUC_ACTION_SAVE,
+                true,
+                0,
+                false,
+            );
+            SynchronousCommitOn(Some(nest))
+        }
+    }
+}
+
+impl Drop for SynchronousCommitOn {
+    fn drop(&mut self) {
+        if let Some(nest) = self.0 {
+            // SAFETY: pops the nest level pushed in `set`.
+            unsafe { pg_sys::AtEOXact_GUC(false, nest) };
+        }
+    }
+}
+
+/// Whether the synchronous standbys have confirmed `lsn` (flushed it, the
+/// level [`SynchronousCommitOn`] waits for), or none are required: the
+/// test `SyncRepWaitForLSN` makes before it waits, made again after it
+/// returned. It returns early, with only a WARNING, on a cancel or a
+/// termination.
 fn standbys_confirmed(lsn: pg_sys::XLogRecPtr) -> bool {
-    // The wait mode synchronous_commit selects, as SyncRepWaitForLSN
-    // derives it (remote_write, on, remote_apply); the others do not wait.
-    // SAFETY: reading GUC variables of this backend.
-    let mode = match unsafe { pg_sys::synchronous_commit } as u32 {
-        pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_WRITE => 0,
-        pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_FLUSH => 1,
-        pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_APPLY => 2,
-        _ => return true,
-    };
+    // SYNC_REP_WAIT_FLUSH, the wait mode of synchronous_commit = on.
+    let mode = 1;
     // SAFETY: WalSndCtl is shared memory set up at start-up; the status
     // byte and the LSNs are written under SyncRepLock. Read without it, a
     // confirmation can at worst look missing, never the reverse: a WAL

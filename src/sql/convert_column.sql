@@ -312,7 +312,10 @@ BEGIN
 
     FOR i IN 1 .. cardinality(ch_rel) LOOP
         IF NOT dry_run THEN
-            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint', ch_rel[i]::regclass, ch_att[i]);
+            -- As the table's owner: the rewrite evaluates the owner's CHECK
+            -- constraints, generated columns and index expressions.
+            PERFORM @extschema@.snowflake_convert_as_owner(ch_rel[i],
+                format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint', ch_rel[i]::regclass, ch_att[i]));
         END IF;
         n := n + 1;
         RETURN QUERY SELECT n, 'widen'::text, format('%s.%I', ch_rel[i]::regclass, ch_att[i]),
@@ -340,7 +343,9 @@ BEGIN
     -- New IDs are larger than every existing value by construction (the
     -- generator mints from the current time); check it anyway, because a
     -- table may already hold IDs from a worker whose clock ran ahead.
-    EXECUTE format('SELECT max(%I)::bigint FROM %s', col, tbl) INTO max_val;
+    -- As the owner too: a table that forces row-level security runs the
+    -- owner's policies.
+    max_val := @extschema@.snowflake_convert_as_owner(tbl, format('SELECT max(%I)::bigint FROM %s', col, tbl));
     next_id := @extschema@.snowflake_nextval();
     IF max_val IS NOT NULL AND max_val >= next_id THEN
         RAISE EXCEPTION 'existing values of column "%" of relation "%" are not below the next snowflake ID', col, tbl
@@ -374,9 +379,11 @@ COMMENT ON FUNCTION snowflake_convert_column(regclass, name) IS
 -- How fast this server rewrites a table like REL while widening COL: a
 -- sample of up to 100,000 of its rows, with its indexes, is copied into a
 -- new table, widened and timed, all in a subtransaction that is rolled
--- back. The sample is a logged table in REL's schema, as the real rewrite
--- is, or a temporary one (no WAL: faster than the real thing) when the
--- caller may not create tables there.
+-- back. Everything is done as REL's owner, in a security-restricted
+-- operation (snowflake_convert_as_owner), because copying the rows runs
+-- the owner's code: index expressions and predicates. The sample is a
+-- logged table in REL's schema, as the real rewrite is; when the owner
+-- may not create tables there, nothing is measured.
 CREATE FUNCTION snowflake_convert_rewrite_rate(rel regclass, col name,
                                                OUT bytes_per_second double precision, OUT how text)
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
@@ -384,29 +391,38 @@ SET search_path = pg_catalog, pg_temp
 AS $rate$
 DECLARE
     sample  text;
-    nsp     name;
+    r       record;
     n       bigint;
     sz      bigint;
     t0      timestamptz;
     secs    double precision;
-    kind    text;
 BEGIN
-    SELECT ns.nspname INTO nsp FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace WHERE c.oid = rel;
+    SELECT c.relowner, c.relkind, ns.nspname INTO r
+      FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace WHERE c.oid = rel;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', rel::oid USING ERRCODE = 'undefined_table';
+    END IF;
+    IF r.relkind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION '"%" is not a table', rel USING ERRCODE = 'wrong_object_type';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = rel AND a.attname = col
+                      AND a.attnum > 0 AND NOT a.attisdropped) THEN
+        RAISE EXCEPTION 'column "%" of relation "%" does not exist', col, rel USING ERRCODE = 'undefined_column';
+    END IF;
+    IF NOT pg_has_role(current_user, r.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table %', rel USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF NOT has_schema_privilege(r.relowner, r.nspname, 'CREATE') THEN
+        how := format('not measured: the owner of %s may not create tables in schema %I', rel, r.nspname);
+        RETURN;
+    END IF;
     BEGIN
-        IF has_schema_privilege(nsp, 'CREATE') THEN
-            sample := format('%I.%I', nsp, 'snowflake_convert_sample_' || pg_backend_pid());
-            kind := 'a logged sample';
-            EXECUTE format('CREATE TABLE %s (LIKE %s INCLUDING INDEXES)', sample, rel);
-        ELSE
-            sample := format('pg_temp.%I', 'snowflake_convert_sample_' || pg_backend_pid());
-            kind := 'a temporary sample, without WAL, so the real rewrite may well be slower';
-            EXECUTE format('CREATE TEMP TABLE %s (LIKE %s INCLUDING INDEXES)', sample, rel);
-        END IF;
-        EXECUTE format('INSERT INTO %s SELECT * FROM %s LIMIT 100000', sample, rel);
-        GET DIAGNOSTICS n = ROW_COUNT;
+        sample := format('%I.%I', r.nspname, 'snowflake_convert_sample_' || pg_backend_pid());
+        PERFORM @extschema@.snowflake_convert_as_owner(rel, format('CREATE TABLE %s (LIKE %s INCLUDING INDEXES)', sample, rel));
+        n := @extschema@.snowflake_convert_as_owner(rel, format('INSERT INTO %s SELECT * FROM %s LIMIT 100000', sample, rel));
         sz := pg_total_relation_size(sample::regclass);
         t0 := clock_timestamp();
-        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint', sample, col);
+        PERFORM @extschema@.snowflake_convert_as_owner(rel, format('ALTER TABLE %s ALTER COLUMN %I TYPE bigint', sample, col));
         secs := greatest(extract(epoch FROM clock_timestamp() - t0)::double precision, 1e-6);
         RAISE EXCEPTION USING ERRCODE = 'SFRB0';   -- undo the sample
     EXCEPTION WHEN SQLSTATE 'SFRB0' THEN
@@ -414,7 +430,7 @@ BEGIN
     END;
     IF n > 0 THEN
         bytes_per_second := sz / secs;
-        how := format('estimate from %s of %s rows rewritten at %s MB/s', kind, n,
+        how := format('estimate from a logged sample of %s rows rewritten at %s MB/s', n,
                       round((sz / secs / 1048576)::numeric, 1));
     ELSE
         how := 'the table is empty';

@@ -3,42 +3,29 @@
 -- Included in the install script by extension_sql_file!; edit it here,
 -- then regenerate sql/snowflake_id--<version>.sql (the lint says how).
 
--- One row per column being widened: the key column itself and each
--- foreign-key column that references it. Row-level security shows and
--- lets change only the rows of tables the current user owns.
-CREATE TABLE snowflake_convert_progress (
-    tbl         regclass NOT NULL,
-    col         name NOT NULL,
-    rel         regclass NOT NULL,
-    rel_col     name NOT NULL,
-    new_col     name NOT NULL,
-    not_null    boolean NOT NULL,
-    phase       text NOT NULL,
-    pages_total bigint NOT NULL,
-    pages_done  bigint NOT NULL DEFAULT 0,
-    rows_done   bigint NOT NULL DEFAULT 0,
-    batches     bigint NOT NULL DEFAULT 0,
-    started_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    updated_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    PRIMARY KEY (tbl, col, rel, rel_col)
-);
-SELECT pg_catalog.pg_extension_config_dump('snowflake_convert_progress', '');
-ALTER TABLE snowflake_convert_progress ENABLE ROW LEVEL SECURITY;
-CREATE POLICY owner_only ON snowflake_convert_progress
-    USING (pg_catalog.pg_has_role(current_user,
-               (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = tbl), 'USAGE'));
-GRANT SELECT, INSERT, UPDATE, DELETE ON snowflake_convert_progress TO PUBLIC;
-COMMENT ON TABLE snowflake_convert_progress IS
-'Progress of snowflake_convert_online(): one row per column being widened';
+-- Refuse every write that does not come from the conversion itself: the
+-- steps run as the caller, so privileges alone cannot close the table.
+CREATE FUNCTION snowflake_convert_progress_guard() RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $guard$
+BEGIN
+    IF NOT @extschema@.snowflake_convert_progress_writable() THEN
+        RAISE EXCEPTION 'snowflake_convert_progress can only be changed by the online conversion''s functions'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'Its rows tell the conversion what to do next; a row written by hand could make another role''s conversion act on the wrong objects.',
+                  HINT = 'Use CALL snowflake_convert_online() to go on, or snowflake_convert_online_abandon() to back out.';
+    END IF;
+    RETURN CASE WHEN TG_OP = 'DELETE' THEN OLD ELSE NEW END;
+END;
+$guard$;
+COMMENT ON FUNCTION snowflake_convert_progress_guard() IS
+'Trigger of snowflake_convert_progress: only the online conversion''s own functions write it';
+CREATE TRIGGER snowflake_convert_progress_guard
+    BEFORE INSERT OR UPDATE OR DELETE ON snowflake_convert_progress
+    FOR EACH ROW EXECUTE FUNCTION snowflake_convert_progress_guard();
 
-CREATE VIEW snowflake_convert_status WITH (security_invoker = true) AS
-SELECT p.tbl AS "table", p.col AS "column", p.rel AS relation, p.rel_col AS relation_column,
-       p.phase, p.pages_done, p.pages_total,
-       round(100.0 * p.pages_done / greatest(p.pages_total, 1), 1) AS percent_done,
-       p.rows_done, p.batches, p.started_at, p.updated_at
-  FROM snowflake_convert_progress p;
-COMMENT ON VIEW snowflake_convert_status IS
-'What snowflake_convert_online() has done, per column being widened';
+GRANT SELECT ON snowflake_convert_status TO PUBLIC;
 
 -- The trigger that keeps a new column equal to the old one while the
 -- application writes: TG_ARGV holds pairs (old column, new column).
@@ -65,6 +52,25 @@ COMMENT ON FUNCTION snowflake_convert_sync() IS
 CREATE FUNCTION snowflake_convert_new_name(col name) RETURNS name
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 AS $$ SELECT left(col::text, 40) || '_snowflake_new' $$;
+
+-- The columns an online conversion of TBL.COL widens, as the catalog says
+-- now (the offline conversion's plan, carried out by nobody, with its
+-- refusals: ownership of every table included), each with the name of
+-- the bigint column that replaces it. What every step acts on is checked
+-- against this, never taken from a row alone.
+CREATE FUNCTION snowflake_convert_online_columns(tbl regclass, col name)
+RETURNS TABLE (rel regclass, rel_col name, new_col name)
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT x.relid::regclass, a.attname, @extschema@.snowflake_convert_new_name(a.attname)
+      FROM @extschema@.snowflake_convert_column_steps(tbl, col, true) x
+      JOIN pg_attribute a ON a.attrelid = x.relid AND a.attnum > 0 AND NOT a.attisdropped
+                         AND format('%s.%I', x.relid::regclass, a.attname) = x.object
+     WHERE x.action = 'widen'
+$$;
+COMMENT ON FUNCTION snowflake_convert_online_columns(regclass, name) IS
+'The columns an online conversion widens, from the catalog, with their new names';
 
 -- The indexes the online conversion needs, as statements to run at the
 -- top level (CONCURRENTLY cannot run in a function): one per index on a
@@ -138,7 +144,11 @@ COMMENT ON FUNCTION snowflake_convert_online_indexes(regclass, name) IS
 -- behind one: the conversion's lock requests time out sooner than that,
 -- so it must do it itself. Not one that prevents wraparound; nor where
 -- the caller may not signal autovacuum workers (they are then waited for,
--- within the retries). Returns how many were cancelled.
+-- within the retries). Returns how many were cancelled. A worker's query
+-- text is hidden from roles without pg_read_all_stats, so whether it
+-- prevents wraparound is also judged from the table's own ages, which
+-- everyone may read: past autovacuum_freeze_max_age (or the multixact
+-- one, or the table's own settings of either), the worker is left alone.
 CREATE FUNCTION snowflake_convert_cancel_autovacuum(rels oid[])
 RETURNS integer
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
@@ -149,8 +159,18 @@ DECLARE
     n  integer := 0;
 BEGIN
     FOR w IN SELECT DISTINCT l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+              JOIN pg_class c ON c.oid = l.relation
               WHERE l.locktype = 'relation' AND l.relation = ANY (rels) AND l.granted
-                AND a.backend_type = 'autovacuum worker' AND a.query NOT LIKE '%to prevent wraparound%'
+                AND a.backend_type = 'autovacuum worker'
+                AND coalesce(a.query NOT LIKE '%to prevent wraparound%', true)
+                AND age(c.relfrozenxid) <= coalesce(
+                        (SELECT o.option_value::bigint FROM pg_options_to_table(c.reloptions) o
+                          WHERE o.option_name = 'autovacuum_freeze_max_age'),
+                        current_setting('autovacuum_freeze_max_age')::bigint)
+                AND mxid_age(c.relminmxid) <= coalesce(
+                        (SELECT o.option_value::bigint FROM pg_options_to_table(c.reloptions) o
+                          WHERE o.option_name = 'autovacuum_multixact_freeze_max_age'),
+                        current_setting('autovacuum_multixact_freeze_max_age')::bigint)
     LOOP
         BEGIN
             IF pg_cancel_backend(w.pid) THEN
@@ -169,8 +189,10 @@ COMMENT ON FUNCTION snowflake_convert_cancel_autovacuum(oid[]) IS
 -- One unit of work of the online conversion, in the caller's transaction:
 -- the procedure commits after each. Returns the phase to continue with,
 -- 'retry' when a lock was not granted within lock_wait (nothing was done),
--- 'indexes' when it waits for the indexes, or 'done'.
-CREATE FUNCTION snowflake_convert_online_step(tbl regclass, col name, batch_pages integer, lock_wait interval)
+-- 'indexes' when it waits for the indexes, or 'done'. Run through
+-- snowflake_convert_online_step(), the only way its writes of the
+-- progress table are let through.
+CREATE FUNCTION snowflake_convert_online_step_body(tbl regclass, col name, batch_pages integer, lock_wait interval)
 RETURNS text
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -214,6 +236,23 @@ BEGIN
                        true);
     SELECT g.phase INTO ph FROM @extschema@.snowflake_convert_progress g
      WHERE g.tbl = $1 AND g.col = $2 AND g.rel = $1 AND g.rel_col = $2;
+
+    -- The recorded columns must be the ones the catalog says this
+    -- conversion widens, under the names it gives them: then acting on
+    -- the rows is acting on the catalog's answer.
+    IF ph IS NOT NULL AND ph <> 'done' AND EXISTS (
+           (SELECT g.rel, g.rel_col, g.new_col FROM @extschema@.snowflake_convert_progress g
+             WHERE g.tbl = $1 AND g.col = $2
+            EXCEPT SELECT * FROM @extschema@.snowflake_convert_online_columns($1, $2))
+           UNION ALL
+           (SELECT * FROM @extschema@.snowflake_convert_online_columns($1, $2)
+            EXCEPT SELECT g.rel, g.rel_col, g.new_col FROM @extschema@.snowflake_convert_progress g
+             WHERE g.tbl = $1 AND g.col = $2)) THEN
+        RAISE EXCEPTION 'the recorded online conversion of column "%" of relation "%" does not match the catalog', $2, $1
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'The foreign keys that reference the column changed since the conversion started.',
+                  HINT = 'Back out with snowflake_convert_online_abandon() and start again.';
+    END IF;
 
     -- Prepare: check, add the new columns and the triggers, record them.
     IF ph IS NULL THEN
@@ -326,6 +365,28 @@ BEGIN
                 USING ERRCODE = 'feature_not_supported',
                       HINT = 'Drop the foreign key and add it again after the conversion, or use snowflake_convert_column().';
         END IF;
+        -- The names the conversion gives its indexes and constraints must
+        -- be free: one that exists would be taken for its own. (Columns and
+        -- triggers need no check: adding them fails if the name is taken.)
+        SELECT x.what INTO d FROM (
+            SELECT format('relation "%s"', ic.oid::regclass) AS what
+              FROM @extschema@.snowflake_convert_progress g
+              JOIN pg_index i ON i.indrelid = g.rel
+              JOIN pg_class rc ON rc.oid = g.rel
+              JOIN pg_class ic ON ic.relname = 'snowflake_new_' || i.indexrelid AND ic.relnamespace = rc.relnamespace
+             WHERE g.tbl = $1 AND g.col = $2
+          UNION ALL
+            SELECT format('constraint "%s" on relation "%s"', k.conname, k.conrelid::regclass)
+              FROM @extschema@.snowflake_convert_progress g
+              JOIN pg_constraint k ON k.conrelid = g.rel AND k.conname LIKE 'snowflake\_new\_%'
+             WHERE g.tbl = $1 AND g.col = $2
+        ) x ORDER BY x.what LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'cannot convert column "%" of relation "%" online: % already exists', $2, $1, d.what
+                USING ERRCODE = 'duplicate_object',
+                      DETAIL = 'The online conversion names its new indexes snowflake_new_<index oid> and its new constraints snowflake_new_...',
+                      HINT = 'Rename or drop that object, then CALL the procedure again.';
+        END IF;
         PERFORM @extschema@.snowflake_convert_cancel_autovacuum(
             ARRAY(SELECT g.rel::oid FROM @extschema@.snowflake_convert_progress g WHERE g.tbl = $1 AND g.col = $2));
         BEGIN
@@ -372,9 +433,11 @@ BEGIN
         a := rel_rec.pages_done;
         b := least(a + batch_pages, rel_rec.pages_total);
         BEGIN
-            EXECUTE format('UPDATE %s SET %s WHERE ctid >= ''(%s,0)''::tid AND ctid < ''(%s,0)''::tid AND (%s)',
-                           rel_rec.rel, rel_rec.sets, a, b, rel_rec.cond);
-            GET DIAGNOSTICS n = ROW_COUNT;
+            -- As the table's owner: the UPDATE fires the owner's triggers
+            -- and evaluates the owner's index expressions.
+            n := @extschema@.snowflake_convert_as_owner(rel_rec.rel,
+                     format('UPDATE %s SET %s WHERE ctid >= ''(%s,0)''::tid AND ctid < ''(%s,0)''::tid AND (%s)',
+                            rel_rec.rel, rel_rec.sets, a, b, rel_rec.cond));
         EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
             RETURN 'retry';
         END;
@@ -547,7 +610,7 @@ BEGIN
             END LOOP;
         END LOOP;
         EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s()', $1, $2, target::regproc);
-        EXECUTE format('SELECT max(%I)::bigint FROM %s', $2, $1) INTO max_val;
+        max_val := @extschema@.snowflake_convert_as_owner($1, format('SELECT max(%I)::bigint FROM %s', $2, $1));
         next_id := @extschema@.snowflake_nextval();
         IF max_val IS NOT NULL AND max_val >= next_id THEN
             RAISE EXCEPTION 'existing values of column "%" of relation "%" are not below the next snowflake ID', $2, $1
@@ -562,6 +625,14 @@ BEGIN
     RETURN 'done';
 END;
 $step$;
+COMMENT ON FUNCTION snowflake_convert_online_step_body(regclass, name, integer, interval) IS
+'The body of snowflake_convert_online_step(), which alone may let it write the progress';
+
+CREATE FUNCTION snowflake_convert_online_step(tbl regclass, col name, batch_pages integer, lock_wait interval)
+RETURNS text
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT @extschema@.snowflake_convert_online_run_step(tbl, col, batch_pages, lock_wait) $$;
 COMMENT ON FUNCTION snowflake_convert_online_step(regclass, name, integer, interval) IS
 'One unit of work of snowflake_convert_online(); the procedure commits after each';
 
@@ -622,15 +693,17 @@ COMMENT ON PROCEDURE snowflake_convert_online(regclass, name, integer, real, int
 -- them) and forget the progress. After the swap there is nothing to undo,
 -- and only the record is removed. Takes ACCESS EXCLUSIVE on each table for
 -- a catalog change.
-CREATE FUNCTION snowflake_convert_online_abandon(tbl regclass, col name)
+CREATE FUNCTION snowflake_convert_online_abandon_body(tbl regclass, col name)
 RETURNS TABLE (action text, object text)
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $abandon$
 #variable_conflict use_column
 DECLARE
-    p   record;
-    ph  text;
+    p     record;
+    ph    text;
+    rels  regclass[];
+    news  name[];
 BEGIN
     SELECT g.phase INTO ph FROM @extschema@.snowflake_convert_progress g
      WHERE g.tbl = $1 AND g.col = $2 AND g.rel = $1 AND g.rel_col = $2;
@@ -643,17 +716,27 @@ BEGIN
         RAISE EXCEPTION 'must be owner of table %', $1 USING ERRCODE = 'insufficient_privilege';
     END IF;
     IF ph <> 'done' THEN
-        FOR p IN SELECT DISTINCT g.rel FROM @extschema@.snowflake_convert_progress g
-                  WHERE g.tbl = $1 AND g.col = $2 ORDER BY g.rel LOOP
-            EXECUTE format('DROP TRIGGER IF EXISTS snowflake_convert_sync ON %s', p.rel);
+        -- Only what both the record and the catalog name: the columns this
+        -- conversion widens (snowflake_convert_online_columns, which also
+        -- checks that the caller owns every table), under their new names.
+        -- Referencing columns first: their foreign keys hold on to the new
+        -- key column's index.
+        SELECT array_agg(c.rel ORDER BY c.rel = $1 AND c.rel_col = $2, c.rel::text, c.rel_col),
+               array_agg(c.new_col ORDER BY c.rel = $1 AND c.rel_col = $2, c.rel::text, c.rel_col)
+          INTO rels, news
+          FROM (SELECT x.rel, x.rel_col, x.new_col FROM @extschema@.snowflake_convert_online_columns($1, $2) x
+                INTERSECT
+                SELECT g.rel, g.rel_col, g.new_col FROM @extschema@.snowflake_convert_progress g
+                 WHERE g.tbl = $1 AND g.col = $2) c;
+        FOR p IN SELECT DISTINCT r.rel FROM unnest(rels) r(rel) ORDER BY r.rel LOOP
+            -- Only the conversion's own trigger.
+            CONTINUE WHEN NOT EXISTS (SELECT 1 FROM pg_trigger t WHERE t.tgrelid = p.rel AND t.tgname = 'snowflake_convert_sync'
+                                         AND t.tgfoid = '@extschema@.snowflake_convert_sync()'::regprocedure);
+            EXECUTE format('DROP TRIGGER snowflake_convert_sync ON %s', p.rel);
             action := 'drop trigger'; object := format('snowflake_convert_sync on %s', p.rel);
             RETURN NEXT;
         END LOOP;
-        -- Referencing columns first: their foreign keys hold on to the new
-        -- key column's index.
-        FOR p IN SELECT g.rel, g.new_col FROM @extschema@.snowflake_convert_progress g
-                  WHERE g.tbl = $1 AND g.col = $2
-                  ORDER BY g.rel = g.tbl AND g.rel_col = g.col, g.rel::text, g.rel_col LOOP
+        FOR p IN SELECT r.rel, r.new_col FROM unnest(rels, news) WITH ORDINALITY r(rel, new_col, k) ORDER BY r.k LOOP
             CONTINUE WHEN NOT EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = p.rel
                                         AND a.attname = p.new_col AND NOT a.attisdropped);
             EXECUTE format('ALTER TABLE %s DROP COLUMN %I', p.rel, p.new_col);
@@ -666,5 +749,13 @@ BEGIN
     RETURN NEXT;
 END;
 $abandon$;
+COMMENT ON FUNCTION snowflake_convert_online_abandon_body(regclass, name) IS
+'The body of snowflake_convert_online_abandon(), which alone may let it write the progress';
+
+CREATE FUNCTION snowflake_convert_online_abandon(tbl regclass, col name)
+RETURNS TABLE (action text, object text)
+LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT r.action, r.object FROM @extschema@.snowflake_convert_online_run_abandon(tbl, col) r $$;
 COMMENT ON FUNCTION snowflake_convert_online_abandon(regclass, name) IS
 'Back out of an online conversion that has not swapped yet; after the swap, only forget its record';

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The security layer: every attack of the 0.6.0 security review, and the
+# protections that held, on real clusters with three roles (setup.sql):
+# alice owns the victim tables, mallory is a plain role with a schema of
+# her own, dba is a member of both but not a superuser. scripts/test.sh
+# runs it on PostgreSQL 15 and 18 (the layer "security").
+#   progress.sql     forged progress rows; rows the conversion cannot change
+#   owner_code.sql   the owner's code (index expressions, triggers, CHECK
+#                    constraints, forced policies) runs as the owner in the
+#                    dry run, the back-fill, the rewrite and the final check
+#   collisions.sql   pre-created objects under the conversion's names
+#   surface.sql      what held: no SECURITY DEFINER, pinned search_path,
+#                    42501 for non-owners, hostile search_path objects and
+#                    identifiers; rewrite_rate's checks; the status view
+#   sync_commit.sql  a session's synchronous_commit cannot publish a
+#                    reservation no synchronous standby confirmed
+# Here: the mark file that mallory's code writes when it runs as a
+# superuser must never appear; PGOPTIONS cannot set snowflake_id.*; with
+# RUST_BACKTRACE=1 in the server's environment, a cancelled
+# snowflake_nextval(count) sends no backtrace to the client (it goes to the
+# server log). Every section runs even if an earlier one failed, so that a
+# run against an older version shows each attack that gets through.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+HERE="$ROOT/tests/security"
+BASE=$(state_dir "$ROOT/.run/security" security)
+PORT=${SNOWFLAKE_SECURITY_PORT:-55880}
+DIR="$BASE/main" SYNC="$BASE/sync"
+MARK="$BASE/pwned-by-mallory"
+cleanup() { cluster_stop "$DIR"; cluster_stop "$SYNC"; }
+trap cleanup EXIT
+mkdir -p "$DIR" "$SYNC"
+if is_root; then chown postgres:postgres "$DIR" "$SYNC"; fi
+cleanup
+rm -f "$MARK"
+failed=()
+
+# psql_as FILE DIR PORT: run one section; its output goes to BASE/NAME.out.
+section() {
+    local file="$1" dir="$2" port="$3" name; name=$(basename "$file" .sql)
+    if PGHOST="$dir" PGPORT="$port" PGUSER=postgres PGDATABASE=postgres \
+        "$(pgbin)/psql" -X -q -v ON_ERROR_STOP=1 -v mark="$MARK" -f "$file" >"$BASE/$name.out" 2>&1; then
+        log "security: $name: ok ($(grep -c '^ *ok: \| 42[0-9A-Z]\{3\}: \| 5[57][0-9A-Z]\{3\}: ' "$BASE/$name.out" || true) checks)"
+    else
+        tail -5 "$BASE/$name.out" >&2
+        failed+=("$name")
+        log "security: $name: FAILED (see $BASE/$name.out)"
+    fi
+}
+
+cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 11"
+cluster_up "$DIR" RUST_BACKTRACE=1
+section "$HERE/setup.sql" "$DIR" "$PORT"
+[ ${#failed[@]} = 0 ] || die "the security layer's setup failed"
+for s in progress owner_code collisions surface; do
+    section "$HERE/$s.sql" "$DIR" "$PORT"
+done
+
+if [ -e "$MARK" ]; then
+    failed+=("mark")
+    log "security: FAILED: mallory's code ran $(wc -l < "$MARK") time(s) as $(sort -u "$MARK" | tr '\n' ' ')and wrote $MARK"
+fi
+
+# PGOPTIONS cannot set snowflake_id.* for a plain role.
+if out=$(PGOPTIONS="-c snowflake_id.worker_id=7" "$(pgbin)/psql" -X -h "$DIR" -p "$PORT" -U mallory -d postgres \
+        -At -c "SHOW snowflake_id.worker_id" 2>&1); then
+    failed+=("pgoptions"); log "security: FAILED: PGOPTIONS set snowflake_id.worker_id for mallory: $out"
+elif [[ "$out" != *"FATAL:"*"snowflake_id.worker_id"* ]]; then
+    failed+=("pgoptions"); log "security: FAILED: PGOPTIONS was refused, but not as expected: $out"
+else
+    log "security: PGOPTIONS: refused"
+fi
+
+# No Rust backtrace in a client's message: a snowflake_nextval(count)
+# cancelled by statement_timeout while it sleeps on back-pressure.
+out=$("$(pgbin)/psql" -X -h "$DIR" -p "$PORT" -U mallory -d postgres -v VERBOSITY=verbose \
+      -c "SET statement_timeout = '300ms'" -c "SELECT count(*) FROM snowflake_nextval(100000000)" 2>&1 || true)
+if [[ "$out" != *"57014"* ]]; then
+    failed+=("backtrace"); log "security: FAILED: the burst was not cancelled: $out"
+elif grep -qiE 'backtrace|^ *[0-9]+: |rust_begin_unwind|\.rs:[0-9]+' <<< "$out"; then
+    failed+=("backtrace"); log "security: FAILED: the client got a Rust backtrace:"; printf '%s\n' "$out" | head -20 >&2
+elif ! grep -q "snowflake_id: Rust backtrace" "$DIR/server.log"; then
+    failed+=("backtrace"); log "security: FAILED: no Rust backtrace in the server log with RUST_BACKTRACE=1"
+else
+    log "security: a cancelled call's backtrace went to the server log only"
+fi
+
+# A server whose synchronous standby never answers.
+cluster_init "$SYNC" $((PORT + 1)) "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 12" \
+    "snowflake_id.max_lead = '1ms'"
+cluster_up "$SYNC"
+section "$HERE/setup.sql" "$SYNC" $((PORT + 1))
+"$(pgbin)/psql" -X -q -h "$SYNC" -p $((PORT + 1)) -U postgres -d postgres \
+    -c "ALTER SYSTEM SET synchronous_standby_names = 'nobody'" -c "SELECT pg_reload_conf()" >/dev/null
+section "$HERE/sync_commit.sql" "$SYNC" $((PORT + 1))
+
+[ ${#failed[@]} = 0 ] || die "the security layer failed: ${failed[*]}"
+echo "every attack refused, every protection held" > "$ROOT/.run/security.summary"
+log "security: every attack refused, every protection held"
