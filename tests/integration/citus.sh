@@ -25,7 +25,9 @@
 #     ships the STABLE calls to each shard's node, which evaluates them and
 #     scans the shard's primary key.
 #  5. snowflake_fleet_check() on the coordinator checks every node: clean;
-#     then, with worker 2 given worker 1's worker id, it names both.
+#     then, with worker 2 given worker 1's worker id, it names both; a
+#     plain role is refused it, and run_command_on_all_nodes reads no
+#     node's snowflake_node for it.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 if [ "$PG_MAJOR" != 18 ]; then
@@ -257,6 +259,18 @@ log "with w2 given w1's worker id: $(paste -sd';' <<< "$caught")"
 [ "$caught" = "127.0.0.1:$(port_of 1) | worker_id 1 is also used by 127.0.0.1:$(port_of 2)
 127.0.0.1:$(port_of 2) | worker_id 1 is also used by 127.0.0.1:$(port_of 1)" ] \
     || die "the fleet check did not name both Citus workers: '$caught'"
+# A plain role reaches no node's snowflake_node, neither through the fleet
+# check nor through Citus' run_command_on_all_nodes (docs/security.md):
+# pg_control_system() is not theirs on any node.
+q 0 -c "CREATE ROLE fleet_plain LOGIN" >/dev/null
+out=$(q 0 -c "SET ROLE fleet_plain" -c "SELECT * FROM snowflake_fleet_check()" 2>&1) \
+    && die "a plain role ran the fleet check on the Citus coordinator"
+grep -q "permission denied" <<< "$out" || die "the fleet check refused a plain role, but not with 42501: $out"
+out=$(q 0 -At -c "SET ROLE fleet_plain" \
+      -c "SELECT coalesce(bool_or(success), false) FROM run_command_on_all_nodes('SELECT row_to_json(n) FROM public.snowflake_node n')" 2>&1 || true)
+[[ "$out" == f || "$out" == *"permission denied"* ]] \
+    || die "a plain role read snowflake_node through run_command_on_all_nodes: $out"
+log "a plain role is refused the fleet check and every node's snowflake_node"
 
 log "citus: ok"
 trap - EXIT
