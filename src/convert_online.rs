@@ -128,7 +128,10 @@ impl Drop for Writer {
 /// Whether a write to `snowflake_convert_progress` now comes from the
 /// online conversion itself: inside one of its entry points, by the role
 /// that called it, outside a security-restricted operation (where table
-/// owners' code runs). Called by the table's guard trigger.
+/// owners' code runs). A superuser outside such an operation may write it
+/// too (restoring a dump of a database with a conversion under way: the
+/// rows are checked against the catalog at every step anyway). Called by
+/// the table's guard trigger.
 ///
 /// ```sql
 /// SELECT snowflake_convert_progress_writable();  -- false outside the conversion
@@ -138,7 +141,8 @@ pub fn snowflake_convert_progress_writable() -> bool {
     // SAFETY: reading this backend's user and security context.
     let (me, restricted) =
         unsafe { (pg_sys::GetUserId(), pg_sys::InSecurityRestrictedOperation()) };
-    !restricted && WRITER.with(|w| w.get()) == Some(me)
+    // SAFETY: a catalog check of the current user.
+    !restricted && (WRITER.with(|w| w.get()) == Some(me) || unsafe { pg_sys::superuser() })
 }
 
 /// `@extschema@` of `sql`, replaced by this extension's schema, quoted.
