@@ -46,22 +46,12 @@ COMMENT ON FUNCTION snowflake_to_jsonb(anyelement) IS
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/admin.rs:112
+-- src/admin.rs:113
 -- snowflake_id::admin::snowflake_accept_configuration
 CREATE  FUNCTION "snowflake_accept_configuration"() RETURNS TEXT /* String */
 STRICT VOLATILE PARALLEL UNSAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'snowflake_accept_configuration_wrapper';
-/* </end connected objects> */
-
-/* <begin connected objects> */
--- src/admin.rs:149
--- requires:
---   snowflake_accept_configuration
-
--- Only superusers (and roles they grant it to) may accept a changed
--- configuration: see snowflake_accept_configuration() in src/admin.rs.
-REVOKE ALL ON FUNCTION snowflake_accept_configuration() FROM PUBLIC;
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -78,7 +68,7 @@ AS 'MODULE_PATHNAME', 'snowflake_compose_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/as_owner.rs:112
+-- src/as_owner.rs:119
 -- snowflake_id::as_owner::snowflake_convert_as_owner
 CREATE  FUNCTION "snowflake_convert_as_owner"(
 	"rel" oid, /* pg_sys :: Oid */
@@ -90,7 +80,7 @@ AS 'MODULE_PATHNAME', 'snowflake_convert_as_owner_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/convert_online.rs:185
+-- src/convert_online.rs:186
 -- snowflake_id::convert_online::snowflake_convert_online_run_abandon
 CREATE  FUNCTION "snowflake_convert_online_run_abandon"(
 	"tbl" oid, /* pg_sys :: Oid */
@@ -105,7 +95,7 @@ AS 'MODULE_PATHNAME', 'snowflake_convert_online_run_abandon_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/convert_online.rs:163
+-- src/convert_online.rs:164
 -- snowflake_id::convert_online::snowflake_convert_online_run_step
 CREATE  FUNCTION "snowflake_convert_online_run_step"(
 	"tbl" oid, /* pg_sys :: Oid */
@@ -119,7 +109,7 @@ AS 'MODULE_PATHNAME', 'snowflake_convert_online_run_step_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/convert_online.rs:135
+-- src/convert_online.rs:139
 -- snowflake_id::convert_online::snowflake_convert_progress_writable
 CREATE  FUNCTION "snowflake_convert_progress_writable"() RETURNS bool /* bool */
 STRICT VOLATILE PARALLEL RESTRICTED
@@ -1584,6 +1574,47 @@ CREATE  FUNCTION "snowflake_nextval"(
 STRICT VOLATILE PARALLEL SAFE 
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'snowflake_nextval_bulk_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/floor.rs:180
+-- snowflake_id::floor::snowflake_raise_floor
+CREATE  FUNCTION "snowflake_raise_floor"(
+	"id" bigint /* i64 */
+) RETURNS timestamp with time zone /* TimestampWithTimeZone */
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_raise_floor_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/floor.rs:203
+-- snowflake_id::floor::snowflake_raise_floor_from_data
+CREATE  FUNCTION "snowflake_raise_floor_from_data"() RETURNS TABLE (
+	"relation" TEXT,  /* String */
+	"column_name" TEXT,  /* String */
+	"largest_id" bigint,  /* Option < i64 > */
+	"beyond_limit" bool  /* bool */
+)
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_raise_floor_from_data_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/admin.rs:171
+-- requires:
+--   snowflake_accept_configuration
+--   snowflake_raise_floor
+--   snowflake_raise_floor_from_data
+
+-- Only superusers (and roles they grant it to) may accept a changed
+-- configuration (snowflake_accept_configuration() in src/admin.rs) or
+-- raise the generator's floor (src/floor.rs): a plain role could use up
+-- the ID space.
+REVOKE ALL ON FUNCTION snowflake_accept_configuration() FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_raise_floor(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_raise_floor_from_data() FROM PUBLIC;
 /* </end connected objects> */
 
 /* <begin connected objects> */

@@ -70,6 +70,7 @@ pub fn snowflake_stats() -> TableIterator<
     let state = match st.blocked.load(Ordering::Acquire) {
         reservation::BLOCKED_CONFIG_CHANGED => "disabled: configuration changed".to_string(),
         reservation::BLOCKED_STATE_FILE => "disabled: state file unusable".to_string(),
+        reservation::BLOCKED_FOREIGN_FILE => "disabled: state file of another cluster".to_string(),
         _ if shmem::in_recovery() => "standby: in recovery".to_string(),
         _ if gucs::worker_id().is_none() => "worker_id unset".to_string(),
         _ => "ok".to_string(),
@@ -124,14 +125,32 @@ pub fn snowflake_accept_configuration() -> String {
         errors::worker_id_unset();
     }
     let was = st.blocked.load(Ordering::Acquire);
+    // Above this database's keys before anything is minted again (other
+    // databases: at their first call).
+    let from_data = crate::floor::raise_here(st, &layout);
     let reserved =
         reservation::renew(st, &layout, i64::MIN, || true).expect("always renews when asked to");
     st.blocked.store(0, Ordering::Release);
     let what = match was {
         reservation::BLOCKED_CONFIG_CHANGED => "configuration change accepted",
         reservation::BLOCKED_STATE_FILE => "unusable state file replaced",
+        reservation::BLOCKED_FOREIGN_FILE => "state file of another cluster accepted",
         _ => "configuration already accepted",
     };
+    if was == reservation::BLOCKED_STATE_FILE && from_data.is_none() {
+        errors::report(
+            PgLogLevel::WARNING,
+            PgSqlErrorCode::ERRCODE_WARNING,
+            "snowflake_id: accepted with no floor but the clock",
+            Some("The state file was unusable and no table of this database holds snowflake keys: new IDs start from this server's clock, which may be behind the IDs issued before.".into()),
+            Some("Raise the floor above any ID this server issued before with SELECT snowflake_raise_floor(id), and run SELECT snowflake_raise_floor_from_data() in every other database."),
+        );
+        return format!(
+            "{what}: no floor but the clock; state file \"{}\" rewritten, reserved until {}",
+            crate::datadir::state_path(),
+            snowflake_id_core::format_epoch(reserved)
+        );
+    }
     errors::report(
         PgLogLevel::LOG,
         PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
@@ -146,8 +165,15 @@ pub fn snowflake_accept_configuration() -> String {
     )
 }
 
+#[allow(unused_imports)] // named in `requires` below
+use crate::floor::{snowflake_raise_floor, snowflake_raise_floor_from_data};
+
 extension_sql_file!(
     "sql/revoke_admin.sql",
     name = "revoke_admin",
-    requires = [snowflake_accept_configuration]
+    requires = [
+        snowflake_accept_configuration,
+        snowflake_raise_floor,
+        snowflake_raise_floor_from_data
+    ]
 );

@@ -73,6 +73,13 @@ pub fn with_owner_of<R>(rel: pg_sys::Oid, f: impl FnOnce() -> R) -> R {
         };
         errors::not_owner(&name);
     }
+    with_role(owner, f)
+}
+
+/// Run `f` as `role`, in a security-restricted operation with
+/// `search_path = pg_catalog, pg_temp`; then restore the caller's identity
+/// and settings. The caller checks that it may act as `role`.
+pub fn with_role<R>(role: pg_sys::Oid, f: impl FnOnce() -> R) -> R {
     let mut save_user = pg_sys::Oid::INVALID;
     let mut save_ctx = 0;
     // SAFETY: the sequence PostgreSQL's own maintenance commands use
@@ -81,7 +88,7 @@ pub fn with_owner_of<R>(rel: pg_sys::Oid, f: impl FnOnce() -> R) -> R {
     let nest = unsafe {
         pg_sys::GetUserIdAndSecContext(&mut save_user, &mut save_ctx);
         pg_sys::SetUserIdAndSecContext(
-            owner,
+            role,
             save_ctx
                 | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32
                 | pg_sys::SECURITY_RESTRICTED_OPERATION as i32,

@@ -1,8 +1,15 @@
 //! The "snowflake_id reservation" background worker: keeps the durable
 //! reservation ahead of the generator so that `snowflake_nextval()` never
-//! waits for an fsync under steady load.
+//! waits for an fsync under steady load. It also keeps the reservation
+//! where recovery finds it:
+//! - a state file deleted while the server runs is written again within a
+//!   second, and at shutdown;
+//! - once a checkpoint's redo point has passed the last reservation
+//!   record, the reservation is logged again, so that crash recovery
+//!   always replays one (a stale state file put back by hand cannot lower
+//!   the floor).
 
-use crate::{gucs, reservation, shmem};
+use crate::{datadir, gucs, reservation, shmem, wal};
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
 };
@@ -55,6 +62,9 @@ pub extern "C-unwind" fn snowflake_id_reserver_main(_arg: pg_sys::Datum) {
     }
     let Some(state) = shmem::state() else { return };
     let Ok(layout) = gucs::layout() else { return };
+    // SAFETY: registering a callback for this process's exit (the FATAL of
+    // a shutdown's SIGTERM included).
+    unsafe { pg_sys::before_shmem_exit(Some(write_state_file_on_exit), pg_sys::Datum::from(0)) };
     // wait_latch is false only when the postmaster has died.
     while BackgroundWorker::wait_latch(Some(TICK)) {
         pgrx::check_for_interrupts!();
@@ -76,12 +86,48 @@ pub extern "C-unwind" fn snowflake_id_reserver_main(_arg: pg_sys::Datum) {
             .map(|id| layout.epoch_ms() + layout.timestamp_of(id as u64) as i64)
             .unwrap_or(i64::MIN);
         let active = last_ms >= wall.div_euclid(1_000_000) - ACTIVE_MS;
-        if active && state.needs_renewal(&layout, wall, mono, reservation::THRESHOLD_MS) {
+        let reserved = state.reserved_until_ms.load(Ordering::Acquire) != i64::MIN;
+        if reserved && (!datadir::exists() || wal::checkpoint_passed_last_record()) {
+            if !datadir::exists() {
+                pgrx::log!(
+                    "snowflake_id: the state file \"{}\" is missing; writing it again",
+                    datadir::state_path()
+                );
+            }
+            reservation::renew(state, &layout, i64::MIN, || true);
+        } else if active && state.needs_renewal(&layout, wall, mono, reservation::THRESHOLD_MS) {
             // A termination that cuts the wait for standbys short
             // publishes nothing and exits (FATAL) once the lock is released.
             reservation::renew(state, &layout, i64::MIN, || {
                 state.needs_renewal(&layout, wall, mono, reservation::THRESHOLD_MS)
             });
         }
+    }
+}
+
+/// At exit (a clean shutdown included): if the state file is missing,
+/// write the current reservation to it, so that the next start continues
+/// above it. Nothing is WAL-logged here; a file that exists is left alone.
+#[pg_guard]
+unsafe extern "C-unwind" fn write_state_file_on_exit(_code: std::ffi::c_int, _arg: pg_sys::Datum) {
+    let Some(state) = shmem::state() else { return };
+    let reserved = state.reserved_until_ms.load(Ordering::Acquire);
+    if reserved == i64::MIN || reserved == i64::MAX || shmem::in_recovery() || datadir::exists() {
+        return;
+    }
+    let Ok(layout) = gucs::layout() else { return };
+    let file = snowflake_id_core::StateFile {
+        epoch_ms: layout.epoch_ms(),
+        worker_bits: layout.worker_bits(),
+        sequence_bits: layout.sequence_bits(),
+        worker_id: gucs::worker_id().unwrap_or(0),
+        reserved_until_ms: reserved,
+        system_identifier: Some(datadir::system_identifier()),
+    };
+    if datadir::store(&file).is_ok() {
+        pgrx::log!(
+            "snowflake_id: the state file \"{}\" was missing; written at exit",
+            datadir::state_path()
+        );
     }
 }

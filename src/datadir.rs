@@ -46,9 +46,24 @@ fn file_mode() -> u32 {
     }
 }
 
+/// This cluster's system identifier (`pg_control_system()`), recorded in
+/// the state file so that a file from another cluster is recognised.
+pub fn system_identifier() -> u64 {
+    // SAFETY: the control file is read before libraries are preloaded and
+    // before any backend starts.
+    unsafe { pg_sys::GetSystemIdentifier() }
+}
+
 /// Read the state file: `Ok(None)` when there is none.
 pub fn load() -> Result<Option<StateFile>, StateError> {
     StateFile::load(&data_dir())
+}
+
+/// Whether the state file is there (readable or not).
+pub fn exists() -> bool {
+    data_dir()
+        .join(snowflake_id_core::state_file::FILE_NAME)
+        .exists()
 }
 
 /// Write the state file durably, with PostgreSQL's file mode.

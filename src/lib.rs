@@ -18,6 +18,9 @@
 //! - [`convert_online`]: `snowflake_convert_online()`, the migration path
 //!   for tables too big to rewrite under a lock;
 //! - [`admin`]: `snowflake_stats()`, `snowflake_accept_configuration()`;
+//! - [`floor`]: the floor from the data: each database's first call
+//!   raises the generator above its keys; `snowflake_raise_floor()`,
+//!   `snowflake_raise_floor_from_data()`;
 //! - [`fleet_check`]: `snowflake_fleet_check()`, the `snowflake_node` view;
 //! - [`reservation`], [`bgworker`], [`wal`], [`datadir`]: durability (the
 //!   state file, its renewal, and the WAL resource manager that
@@ -41,6 +44,7 @@ pub mod decode;
 pub mod decode_foreign;
 pub mod errors;
 pub mod fleet_check;
+pub mod floor;
 pub mod gucs;
 pub mod js_safe;
 pub mod nextval;

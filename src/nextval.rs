@@ -1,6 +1,6 @@
 //! `snowflake_nextval()`: the generator, as SQL.
 
-use crate::{backend_clock, decode, errors, gucs, reservation, shmem};
+use crate::{backend_clock, decode, errors, floor, gucs, reservation, shmem};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
@@ -143,6 +143,7 @@ fn generator() -> (&'static GeneratorState, Config) {
         let (msg, detail) = reservation::blocked_reason(blocked, &layout);
         errors::generation_blocked(msg, detail);
     }
+    floor::ensure_checked(state, &layout);
     let cfg = Config {
         layout,
         worker,

@@ -28,6 +28,7 @@ pub const THRESHOLD_MS: i64 = 1_000;
 /// `GeneratorState::blocked` codes.
 pub const BLOCKED_CONFIG_CHANGED: u64 = 1;
 pub const BLOCKED_STATE_FILE: u64 = 2;
+pub const BLOCKED_FOREIGN_FILE: u64 = 3;
 
 fn log(level: PgLogLevel, msg: String, detail: Option<String>, hint: Option<&str>) {
     errors::report(
@@ -56,8 +57,15 @@ fn unreserved_state() -> GeneratorState {
 /// - a valid file with a change that could yield smaller IDs: continue
 ///   above its reservation but refuse to generate until a superuser calls
 ///   `snowflake_accept_configuration()`;
+/// - a valid file written by another cluster (its system identifier is
+///   not this one's: copied from another server, or from the cluster
+///   `pg_upgrade` upgraded): continue above its reservation but refuse to
+///   generate until a superuser accepts;
 /// - an unreadable or corrupt file: refuse to generate (never restart from
 ///   zero silently) until a superuser accepts.
+///
+/// Whatever the file says, each database's first call since start-up also
+/// raises the generator above the keys in its tables (`crate::floor`).
 pub fn startup_state() -> GeneratorState {
     let layout = &gucs::layout().expect("layout validated in _PG_init");
     let mono = SystemClock.mono_ns();
@@ -69,13 +77,25 @@ pub fn startup_state() -> GeneratorState {
                     "snowflake_id: no state file \"{}\", starting from the clock",
                     state_path()
                 ),
-                Some("This is expected on the first start with snowflake_id.".into()),
-                None,
+                Some("This is expected on the first start with snowflake_id. After pg_upgrade, a restore from a logical dump, or a lost state file, each database's first call raises the generator above the keys in its tables.".into()),
+                Some("Run SELECT snowflake_raise_floor_from_data() in every database before minting, if this server holds keys it minted before."),
             );
             unreserved_state()
         }
         Ok(Some(file)) => {
             let st = GeneratorState::resume_above(file.reserved_until_ms, layout, mono);
+            let this = datadir::system_identifier();
+            if let Some(other) = file.system_identifier.filter(|&id| id != this) {
+                st.blocked
+                    .store(BLOCKED_FOREIGN_FILE, std::sync::atomic::Ordering::Relaxed);
+                log(
+                    PgLogLevel::WARNING,
+                    format!("snowflake_id: the state file \"{}\" was written by another cluster; ID generation is disabled", state_path()),
+                    Some(format!("It was written by the cluster with system identifier {other}; this cluster's is {this}. Its reservation need not cover the IDs this cluster issued.")),
+                    Some("If this cluster was made from that one (pg_upgrade, a copy), accept the file with SELECT snowflake_accept_configuration() as a superuser; otherwise restore this cluster's own file."),
+                );
+                return st;
+            }
             if file.reserved_until_ms >= layout.last_unix_ms() {
                 log(
                     PgLogLevel::WARNING,
@@ -138,6 +158,15 @@ pub fn blocked_reason(code: u64, layout: &Layout) -> (String, String) {
                 format!("Changed: {what}. With the new configuration new IDs could be smaller than, or equal to, IDs issued before."),
             )
         }
+        (BLOCKED_FOREIGN_FILE, Ok(Some(file))) => (
+            "snowflake_id state file was written by another cluster".into(),
+            format!(
+                "\"{}\" was written by the cluster with system identifier {}; this cluster's is {}.",
+                state_path(),
+                file.system_identifier.unwrap_or(0),
+                datadir::system_identifier()
+            ),
+        ),
         (_, Err(e)) => (
             format!("snowflake_id state file is unusable: {e}"),
             format!("The file \"{}\" records the highest reserved timestamp; without it new IDs might repeat old ones.", state_path()),
@@ -195,6 +224,7 @@ fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -> Op
         sequence_bits: layout.sequence_bits(),
         worker_id: gucs::worker_id().unwrap_or(0),
         reserved_until_ms: target,
+        system_identifier: Some(datadir::system_identifier()),
     };
     if let Err(e) = datadir::store(&file) {
         errors::state_file_write(&state_path(), "extending the reservation", e);

@@ -13,12 +13,40 @@ use pgrx::{pg_shmem_init, AssertPGRXSharedMemory, PgAtomic, PgSharedMemoryInitia
 use snowflake_id_core::GeneratorState;
 use std::cell::UnsafeCell;
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
 
 static STATE: PgAtomic<AssertPGRXSharedMemory<GeneratorState>> =
     // SAFETY: the name is unique to this extension.
     unsafe { PgAtomic::new(c"snowflake_id generator state") };
+
+/// How many databases [`Tracking`] remembers; beyond that, each backend of
+/// a database it does not remember checks the floor itself.
+pub const TRACKED_DATABASES: usize = 256;
+
+/// What the extension tracks in shared memory besides the generator. New
+/// at every start-up and crash restart, like the generator.
+pub struct Tracking {
+    /// Databases whose keys have raised the generator's floor since shared
+    /// memory was created (`crate::floor`); 0 is a free slot.
+    pub floored: [AtomicU32; TRACKED_DATABASES],
+    /// The end LSN of the last reservation record written (`crate::wal`),
+    /// so that the worker can write it again once a checkpoint passes it.
+    pub last_reservation_lsn: AtomicU64,
+}
+
+impl Default for Tracking {
+    fn default() -> Self {
+        Tracking {
+            floored: std::array::from_fn(|_| AtomicU32::new(0)),
+            last_reservation_lsn: AtomicU64::new(0),
+        }
+    }
+}
+
+static TRACKING: PgAtomic<AssertPGRXSharedMemory<Tracking>> =
+    // SAFETY: the name is unique to this extension.
+    unsafe { PgAtomic::new(c"snowflake_id tracking") };
 
 /// Serialises writers of the durable reservation.
 static RENEWAL: RenewalLock = RenewalLock::new(c"snowflake_id reservation");
@@ -55,7 +83,17 @@ pub fn init(initial: fn() -> GeneratorState) {
         STATE = unsafe { AssertPGRXSharedMemory::new(INITIAL.get().expect("set just before")()) }
     );
     pg_shmem_init!(RENEWAL);
+    pg_shmem_init!(TRACKING = unsafe { AssertPGRXSharedMemory::new(Tracking::default()) });
     PRELOADED.store(true, Ordering::Relaxed);
+}
+
+/// The shared [`Tracking`], or `None` when the library was not preloaded.
+pub fn tracking() -> Option<&'static Tracking> {
+    if is_preloaded() {
+        Some(TRACKING.get())
+    } else {
+        None
+    }
 }
 
 /// Whether the library was preloaded (so the generator exists). Safe to

@@ -21,6 +21,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::{format_epoch, Clock, StateFile, SystemClock};
+use std::sync::atomic::Ordering;
 
 /// Our resource manager ID.
 pub const RM_ID: u8 = 199;
@@ -52,6 +53,8 @@ impl Reservation {
         }
     }
 
+    /// The state file of this server for a replayed record: a physical
+    /// replica shares the primary's system identifier.
     fn to_file(self) -> StateFile {
         StateFile {
             epoch_ms: self.epoch_ms,
@@ -59,6 +62,7 @@ impl Reservation {
             sequence_bits: self.sequence_bits,
             worker_id: self.worker_id,
             reserved_until_ms: self.reserved_until_ms,
+            system_identifier: Some(datadir::system_identifier()),
         }
     }
 
@@ -136,7 +140,27 @@ pub fn log_reservation(file: &StateFile) -> bool {
     // SAFETY: reading this backend's interrupt flags; interrupts are held
     // (we hold the renewal LWLock), so a pending one is still pending.
     let interrupted = unsafe { pg_sys::ProcDiePending != 0 || pg_sys::InterruptPending != 0 };
+    if let Some(t) = shmem::tracking() {
+        t.last_reservation_lsn.fetch_max(lsn, Ordering::AcqRel);
+    }
     !interrupted || standbys_confirmed(lsn)
+}
+
+/// Whether a checkpoint's redo point has passed the last reservation
+/// record, or none was written since start-up: crash recovery would then
+/// replay no record of the current reservation, and only the state file
+/// would tell it (a stale file put back by hand would lower the floor).
+/// The reservation worker then logs the reservation again
+/// (`crate::bgworker`).
+pub fn checkpoint_passed_last_record() -> bool {
+    let Some(t) = shmem::tracking() else {
+        return false;
+    };
+    let last = t.last_reservation_lsn.load(Ordering::Acquire);
+    // SAFETY: GetRedoRecPtr reads shared XLog state under its spinlock.
+    // `last` is the end of the record: recovery that starts at or after it
+    // does not replay it.
+    last == 0 || unsafe { pg_sys::GetRedoRecPtr() } >= last
 }
 
 /// `synchronous_commit = on` for this backend while alive, whatever the

@@ -8,14 +8,20 @@
 //! it, FNV-1a 64 in hex):
 //!
 //! ```text
-//! snowflake_id state 1
+//! snowflake_id state 2
 //! epoch_ms=1704067200000
 //! worker_bits=10
 //! sequence_bits=12
 //! worker_id=42
 //! reserved_until_ms=1763712000000
+//! system_identifier=7441000217000000000
 //! checksum=9c3f0c1d2e4b5a69
 //! ```
+//!
+//! `system_identifier` is the PostgreSQL cluster's (`pg_control_system()`),
+//! so that a file copied from another cluster is recognised as such.
+//! Version 1 files (0.6.0 and earlier) have no such line; they are read
+//! with `system_identifier: None`.
 //!
 //! Writes are crash-safe: write a temporary file, fsync it, rename it over
 //! the old one, fsync the directory (what PostgreSQL's `durable_rename`
@@ -28,7 +34,8 @@ use std::io::{self, Write};
 use std::path::Path;
 
 pub const FILE_NAME: &str = "snowflake_id.state";
-const MAGIC: &str = "snowflake_id state 1";
+const MAGIC_V1: &str = "snowflake_id state 1";
+const MAGIC: &str = "snowflake_id state 2";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StateFile {
@@ -39,6 +46,9 @@ pub struct StateFile {
     /// IDs with timestamps up to and including this Unix millisecond may
     /// have been issued.
     pub reserved_until_ms: i64,
+    /// The system identifier of the cluster that wrote the file; `None`
+    /// for a version 1 file, which did not record it.
+    pub system_identifier: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,10 +81,18 @@ impl StateFile {
     }
 
     pub fn encode(&self) -> String {
-        let body = format!(
-            "{MAGIC}\nepoch_ms={}\nworker_bits={}\nsequence_bits={}\nworker_id={}\nreserved_until_ms={}\n",
-            self.epoch_ms, self.worker_bits, self.sequence_bits, self.worker_id, self.reserved_until_ms
+        let mut body = format!(
+            "{}\nepoch_ms={}\nworker_bits={}\nsequence_bits={}\nworker_id={}\nreserved_until_ms={}\n",
+            if self.system_identifier.is_some() { MAGIC } else { MAGIC_V1 },
+            self.epoch_ms,
+            self.worker_bits,
+            self.sequence_bits,
+            self.worker_id,
+            self.reserved_until_ms
         );
+        if let Some(id) = self.system_identifier {
+            body.push_str(&format!("system_identifier={id}\n"));
+        }
         let sum = fnv1a64(body.as_bytes());
         format!("{body}checksum={sum:016x}\n")
     }
@@ -93,24 +111,37 @@ impl StateFile {
             return corrupt("checksum mismatch");
         }
         let mut lines = body.lines();
-        if lines.next() != Some(MAGIC) {
-            return corrupt("unknown header");
-        }
-        let mut get = |key: &str| -> Result<i64, StateError> {
+        let version = match lines.next() {
+            Some(MAGIC_V1) => 1,
+            Some(MAGIC) => 2,
+            _ => return corrupt("unknown header"),
+        };
+        let mut get = |key: &str| -> Result<&str, StateError> {
             lines
                 .next()
                 .and_then(|l| l.strip_prefix(key))
                 .and_then(|l| l.strip_prefix('='))
-                .and_then(|v| v.parse::<i64>().ok())
                 .ok_or_else(|| StateError::Corrupt(format!("bad or missing {key}")))
         };
+        fn num<T: std::str::FromStr>(key: &str, v: &str) -> Result<T, StateError> {
+            v.parse::<T>()
+                .map_err(|_| StateError::Corrupt(format!("bad or missing {key}")))
+        }
         let s = StateFile {
-            epoch_ms: get("epoch_ms")?,
-            worker_bits: get("worker_bits")? as u32,
-            sequence_bits: get("sequence_bits")? as u32,
-            worker_id: get("worker_id")? as u64,
-            reserved_until_ms: get("reserved_until_ms")?,
+            epoch_ms: num("epoch_ms", get("epoch_ms")?)?,
+            worker_bits: num::<i64>("worker_bits", get("worker_bits")?)? as u32,
+            sequence_bits: num::<i64>("sequence_bits", get("sequence_bits")?)? as u32,
+            worker_id: num::<i64>("worker_id", get("worker_id")?)? as u64,
+            reserved_until_ms: num("reserved_until_ms", get("reserved_until_ms")?)?,
+            system_identifier: if version >= 2 {
+                Some(num("system_identifier", get("system_identifier")?)?)
+            } else {
+                None
+            },
         };
+        if lines.next().is_some() {
+            return corrupt("unexpected line");
+        }
         if s.layout().is_none() {
             return corrupt("invalid layout");
         }
@@ -218,6 +249,7 @@ mod tests {
             sequence_bits: 12,
             worker_id: 42,
             reserved_until_ms: 1_763_712_000_000,
+            system_identifier: Some(7_441_000_217_000_000_000),
         }
     }
 
@@ -225,6 +257,28 @@ mod tests {
     fn encode_decode_round_trip() {
         let s = sample();
         assert_eq!(StateFile::decode(&s.encode()), Ok(s));
+        assert!(s.encode().starts_with("snowflake_id state 2\n"));
+        // A system identifier above i64::MAX survives.
+        let big = StateFile {
+            system_identifier: Some(u64::MAX),
+            ..s
+        };
+        assert_eq!(StateFile::decode(&big.encode()), Ok(big));
+    }
+
+    #[test]
+    fn version_1_files_are_read_without_a_system_identifier() {
+        // Exactly what 0.6.0 wrote.
+        let body = "snowflake_id state 1\nepoch_ms=1704067200000\nworker_bits=10\nsequence_bits=12\nworker_id=42\nreserved_until_ms=1763712000000\n";
+        let text = format!("{body}checksum={:016x}\n", fnv1a64(body.as_bytes()));
+        let s = StateFile::decode(&text).unwrap();
+        assert_eq!(s.system_identifier, None);
+        assert_eq!(s.reserved_until_ms, 1_763_712_000_000);
+        assert_eq!(s.encode(), text);
+        // A version 2 header with no system identifier is damage.
+        let v2 = body.replace("state 1", "state 2");
+        let text = format!("{v2}checksum={:016x}\n", fnv1a64(v2.as_bytes()));
+        assert!(StateFile::decode(&text).is_err());
     }
 
     #[test]

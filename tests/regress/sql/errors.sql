@@ -73,3 +73,18 @@ ALTER SYSTEM SET snowflake_id.max_lead = '2h';
 -- Nothing was written.
 SELECT count(*) AS auto_conf_settings FROM pg_file_settings
  WHERE name LIKE 'snowflake\_id.%' AND sourcefile LIKE '%postgresql.auto.conf';
+
+-- Raising the floor (superuser): above an ID 100 ms ahead, every later ID
+-- is above it; a negative ID is refused; the table of this database's
+-- key columns that raises it at each database's first call.
+SELECT snowflake_compose(now() + interval '100 ms', 42, 0) AS ahead \gset
+SELECT snowflake_raise_floor(:ahead) = snowflake_timestamp(:ahead) AS floor_is_its_millisecond;
+SELECT snowflake_nextval() > :ahead AS above_the_floor;
+SELECT snowflake_raise_floor(-1);
+\echo SQLSTATE :SQLSTATE
+CREATE TABLE floor_keys (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int);
+CREATE TABLE floor_unindexed (id bigint DEFAULT snowflake_nextval());
+INSERT INTO floor_keys (n) VALUES (1), (2);
+SELECT relation, column_name, largest_id = (SELECT max(id) FROM floor_keys) AS largest_is_max, beyond_limit
+  FROM snowflake_raise_floor_from_data() WHERE relation LIKE 'public.floor%';
+DROP TABLE floor_keys, floor_unindexed;

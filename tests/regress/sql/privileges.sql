@@ -10,7 +10,8 @@ GRANT CREATE ON SCHEMA public TO snowflake_app;
 RESET client_min_messages;
 SELECT count(*) AS public_can_execute_admin
   FROM pg_proc, aclexplode(proacl) a
- WHERE proname = 'snowflake_accept_configuration' AND a.grantee = 0;
+ WHERE proname IN ('snowflake_accept_configuration', 'snowflake_raise_floor', 'snowflake_raise_floor_from_data')
+   AND a.grantee = 0;
 SET ROLE snowflake_app;
 SELECT snowflake_worker_id(snowflake_nextval()) AS worker;
 SELECT worker_id, state FROM snowflake_stats();
@@ -21,6 +22,9 @@ ALTER ROLE snowflake_app SET snowflake_id.worker_id = 7;
 ALTER DATABASE postgres SET snowflake_id.worker_id = 7;
 ALTER SYSTEM SET snowflake_id.worker_id = 7;
 SELECT snowflake_accept_configuration();
+-- Raising the floor could use up the ID space: superusers only.
+SELECT snowflake_raise_floor(snowflake_compose(now() + interval '1000 years', 0, 0));
+SELECT * FROM snowflake_raise_floor_from_data();
 RESET ROLE;
 -- Nothing changed.
 SHOW snowflake_id.worker_id;

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# No duplicate across the operator's toolbox. Before each operation the
+# old server has run ahead of its clock (max_lead = 1h and a 20M-ID burst,
+# about 5 s of lead) and holds a 300,000-row table keyed by
+# snowflake_nextval(); afterwards the server's clock is 1 h behind
+# (libfaketime). A PRIMARY KEY is the judge of "minted again".
+#  1. pg_upgrade --copy within the major, state file not copied: each
+#     database's first call raises the generator above its keys; the log
+#     and snowflake_stats() say what happened.
+#  2. pg_upgrade --link with the old state file copied in: refused (55000,
+#     another cluster's file) until snowflake_accept_configuration(); then
+#     above every ID the old server issued, the burst included.
+#  3. (PostgreSQL 18) pg_upgrade --link from 17, without the state file.
+#  4. pg_dump | psql into a new server that keeps the worker id.
+#  5. The state file deleted while running: written again within a second;
+#     deleted just before a clean stop: written at exit.
+#  6. A stale state file put back by hand, a CHECKPOINT, kill -9: the
+#     reservation logged again after the checkpoint wins.
+#  7. A garbage state file, accepted: above the keys of the database it is
+#     accepted in; with no keys, the acceptance says "no floor but the
+#     clock" in its result and a WARNING.
+#  8. A key more than a day ahead (anyone can write one into a table they
+#     own): never taken as a floor, and reported.
+# TOOLBOX_SCENARIOS="2 6" runs some of them only (each on its own, e.g.
+# to show which fail against an older version).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+BASE=$(state_dir "$ROOT/.run/it-toolbox" it-toolbox)
+PORT=${SNOWFLAKE_IT_PORT:-55560}
+FT=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
+[ -f "$FT" ] || die "libfaketime is missing (apt package libfaketime)"
+CLOCK="$BASE/faketime"
+setclock() { echo "$1" > "$CLOCK"; chmod 644 "$CLOCK"; }
+all_stop() { for d in "$BASE"/*/; do [ -f "$d/data/PG_VERSION" ] && cluster_stop "${d%/}"; done; true; }
+trap all_stop EXIT
+all_stop
+PRELOAD="shared_preload_libraries = 'snowflake_id'"
+want() { [[ " ${TOOLBOX_SCENARIOS:-1 2 3 4 5 6 7 8} " == *" $1 "* ]]; }
+
+# fresh NAME: an empty directory for a cluster, owned by postgres.
+fresh() { local d="$BASE/$1"; cluster_stop "$d"; rm -rf "$d"; mkdir -p "$d"; is_root && chown postgres:postgres "$d"; echo "$d"; }
+start() {  # start DIR: with the fake clock
+    cluster_start "$1" LD_PRELOAD="$FT" FAKETIME_TIMESTAMP_FILE="$CLOCK" FAKETIME_NO_CACHE=1 \
+        FAKETIME_DONT_FAKE_MONOTONIC=1 || { tail -20 "$1/server.log" >&2; die "start failed in $1"; }
+}
+q() { local d="$1" p="$2"; shift 2; pq "$d" "$p" -At -F ' ' "$@"; }
+# init DIR PORT: a cluster with worker id 7 and an hour of lead allowed.
+init() { cluster_init "$1" "$2" "$PRELOAD" "snowflake_id.worker_id = 7" "snowflake_id.max_lead = '1h'"; }
+
+# prime DIR PORT: the old server's history. A burst first (issued, never
+# stored), then 300,000 keys: the keys are the largest IDs it issued.
+# Prints "largest_key largest_issued".
+prime() {
+    local d="$1" p="$2"
+    q "$d" "$p" -c "SET client_min_messages = warning" -c "CREATE EXTENSION IF NOT EXISTS snowflake_id" \
+        -c "CREATE TABLE keys (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int)" >/dev/null
+    q "$d" "$p" -c "SELECT count(*) FROM snowflake_nextval(20000000)" >/dev/null
+    q "$d" "$p" -c "INSERT INTO keys (v) SELECT g FROM generate_series(1, 300000) g"
+    q "$d" "$p" -c "SELECT max(id), (SELECT last_id FROM snowflake_stats()) FROM keys"
+}
+# after DIR PORT LABEL BOUND: 1,000 new keys; all above BOUND, none equal
+# to an old key (the PRIMARY KEY would refuse it), and the table grew by
+# exactly 1,000.
+after() {
+    local d="$1" p="$2" label="$3" bound="$4" n lo
+    n=$(q "$d" "$p" -c "SELECT count(*) FROM keys")
+    lo=$(q "$d" "$p" -c "WITH ins AS (INSERT INTO keys (v) SELECT -g FROM generate_series(1, 1000) g RETURNING id)
+                          SELECT min(id) FROM ins") || die "$label: inserting new keys failed (a key minted again?)"
+    [ "$(q "$d" "$p" -c "SELECT count(*) FROM keys")" = $((n + 1000)) ] || die "$label: rows lost or duplicated"
+    [ "$lo" -gt "$bound" ] || die "$label: a new ID ($lo) is not above $bound"
+    log "   $label: 1,000 new keys from $lo, above $bound; state $(q "$d" "$p" -c "SELECT state FROM snowflake_stats()")"
+}
+# put_state FILE DIR: FILE as DIR's state file, as an operator would copy it.
+put_state() { as_pg tee "$2/data/snowflake_id.state" < "$1" >/dev/null; as_pg chmod 600 "$2/data/snowflake_id.state"; }
+# upgrade OLD_BINDIR OLD_DIR NEW_DIR MODE: pg_upgrade, run as postgres in NEW_DIR.
+upgrade() {
+    local oldbin="$1" olddir="$2" newdir="$3" mode="$4"
+    (cd "$newdir" && as_pg "$(pgbin)/pg_upgrade" -b "$oldbin" -B "$(pgbin)" -d "$olddir/data" -D "$newdir/data" \
+        "$mode" >"$newdir/pg_upgrade.out" 2>&1) || { tail -30 "$newdir/pg_upgrade.out" >&2; die "pg_upgrade $mode failed"; }
+}
+
+setclock "+0"
+A=$(fresh a); init "$A" "$PORT"; start "$A"
+read -r KEY ISSUED < <(prime "$A" "$PORT")
+log "the old server: largest key $KEY, largest ID issued $ISSUED (lead $(q "$A" "$PORT" -c "SELECT round(lead_ms) FROM snowflake_stats()") ms)"
+cp "$A/data/snowflake_id.state" "$BASE/a.state"
+cluster_stop "$A"
+
+# --- 1. pg_upgrade --copy, no state file ------------------------------------------------
+if want 1; then
+log "1. pg_upgrade --copy (PostgreSQL $PG_MAJOR), the state file not copied, clock 1 h behind"
+B=$(fresh b); init "$B" $((PORT + 1)); upgrade "$(pgbin)" "$A" "$B" --copy
+setclock "-1h"; start "$B"
+grep -q 'no state file' "$B/server.log" || die "1: the log does not say the state file is missing"
+after "$B" $((PORT + 1)) "pg_upgrade --copy" "$KEY"
+cluster_stop "$B"
+fi
+
+# --- 2. pg_upgrade --link, the old state file copied in ------------------------------------
+if want 2; then
+log "2. pg_upgrade --link, the old state file copied in, clock 1 h behind"
+setclock "+0"
+C=$(fresh c); init "$C" $((PORT + 2)); upgrade "$(pgbin)" "$A" "$C" --link
+put_state "$BASE/a.state" "$C"
+setclock "-1h"; start "$C"
+out=$(q "$C" $((PORT + 2)) -c "SELECT snowflake_nextval()" 2>&1) && die "2: minted with another cluster's state file"
+[[ "$out" == *"written by another cluster"* ]] || die "2: not refused as another cluster's file: $out"
+grep -q "was written by the cluster with system identifier" "$C/server.log" || die "2: the log does not name the other cluster"
+[ "$(q "$C" $((PORT + 2)) -c "SELECT state FROM snowflake_stats()")" = "disabled: state file of another cluster" ] \
+    || die "2: snowflake_stats().state does not say why generation is disabled"
+q "$C" $((PORT + 2)) -c "SELECT snowflake_accept_configuration()" | grep -q "state file of another cluster accepted" \
+    || die "2: the acceptance does not say what it accepted"
+after "$C" $((PORT + 2)) "pg_upgrade --link + the old file, accepted" "$ISSUED"
+cluster_stop "$C"
+fi
+
+# --- 3. pg_upgrade 17 -> 18 ----------------------------------------------------------
+if [ "$PG_MAJOR" = 18 ] && want 3; then
+    log "3. pg_upgrade --link from PostgreSQL 17, the state file not copied, clock 1 h behind"
+    setclock "+0"
+    (select_pg 17
+     [ "$(cat "$("$PG_CONFIG" --sharedir)/extension/snowflake_id.control" 2>/dev/null | sed -n "s/^default_version = '\(.*\)'/\1/p")" = "$(project_version)" ] \
+         || install_extension >/dev/null
+     O=$(fresh o17); init "$O" $((PORT + 3)); start "$O"
+     prime "$O" $((PORT + 3)) > "$BASE/o17.max"
+     cluster_stop "$O")
+    read -r KEY17 _ < "$BASE/o17.max"
+    # initdb 18 enables data checksums by default; 17's did not.
+    U=$(fresh u18); init "$U" $((PORT + 4)); as_pg "$(pgbin)/pg_checksums" --disable -D "$U/data" >/dev/null
+    upgrade "$(pg_config_for 17 | xargs dirname)" "$BASE/o17" "$U" --link
+    setclock "-1h"; start "$U"
+    after "$U" $((PORT + 4)) "pg_upgrade 17 -> 18 --link" "$KEY17"
+    cluster_stop "$U"
+fi
+
+# --- 4. dump and restore into a new server with the same worker id -----------------------
+log "4. pg_dump | psql into a new server with the same worker id, clock 1 h behind"
+setclock "+0"
+A=$(fresh a); init "$A" "$PORT"; start "$A"
+read -r KEY ISSUED < <(prime "$A" "$PORT")
+if want 4; then
+D=$(fresh d); init "$D" $((PORT + 5)); setclock "-1h"; start "$D"
+"$(pgbin)/pg_dump" -h "$A" -p "$PORT" -U postgres postgres | q "$D" $((PORT + 5)) -q >/dev/null
+after "$D" $((PORT + 5)) "dump and restore" "$KEY"
+cluster_stop "$D"
+fi
+
+# --- 5. the state file deleted while running -----------------------------------------
+if want 5; then
+log "5. the state file deleted while running, and just before a clean stop"
+setclock "+0"
+rm "$A/data/snowflake_id.state"
+for _ in $(seq 1 30); do [ -f "$A/data/snowflake_id.state" ] && break; sleep 0.1; done
+[ -f "$A/data/snowflake_id.state" ] || die "5: the deleted state file was not written again within 3 s"
+grep -q "is missing; writing it again" "$A/server.log" || die "5: the log does not say the file was written again"
+ISSUED=$(q "$A" "$PORT" -c "SELECT last_id FROM snowflake_stats()")
+rm "$A/data/snowflake_id.state"; cluster_stop "$A"
+[ -f "$A/data/snowflake_id.state" ] || die "5: no state file after a clean stop"
+setclock "-1h"; start "$A"
+after "$A" "$PORT" "state file deleted" "$ISSUED"
+fi
+
+# --- 6. a stale state file put back, CHECKPOINT, kill -9 --------------------------------
+if want 6; then
+log "6. a stale state file put back by hand, CHECKPOINT, kill -9, clock 1 h behind"
+setclock "+0"; cluster_stop "$A"; start "$A"
+cp "$A/data/snowflake_id.state" "$BASE/stale.state"
+q "$A" "$PORT" -c "SELECT count(*) FROM snowflake_nextval(20000000)" >/dev/null
+ISSUED=$(q "$A" "$PORT" -c "SELECT last_id FROM snowflake_stats()")
+put_state "$BASE/stale.state" "$A"
+q "$A" "$PORT" -c "CHECKPOINT"
+sleep 1   # the worker logs the reservation again once the checkpoint passed it
+kill9 "$A"
+setclock "-1h"; start "$A"
+[ "$(q "$A" "$PORT" -c "SELECT snowflake_nextval() > $ISSUED")" = t ] || die "6: an ID at or below $ISSUED after the crash"
+log "   stale file, checkpoint, crash: the next ID is above $ISSUED"
+fi
+
+# --- 7. a garbage state file, accepted -------------------------------------------------
+if want 7; then
+log "7. a garbage state file accepted, clock 1 h behind"
+KEY=$(q "$A" "$PORT" -c "SELECT max(id) FROM keys")
+cluster_stop "$A"; echo garbage | as_pg tee "$A/data/snowflake_id.state" >/dev/null
+start "$A"
+out=$(q "$A" "$PORT" -c "SELECT snowflake_nextval()" 2>&1) && die "7: minted with a garbage state file"
+res=$(q "$A" "$PORT" -c "SELECT snowflake_accept_configuration()" 2>&1)
+[[ "$res" != *"no floor but the clock"* ]] || die "7: the keys of this database were not taken as a floor: $res"
+after "$A" "$PORT" "garbage file accepted" "$KEY"
+E=$(fresh e); init "$E" $((PORT + 6)); start "$E"
+q "$E" $((PORT + 6)) -c "CREATE EXTENSION snowflake_id"
+cluster_stop "$E"; echo garbage | as_pg tee "$E/data/snowflake_id.state" >/dev/null; start "$E"
+res=$(q "$E" $((PORT + 6)) -c "SELECT snowflake_accept_configuration()" 2>&1)
+[[ "$res" == *"WARNING:  snowflake_id: accepted with no floor but the clock"* && "$res" == *"no floor but the clock; state file"* ]] \
+    || die "7: accepting with nothing to go by did not say so: $res"
+log "   with no keys, the acceptance says: no floor but the clock"
+cluster_stop "$E"
+fi
+
+# --- 8. a key more than a day ahead ------------------------------------------------------
+if want 8; then
+log "8. a key more than a day ahead is not a floor"
+setclock "+0"
+FAR=$(q "$A" "$PORT" -c "SELECT snowflake_compose(now() + interval '10 days', 7, 0)")
+q "$A" "$PORT" -c "INSERT INTO keys (id, v) VALUES ($FAR, 0)"
+cluster_stop "$A"; start "$A"
+id=$(q "$A" "$PORT" -c "SELECT snowflake_nextval()" 2>/dev/null)
+[ "$id" -lt "$FAR" ] && [ "$(q "$A" "$PORT" -c "SELECT snowflake_timestamp($id) < now() + interval '1 minute'")" = t ] \
+    || die "8: the key 10 days ahead raised the floor ($id)"
+grep -q "holds IDs more than a day ahead" "$A/server.log" || die "8: the key beyond the limit was not reported"
+log "   ignored and reported; new IDs follow the clock"
+fi
+cluster_stop "$A"
+log "toolbox: ok"
