@@ -172,7 +172,9 @@ fn superuser_generator() -> (&'static GeneratorState, Layout) {
     let Some(st) = shmem::state() else {
         errors::not_preloaded();
     };
-    crate::nextval::refuse_during_recovery();
+    if shmem::in_recovery() {
+        errors::in_recovery();
+    }
     (st, decode::layout())
 }
 
