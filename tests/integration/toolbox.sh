@@ -10,7 +10,8 @@
 #  2. pg_upgrade --link with the old state file copied in: refused (55000,
 #     another cluster's file) until snowflake_accept_configuration(); then
 #     above every ID the old server issued, the burst included.
-#  3. (PostgreSQL 18) pg_upgrade --link from 17, without the state file.
+#  3. (PostgreSQL 18) pg_upgrade --link from 17, and --swap within 18,
+#     without the state file.
 #  4. pg_dump | psql into a new server that keeps the worker id.
 #  5. The state file deleted while running: written again within a second;
 #     deleted just before a clean stop: written at exit.
@@ -131,6 +132,19 @@ if [ "$PG_MAJOR" = 18 ] && want 3; then
     setclock "-1h"; start "$U"
     after "$U" $((PORT + 4)) "pg_upgrade 17 -> 18 --link" "$KEY17"
     cluster_stop "$U"
+fi
+
+# --- 3b. pg_upgrade --swap (PostgreSQL 18) ------------------------------------------
+if [ "$PG_MAJOR" = 18 ] && want 3; then
+    log "3b. pg_upgrade --swap (PostgreSQL 18), the state file not copied, clock 1 h behind"
+    setclock "+0"
+    A=$(fresh a); init "$A" "$PORT"; start "$A"
+    read -r KEY _ < <(prime "$A" "$PORT")
+    cluster_stop "$A"
+    W=$(fresh w18); init "$W" $((PORT + 4)); upgrade "$(pgbin)" "$A" "$W" --swap
+    setclock "-1h"; start "$W"
+    after "$W" $((PORT + 4)) "pg_upgrade --swap" "$KEY"
+    cluster_stop "$W"
 fi
 
 # --- 4. dump and restore into a new server with the same worker id -----------------------
