@@ -28,7 +28,7 @@
 //! SELECT snowflake_convert_as_owner('app.orders'::regclass, 'SELECT max(id)::bigint FROM app.orders');
 //! ```
 
-use crate::errors;
+use crate::{errors, gucs};
 use pgrx::prelude::*;
 
 /// The owner of relation `rel`, or an ERROR (42P01) if there is none.
@@ -83,9 +83,9 @@ pub fn with_role<R>(role: pg_sys::Oid, f: impl FnOnce() -> R) -> R {
     let mut save_user = pg_sys::Oid::INVALID;
     let mut save_ctx = 0;
     // SAFETY: the sequence PostgreSQL's own maintenance commands use
-    // (vacuum.c, indexcmds.c): switch to the owner, restricted, and pin
+    // (vacuum.c, indexcmds.c): switch to the owner, restricted, then pin
     // search_path at a new GUC nest level.
-    let nest = unsafe {
+    unsafe {
         pg_sys::GetUserIdAndSecContext(&mut save_user, &mut save_ctx);
         pg_sys::SetUserIdAndSecContext(
             role,
@@ -93,25 +93,12 @@ pub fn with_role<R>(role: pg_sys::Oid, f: impl FnOnce() -> R) -> R {
                 | pg_sys::SECURITY_LOCAL_USERID_CHANGE as i32
                 | pg_sys::SECURITY_RESTRICTED_OPERATION as i32,
         );
-        let nest = pg_sys::NewGUCNestLevel();
-        pg_sys::set_config_option(
-            c"search_path".as_ptr(),
-            c"pg_catalog, pg_temp".as_ptr(),
-            pg_sys::GucContext::PGC_USERSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-            pg_sys::GucAction::GUC_ACTION_SAVE,
-            true,
-            0,
-            false,
-        );
-        nest
-    };
-    let r = f();
-    // SAFETY: undoing the above in reverse order, on the normal path.
-    unsafe {
-        pg_sys::AtEOXact_GUC(false, nest);
-        pg_sys::SetUserIdAndSecContext(save_user, save_ctx);
     }
+    let nest = gucs::push_setting(c"search_path", c"pg_catalog, pg_temp", false);
+    let r = f();
+    gucs::pop_settings(nest);
+    // SAFETY: undoing the switch, on the normal path.
+    unsafe { pg_sys::SetUserIdAndSecContext(save_user, save_ctx) };
     r
 }
 

@@ -116,15 +116,7 @@ unsafe extern "C-unwind" fn write_state_file_on_exit(_code: std::ffi::c_int, _ar
         return;
     }
     let Ok(layout) = gucs::layout() else { return };
-    let file = snowflake_id_core::StateFile {
-        epoch_ms: layout.epoch_ms(),
-        worker_bits: layout.worker_bits(),
-        sequence_bits: layout.sequence_bits(),
-        worker_id: gucs::worker_id().unwrap_or(0),
-        reserved_until_ms: reserved,
-        system_identifier: Some(datadir::system_identifier()),
-    };
-    if datadir::store(&file).is_ok() {
+    if datadir::store(&reservation::this_server_file(&layout, reserved)).is_ok() {
         pgrx::log!(
             "snowflake_id: the state file \"{}\" was missing; written at exit",
             datadir::state_path()

@@ -323,3 +323,37 @@ pub fn worker_id() -> Option<u64> {
 pub fn max_lead_ms() -> u64 {
     int_guc(&MAX_LEAD_MS).max(0) as u64
 }
+
+/// Set PostgreSQL's setting `name` to `value` for this backend at a new
+/// GUC nest level, as a function's `SET` clause does (assign hooks run);
+/// returns the level to give [`pop_settings`]. `superuser_only` uses the
+/// superuser context, for settings a session could not set itself.
+pub fn push_setting(name: &CStr, value: &CStr, superuser_only: bool) -> i32 {
+    let context = if superuser_only {
+        pg_sys::GucContext::PGC_SUSET
+    } else {
+        pg_sys::GucContext::PGC_USERSET
+    };
+    // SAFETY: the standard sequence of fmgr_security_definer for a SET
+    // clause; an ERROR here aborts the (sub)transaction, which pops it.
+    unsafe {
+        let nest = pg_sys::NewGUCNestLevel();
+        pg_sys::set_config_option(
+            name.as_ptr(),
+            value.as_ptr(),
+            context,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+        nest
+    }
+}
+
+/// Restore every setting pushed at `nest` or above ([`push_setting`]).
+pub fn pop_settings(nest: i32) {
+    // SAFETY: pops the nest levels pushed by push_setting.
+    unsafe { pg_sys::AtEOXact_GUC(false, nest) };
+}

@@ -203,6 +203,19 @@ pub fn renew(
     }
 }
 
+/// The state file this server writes for a reservation up to
+/// `reserved_ms`: its layout, worker id and system identifier.
+pub fn this_server_file(layout: &Layout, reserved_ms: i64) -> StateFile {
+    StateFile {
+        epoch_ms: layout.epoch_ms(),
+        worker_bits: layout.worker_bits(),
+        sequence_bits: layout.sequence_bits(),
+        worker_id: gucs::worker_id().unwrap_or(0),
+        reserved_until_ms: reserved_ms,
+        system_identifier: Some(datadir::system_identifier()),
+    }
+}
+
 /// Persist a reservation of at least `at_least_ms` (and `WINDOW_MS` beyond
 /// the frontier): in the state file and, flushed and replicated like a
 /// commit, in the WAL; then publish it. Must hold the renewal lock, and
@@ -218,14 +231,7 @@ fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -> Op
     let target = state
         .renewal_target(layout, clock.wall_ns(), clock.mono_ns(), WINDOW_MS)
         .max(at_least_ms);
-    let file = StateFile {
-        epoch_ms: layout.epoch_ms(),
-        worker_bits: layout.worker_bits(),
-        sequence_bits: layout.sequence_bits(),
-        worker_id: gucs::worker_id().unwrap_or(0),
-        reserved_until_ms: target,
-        system_identifier: Some(datadir::system_identifier()),
-    };
+    let file = this_server_file(layout, target);
     if let Err(e) = datadir::store(&file) {
         errors::state_file_write(&state_path(), "extending the reservation", e);
     }

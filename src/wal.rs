@@ -176,37 +176,23 @@ struct SynchronousCommitOn(Option<i32>);
 
 impl SynchronousCommitOn {
     fn set() -> Self {
-        // SAFETY: reading this backend's GUC variable; a GUC set at a new
-        // nest level, as a function's SET clause does, so that its assign
-        // hook also sets the wait mode SyncRepWaitForLSN reads.
-        unsafe {
-            let cur = pg_sys::synchronous_commit as u32;
-            if cur == pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_FLUSH
-                || cur == pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_APPLY
-            {
-                return SynchronousCommitOn(None);
-            }
-            let nest = pg_sys::NewGUCNestLevel();
-            pg_sys::set_config_option(
-                c"synchronous_commit".as_ptr(),
-                c"on".as_ptr(),
-                pg_sys::GucContext::PGC_SUSET,
-                pg_sys::GucSource::PGC_S_SESSION,
-                pg_sys::GucAction::GUC_ACTION_SAVE,
-                true,
-                0,
-                false,
-            );
-            SynchronousCommitOn(Some(nest))
+        // SAFETY: reading this backend's GUC variable.
+        let cur = unsafe { pg_sys::synchronous_commit } as u32;
+        if cur == pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_FLUSH
+            || cur == pg_sys::SyncCommitLevel::SYNCHRONOUS_COMMIT_REMOTE_APPLY
+        {
+            return SynchronousCommitOn(None);
         }
+        // Set as a GUC, so that its assign hook also sets the wait mode
+        // SyncRepWaitForLSN reads.
+        SynchronousCommitOn(Some(gucs::push_setting(c"synchronous_commit", c"on", true)))
     }
 }
 
 impl Drop for SynchronousCommitOn {
     fn drop(&mut self) {
         if let Some(nest) = self.0 {
-            // SAFETY: pops the nest level pushed in `set`.
-            unsafe { pg_sys::AtEOXact_GUC(false, nest) };
+            gucs::pop_settings(nest);
         }
     }
 }
