@@ -612,21 +612,46 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 AS $$ SELECT left(col::text, 40) || '_snowflake_new' $$;
 
 -- The columns an online conversion of TBL.COL widens, as the catalog says
--- now (the offline conversion's plan, carried out by nobody, with its
--- refusals: ownership of every table included), each with the name of
--- the bigint column that replaces it. What every step acts on is checked
--- against this, never taken from a row alone.
+-- now: the key, if it is still narrow, and each narrow column that
+-- references it through a single-column foreign key (the only references
+-- an online conversion accepts), each with the name of the bigint column
+-- that replaces it; the caller must own every table (42501). What every
+-- step acts on is checked against this, never taken from a row alone.
+-- Read straight from the catalog, so that backing out works even when the
+-- offline conversion's checks would now refuse the column.
 CREATE FUNCTION snowflake_convert_online_columns(tbl regclass, col name)
 RETURNS TABLE (rel regclass, rel_col name, new_col name)
-LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
+LANGUAGE plpgsql STABLE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT x.relid::regclass, a.attname, @extschema@.snowflake_convert_new_name(a.attname)
-      FROM @extschema@.snowflake_convert_column_steps(tbl, col, true) x
-      JOIN pg_attribute a ON a.attrelid = x.relid AND a.attnum > 0 AND NOT a.attisdropped
-                         AND format('%s.%I', x.relid::regclass, a.attname) = x.object
-     WHERE x.action = 'widen'
-$$;
+AS $cols$
+#variable_conflict use_column
+DECLARE
+    r  record;
+BEGIN
+    FOR r IN
+        SELECT c.oid AS relid, a.attname, c.relowner
+          FROM pg_class c
+          JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = $2 AND a.attnum > 0 AND NOT a.attisdropped
+         WHERE c.oid = $1 AND a.atttypid IN ('smallint'::regtype, 'integer'::regtype)
+      UNION ALL
+        SELECT k.conrelid, a.attname, c.relowner
+          FROM pg_attribute ka
+          JOIN pg_constraint k ON k.confrelid = ka.attrelid AND k.confkey = ARRAY[ka.attnum]
+                              AND k.contype = 'f' AND k.conparentid = 0 AND cardinality(k.conkey) = 1
+          JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1]
+          JOIN pg_class c ON c.oid = k.conrelid
+         WHERE ka.attrelid = $1 AND ka.attname = $2 AND ka.attnum > 0 AND NOT ka.attisdropped
+           AND a.atttypid IN ('smallint'::regtype, 'integer'::regtype)
+    LOOP
+        IF NOT pg_has_role(current_user, r.relowner, 'USAGE') THEN
+            RAISE EXCEPTION 'must be owner of table %', r.relid::regclass
+                USING ERRCODE = 'insufficient_privilege';
+        END IF;
+        rel := r.relid; rel_col := r.attname; new_col := @extschema@.snowflake_convert_new_name(r.attname);
+        RETURN NEXT;
+    END LOOP;
+END;
+$cols$;
 COMMENT ON FUNCTION snowflake_convert_online_columns(regclass, name) IS
 'The columns an online conversion widens, from the catalog, with their new names';
 
