@@ -76,8 +76,10 @@ put_state() { as_pg tee "$2/data/snowflake_id.state" < "$1" >/dev/null; as_pg ch
 # upgrade OLD_BINDIR OLD_DIR NEW_DIR MODE: pg_upgrade, run as postgres in NEW_DIR.
 upgrade() {
     local oldbin="$1" olddir="$2" newdir="$3" mode="$4"
+    # --copy is the default, and an option only from PostgreSQL 16 on.
+    if [ "$mode" = --copy ] && [ "$PG_MAJOR" -lt 16 ]; then mode=""; fi
     (cd "$newdir" && as_pg "$(pgbin)/pg_upgrade" -b "$oldbin" -B "$(pgbin)" -d "$olddir/data" -D "$newdir/data" \
-        "$mode" >"$newdir/pg_upgrade.out" 2>&1) || { tail -30 "$newdir/pg_upgrade.out" >&2; die "pg_upgrade $mode failed"; }
+        ${mode:+"$mode"} >"$newdir/pg_upgrade.out" 2>&1) || { tail -30 "$newdir/pg_upgrade.out" >&2; die "pg_upgrade $mode failed"; }
 }
 
 setclock "+0"
