@@ -352,6 +352,28 @@ pub fn push_setting(name: &CStr, value: &CStr, superuser_only: bool) -> i32 {
     }
 }
 
+/// Set PostgreSQL's setting `name` to `value` for the rest of this
+/// process, above the configuration file (a reload keeps it). For a
+/// process that runs outside any transaction, such as the reservation
+/// worker, where [`push_setting`] cannot save the old value: PostgreSQL
+/// keeps saved values in the transaction's memory.
+pub fn pin_setting(name: &CStr, value: &CStr) {
+    // SAFETY: a plain SET at GUC nest level 0 saves nothing; the source
+    // PGC_S_OVERRIDE outranks the configuration file and a reload.
+    unsafe {
+        pg_sys::set_config_option(
+            name.as_ptr(),
+            value.as_ptr(),
+            pg_sys::GucContext::PGC_SUSET,
+            pg_sys::GucSource::PGC_S_OVERRIDE,
+            pg_sys::GucAction::GUC_ACTION_SET,
+            true,
+            0,
+            false,
+        );
+    }
+}
+
 /// Restore every setting pushed at `nest` or above ([`push_setting`]).
 pub fn pop_settings(nest: i32) {
     // SAFETY: pops the nest levels pushed by push_setting.

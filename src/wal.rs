@@ -184,7 +184,14 @@ impl SynchronousCommitOn {
             return SynchronousCommitOn(None);
         }
         // Set as a GUC, so that its assign hook also sets the wait mode
-        // SyncRepWaitForLSN reads.
+        // SyncRepWaitForLSN reads. Outside a transaction (the reservation
+        // worker, when the configuration says `off`) there is nowhere to
+        // save the old value: the process keeps `on` from then on.
+        // SAFETY: reading this backend's transaction state.
+        if !unsafe { pg_sys::IsTransactionState() } {
+            gucs::pin_setting(c"synchronous_commit", c"on");
+            return SynchronousCommitOn(None);
+        }
         SynchronousCommitOn(Some(gucs::push_setting(c"synchronous_commit", c"on", true)))
     }
 }

@@ -11,6 +11,10 @@
 #     duplicated.
 #  5. A real backward clock step of one hour (libfaketime) under inserts:
 #     no error, no duplicate, no decrease, no long stall, one WARNING.
+#  6. A server-wide synchronous_commit = off (as benchmarks and bulk
+#     loads run): the reservation worker renews and re-logs the
+#     reservation outside any transaction, and keeps running (0.7.0's
+#     first build crashed it in a restart loop).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 BASE=$(state_dir "$ROOT/.run/it-config" it-config)
@@ -121,3 +125,32 @@ log "clock step -1h: $rows rows, $dec decreases, ${took_ms} ms for 20020 inserts
 [ "$rows" = 41020 ] && [ "$dec" = 0 ] || die "clock step: rows=$rows decreases=$dec"
 [ "$warnings" = 1 ] || die "expected exactly one (rate-limited) WARNING, got $warnings"
 [ "$took_ms" -lt 20000 ] || die "inserts after the step took ${took_ms} ms: callers stalled"
+
+# 6. synchronous_commit = off in the server's configuration.
+cluster_stop "$DIR"
+cluster_init "$DIR" "$PORT" "$PRELOAD" "snowflake_id.worker_id = 5" "synchronous_commit = off"
+cluster_start "$DIR"
+# The worker has no database connection, so no row in pg_stat_activity.
+worker_pid() { ps --ppid "$(head -1 "$DIR/data/postmaster.pid")" -o pid=,args= | awk '/snowflake_id reservation/ {print $1}'; }
+pq "$DIR" "$PORT" -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id"
+first=$(pq "$DIR" "$PORT" -At -c "SELECT max(id) FROM snowflake_nextval(200000) id")
+# A checkpoint passes the last reservation record: the worker logs it again.
+pq "$DIR" "$PORT" -c "CHECKPOINT"
+sleep 1
+before=$(worker_pid)
+# A restart: the worker's first act is to log the reservation again.
+cluster_stop "$DIR"; cluster_start "$DIR"
+sleep 1
+pq "$DIR" "$PORT" -At -c "SELECT count(*) FROM snowflake_nextval(200000)" >/dev/null
+sleep 1
+after=$(worker_pid)
+sleep 1
+if grep -q "terminated by signal" "$DIR/server.log"; then
+    grep "terminated by signal" "$DIR/server.log" | head -3 >&2
+    die "synchronous_commit = off: the reservation worker crashed"
+fi
+[ -n "$before" ] && [ -n "$after" ] && [ "$after" = "$(worker_pid)" ] \
+    || die "synchronous_commit = off: the reservation worker is not running steadily (pids: '$before' '$after')"
+last=$(pq "$DIR" "$PORT" -At -c "SELECT snowflake_nextval() > $first")
+[ "$last" = t ] || die "synchronous_commit = off: an ID after the restart is not above the ones before"
+log "synchronous_commit = off: the reservation worker re-logged and renewed without a crash; IDs increase across a restart"
