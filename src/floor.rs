@@ -47,6 +47,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub const FUTURE_LIMIT_MS: i64 = 86_400_000;
 
 const COLUMNS_SQL: &str = include_str!("sql/floor_columns.sql");
+const CITUS_TABLES_SQL: &str = include_str!("sql/floor_citus_tables.sql");
 
 /// Set once this backend's database raised the floor (or was found to
 /// have): the hot path checks one process-local flag.
@@ -114,9 +115,20 @@ fn scan(layout: &Layout) -> Vec<Found> {
     let limit_id = layout.max_id(limit_ms).unwrap_or(i64::MAX);
     as_owner::with_role(pg_sys::BOOTSTRAP_SUPERUSERID.into(), || {
         Spi::connect(|client| {
+            let mut citus_tables = vec![];
+            // SAFETY: a catalog lookup by name; missing_ok.
+            if unsafe { pg_sys::get_extension_oid(c"citus".as_ptr(), true) } != pg_sys::InvalidOid {
+                for row in client.select(CITUS_TABLES_SQL, None, &[])? {
+                    citus_tables.extend(row.get::<pg_sys::Oid>(1)?);
+                }
+            }
             let cols = client.select(COLUMNS_SQL, None, &[])?;
             let mut out = vec![];
             for row in cols {
+                let relid: Option<pg_sys::Oid> = row.get(5)?;
+                if relid.is_some_and(|r| citus_tables.contains(&r)) {
+                    continue;
+                }
                 let relation: String = row.get(1)?.unwrap_or_default();
                 let column: String = row.get(2)?.unwrap_or_default();
                 let max_q: String = row.get(3)?.unwrap_or_default();

@@ -4,12 +4,15 @@
 -- that its largest value costs an index probe. For each, the two queries
 -- to run with $1 = the largest ID trusted as a floor: the largest value up
 -- to it, and whether any value lies beyond it. Every name is qualified.
+-- src/floor.rs leaves out the tables that src/sql/floor_citus_tables.sql
+-- lists (by relid).
 SELECT c.oid::pg_catalog.regclass::pg_catalog.text AS relation,
        a.attname::pg_catalog.text AS column_name,
        pg_catalog.format('SELECT pg_catalog.max(%I) FROM %s WHERE %I OPERATOR(pg_catalog.<=) $1',
                          a.attname, c.oid::pg_catalog.regclass, a.attname) AS max_query,
        pg_catalog.format('SELECT EXISTS (SELECT FROM %s WHERE %I OPERATOR(pg_catalog.>) $1)',
-                         c.oid::pg_catalog.regclass, a.attname) AS beyond_query
+                         c.oid::pg_catalog.regclass, a.attname) AS beyond_query,
+       c.oid AS relid
   FROM pg_catalog.pg_depend d
   JOIN pg_catalog.pg_attrdef ad ON ad.oid = d.objid
   JOIN pg_catalog.pg_attribute a ON a.attrelid = ad.adrelid AND a.attnum = ad.adnum

@@ -28,6 +28,11 @@
 #     then, with worker 2 given worker 1's worker id, it names both; a
 #     plain role is refused it, and run_command_on_all_nodes reads no
 #     node's snowflake_node for it.
+#  6. The floor from the data (each database's first call, and
+#     snowflake_raise_floor_from_data()) leaves Citus tables out: a query
+#     on one is distributed, and cannot run inside the INSERT that first
+#     calls snowflake_nextval() (0.7.0's first build failed that INSERT).
+#     It covers the node's plain tables.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 if [ "$PG_MAJOR" != 18 ]; then
@@ -271,6 +276,16 @@ out=$(q 0 -At -c "SET ROLE fleet_plain" \
 [[ "$out" == f || "$out" == *"permission denied"* ]] \
     || die "a plain role read snowflake_node through run_command_on_all_nodes: $out"
 log "a plain role is refused the fleet check and every node's snowflake_node"
+
+# --- 6. the floor from the data ------------------------------------------------------
+# Section 1's first INSERT on each node made its first call already.
+for i in 0 1; do
+    floor=$(q "$i" -At -c "CREATE TABLE local_keys (id bigint PRIMARY KEY DEFAULT snowflake_nextval())" \
+        -c "INSERT INTO local_keys DEFAULT VALUES" \
+        -c "SELECT string_agg(relation || '.' || column_name, ' ' ORDER BY relation) FROM snowflake_raise_floor_from_data()")
+    [ "$floor" = "public.local_keys.id" ] || die "the floor check on ${NAMES[$i]} covered '$floor', not the plain table local_keys alone"
+done
+log "floor from the data: the coordinator and a worker check their plain tables and leave Citus tables out"
 
 log "citus: ok"
 trap - EXIT
