@@ -16,6 +16,12 @@
  * - snowflake_raise_floor(id) and snowflake_raise_floor_from_data()
  *   (Rust, superuser only): raise the generator above an ID, or above the
  *   keys of this database's tables.
+ * - Foreign layouts (Rust): snowflake_decode, snowflake_min_id and
+ *   snowflake_max_id take a time unit and a field order (seven-argument
+ *   forms); snowflake_min_id, snowflake_max_id and snowflake_compose take a
+ *   preset name; snowflake_compose takes a full description.
+ * - snowflake_nextval(count) takes a bigint; the integer form is dropped
+ *   (an integer, a literal or an untyped parameter resolves to the new one).
  * Restart to run the 0.7.0 library (the reservation waits for synchronous
  * standbys whatever a session's synchronous_commit; no backtraces in
  * client messages; the state file records the cluster's system identifier
@@ -55,6 +61,117 @@ RETURNS TABLE ("relation" TEXT, "column_name" TEXT, "largest_id" bigint, "beyond
 STRICT VOLATILE PARALLEL UNSAFE
 LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_raise_floor_from_data_wrapper';
 
+CREATE FUNCTION "snowflake_compose"(
+	"ts" timestamp with time zone, /* TimestampWithTimeZone */
+	"worker_id" INT, /* i32 */
+	"sequence" INT, /* i32 */
+	"epoch" timestamp with time zone, /* TimestampWithTimeZone */
+	"timestamp_bits" INT, /* i32 */
+	"worker_bits" INT, /* i32 */
+	"sequence_bits" INT, /* i32 */
+	"time_unit" interval, /* Interval */
+	"field_order" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_compose_described_wrapper';
+
+CREATE FUNCTION "snowflake_compose"(
+	"ts" timestamp with time zone, /* TimestampWithTimeZone */
+	"worker_id" INT, /* i32 */
+	"sequence" INT, /* i32 */
+	"layout" TEXT /* & str */
+) RETURNS bigint /* i64 */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_compose_layout_wrapper';
+
+CREATE FUNCTION "snowflake_decode"(
+	"id" bigint, /* i64 */
+	"epoch" timestamp with time zone, /* TimestampWithTimeZone */
+	"timestamp_bits" INT, /* i32 */
+	"worker_bits" INT, /* i32 */
+	"sequence_bits" INT, /* i32 */
+	"time_unit" interval, /* Interval */
+	"field_order" TEXT /* & str */
+) RETURNS TABLE (
+	"ts" timestamp with time zone,  /* TimestampWithTimeZone */
+	"worker_id" INT,  /* i32 */
+	"sequence" INT  /* i32 */
+)
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_decode_described_wrapper';
+
+CREATE FUNCTION "snowflake_max_id"(
+	"ts" timestamp with time zone, /* TimestampWithTimeZone */
+	"epoch" timestamp with time zone, /* TimestampWithTimeZone */
+	"timestamp_bits" INT, /* i32 */
+	"worker_bits" INT, /* i32 */
+	"sequence_bits" INT, /* i32 */
+	"time_unit" interval, /* Interval */
+	"field_order" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_max_id_described_wrapper';
+
+CREATE FUNCTION "snowflake_max_id"(
+	"ts" timestamp with time zone, /* TimestampWithTimeZone */
+	"layout" TEXT /* & str */
+) RETURNS bigint /* i64 */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_max_id_layout_wrapper';
+
+CREATE FUNCTION "snowflake_min_id"(
+	"ts" timestamp with time zone, /* TimestampWithTimeZone */
+	"epoch" timestamp with time zone, /* TimestampWithTimeZone */
+	"timestamp_bits" INT, /* i32 */
+	"worker_bits" INT, /* i32 */
+	"sequence_bits" INT, /* i32 */
+	"time_unit" interval, /* Interval */
+	"field_order" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_min_id_described_wrapper';
+
+CREATE FUNCTION "snowflake_min_id"(
+	"ts" timestamp with time zone, /* TimestampWithTimeZone */
+	"layout" TEXT /* & str */
+) RETURNS bigint /* i64 */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_min_id_layout_wrapper';
+-- snowflake_nextval(count) takes a bigint (it took an integer). Objects
+-- that call the old function would block dropping it: name them.
+DO $$
+DECLARE
+    deps text;
+BEGIN
+    SELECT string_agg(pg_catalog.pg_describe_object(d.classid, d.objid, d.objsubid), ', ')
+      INTO deps
+      FROM pg_catalog.pg_depend d
+     WHERE d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+       AND d.refobjid = '@extschema@.snowflake_nextval(integer)'::pg_catalog.regprocedure
+       AND d.deptype = 'n';
+    IF deps IS NOT NULL THEN
+        RAISE EXCEPTION USING
+            ERRCODE = 'dependent_objects_still_exist',
+            MESSAGE = 'snowflake_nextval(integer) becomes snowflake_nextval(bigint) in 0.7.0, and other objects depend on it',
+            DETAIL = 'Objects that call it: ' || deps || '.',
+            HINT = 'Drop them, run ALTER EXTENSION snowflake_id UPDATE again, then create them again: they then call snowflake_nextval(bigint).';
+    END IF;
+END
+$$;
+DROP FUNCTION @extschema@.snowflake_nextval(integer);
+CREATE FUNCTION "snowflake_nextval"(
+	"count" bigint /* i64 */
+) RETURNS SETOF bigint /* i64 */
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_nextval_bulk_wrapper';
 REVOKE ALL ON FUNCTION snowflake_raise_floor(bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION snowflake_raise_floor_from_data() FROM PUBLIC;
 -- Generated by scripts/upgrade_script.py from: src/sql/convert_column.sql src/sql/convert_online.sql

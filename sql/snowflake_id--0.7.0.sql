@@ -68,6 +68,39 @@ AS 'MODULE_PATHNAME', 'snowflake_compose_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- src/decode_foreign.rs:386
+-- snowflake_id::decode_foreign::snowflake_compose
+CREATE  FUNCTION "snowflake_compose"(
+	"ts" timestamp with time zone, /* TimestampWithTimeZone */
+	"worker_id" INT, /* i32 */
+	"sequence" INT, /* i32 */
+	"epoch" timestamp with time zone, /* TimestampWithTimeZone */
+	"timestamp_bits" INT, /* i32 */
+	"worker_bits" INT, /* i32 */
+	"sequence_bits" INT, /* i32 */
+	"time_unit" interval, /* Interval */
+	"field_order" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_compose_described_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/decode_foreign.rs:366
+-- snowflake_id::decode_foreign::snowflake_compose
+CREATE  FUNCTION "snowflake_compose"(
+	"ts" timestamp with time zone, /* TimestampWithTimeZone */
+	"worker_id" INT, /* i32 */
+	"sequence" INT, /* i32 */
+	"layout" TEXT /* & str */
+) RETURNS bigint /* i64 */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_compose_layout_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- src/as_owner.rs:106
 -- snowflake_id::as_owner::snowflake_convert_as_owner
 CREATE  FUNCTION "snowflake_convert_as_owner"(
@@ -133,7 +166,28 @@ AS 'MODULE_PATHNAME', 'snowflake_decode_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/decode_foreign.rs:99
+-- src/decode_foreign.rs:237
+-- snowflake_id::decode_foreign::snowflake_decode
+CREATE  FUNCTION "snowflake_decode"(
+	"id" bigint, /* i64 */
+	"epoch" timestamp with time zone, /* TimestampWithTimeZone */
+	"timestamp_bits" INT, /* i32 */
+	"worker_bits" INT, /* i32 */
+	"sequence_bits" INT, /* i32 */
+	"time_unit" interval, /* Interval */
+	"field_order" TEXT /* & str */
+) RETURNS TABLE (
+	"ts" timestamp with time zone,  /* TimestampWithTimeZone */
+	"worker_id" INT,  /* i32 */
+	"sequence" INT  /* i32 */
+)
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_decode_described_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/decode_foreign.rs:160
 -- snowflake_id::decode_foreign::snowflake_decode
 CREATE  FUNCTION "snowflake_decode"(
 	"id" bigint, /* i64 */
@@ -152,7 +206,7 @@ AS 'MODULE_PATHNAME', 'snowflake_decode_explicit_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/decode_foreign.rs:67
+-- src/decode_foreign.rs:133
 -- snowflake_id::decode_foreign::snowflake_decode
 CREATE  FUNCTION "snowflake_decode"(
 	"id" bigint, /* i64 */
@@ -190,7 +244,24 @@ AS 'MODULE_PATHNAME', 'snowflake_max_id_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/decode_foreign.rs:149
+-- src/decode_foreign.rs:334
+-- snowflake_id::decode_foreign::snowflake_max_id
+CREATE  FUNCTION "snowflake_max_id"(
+	"ts" timestamp with time zone, /* TimestampWithTimeZone */
+	"epoch" timestamp with time zone, /* TimestampWithTimeZone */
+	"timestamp_bits" INT, /* i32 */
+	"worker_bits" INT, /* i32 */
+	"sequence_bits" INT, /* i32 */
+	"time_unit" interval, /* Interval */
+	"field_order" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_max_id_described_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/decode_foreign.rs:210
 -- snowflake_id::decode_foreign::snowflake_max_id
 CREATE  FUNCTION "snowflake_max_id"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
@@ -205,6 +276,18 @@ AS 'MODULE_PATHNAME', 'snowflake_max_id_explicit_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- src/decode_foreign.rs:291
+-- snowflake_id::decode_foreign::snowflake_max_id
+CREATE  FUNCTION "snowflake_max_id"(
+	"ts" timestamp with time zone, /* TimestampWithTimeZone */
+	"layout" TEXT /* & str */
+) RETURNS bigint /* i64 */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_max_id_layout_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- src/decode.rs:144
 -- snowflake_id::decode::snowflake_min_id
 CREATE  FUNCTION "snowflake_min_id"(
@@ -216,7 +299,24 @@ AS 'MODULE_PATHNAME', 'snowflake_min_id_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/decode_foreign.rs:130
+-- src/decode_foreign.rs:305
+-- snowflake_id::decode_foreign::snowflake_min_id
+CREATE  FUNCTION "snowflake_min_id"(
+	"ts" timestamp with time zone, /* TimestampWithTimeZone */
+	"epoch" timestamp with time zone, /* TimestampWithTimeZone */
+	"timestamp_bits" INT, /* i32 */
+	"worker_bits" INT, /* i32 */
+	"sequence_bits" INT, /* i32 */
+	"time_unit" interval, /* Interval */
+	"field_order" TEXT /* & str */
+) RETURNS bigint /* i64 */
+IMMUTABLE STRICT PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_min_id_described_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/decode_foreign.rs:191
 -- snowflake_id::decode_foreign::snowflake_min_id
 CREATE  FUNCTION "snowflake_min_id"(
 	"ts" timestamp with time zone, /* TimestampWithTimeZone */
@@ -228,6 +328,18 @@ CREATE  FUNCTION "snowflake_min_id"(
 IMMUTABLE STRICT PARALLEL SAFE 
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'snowflake_min_id_explicit_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/decode_foreign.rs:278
+-- snowflake_id::decode_foreign::snowflake_min_id
+CREATE  FUNCTION "snowflake_min_id"(
+	"ts" timestamp with time zone, /* TimestampWithTimeZone */
+	"layout" TEXT /* & str */
+) RETURNS bigint /* i64 */
+STRICT STABLE PARALLEL SAFE 
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_min_id_layout_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1591,10 +1703,10 @@ COMMENT ON FUNCTION snowflake_convert_online_abandon(regclass, name) IS
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/nextval.rs:69
+-- src/nextval.rs:77
 -- snowflake_id::nextval::snowflake_nextval
 CREATE  FUNCTION "snowflake_nextval"(
-	"count" INT /* i32 */
+	"count" bigint /* i64 */
 ) RETURNS SETOF bigint /* i64 */
 STRICT VOLATILE PARALLEL SAFE 
 LANGUAGE c /* Rust */
@@ -1602,7 +1714,7 @@ AS 'MODULE_PATHNAME', 'snowflake_nextval_bulk_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/floor.rs:182
+-- src/floor.rs:194
 -- snowflake_id::floor::snowflake_raise_floor
 CREATE  FUNCTION "snowflake_raise_floor"(
 	"id" bigint /* i64 */
@@ -1613,7 +1725,7 @@ AS 'MODULE_PATHNAME', 'snowflake_raise_floor_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/floor.rs:205
+-- src/floor.rs:217
 -- snowflake_id::floor::snowflake_raise_floor_from_data
 CREATE  FUNCTION "snowflake_raise_floor_from_data"() RETURNS TABLE (
 	"relation" TEXT,  /* String */

@@ -4,7 +4,7 @@
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::base32::Base32Error;
-use snowflake_id_core::{format_epoch, FormatError, GenError, IdError, PRESET_NAMES};
+use snowflake_id_core::{format_epoch, FormatError, GenError, IdError, FIELD_ORDERS, PRESET_NAMES};
 
 /// Build and send a report: the one place every message of this extension
 /// goes through. At ERROR and above it does not return.
@@ -124,12 +124,21 @@ pub fn worker_out_of_range(worker: u64, max: u64) -> ! {
     )
 }
 
-pub fn negative_count(count: i32) -> ! {
+pub fn negative_count(count: i64) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         format!("number of IDs requested must not be negative: {count}"),
         None,
         None,
+    )
+}
+
+pub fn count_too_large(count: i64, max: i64) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("number of IDs requested must be at most {max}: {count}"),
+        None,
+        Some("Call snowflake_nextval(count) again for the rest."),
     )
 }
 
@@ -208,6 +217,18 @@ pub fn id_error(e: IdError) -> ! {
             Some(format!("Valid sequence numbers are 0 .. {max}.")),
             None,
         ),
+        IdError::BeforeFirstId { id, first_id, detail } => raise(
+            PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+            format!("ID {id} is older than the layout's first snowflake ID {first_id}"),
+            Some(detail.into()),
+            Some("Such an ID has no timestamp, worker or sequence to decode."),
+        ),
+        IdError::NotTimeOrdered => raise(
+            PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+            "IDs of a layout with the worker field above the timestamp do not sort by time",
+            Some("No single ID range holds a time range: each worker's IDs form a range of their own.".into()),
+            Some("Bound each worker's range with snowflake_compose(ts, worker_id, 0, ...) and snowflake_compose(ts, worker_id, max_sequence, ...), or filter on the decoded ts."),
+        ),
     }
 }
 
@@ -241,6 +262,14 @@ pub fn invalid_format(e: &FormatError) -> ! {
         FormatError::UnknownPreset(_) => (
             None,
             format!("Use one of {PRESET_NAMES}, or give the epoch and field widths explicitly."),
+        ),
+        FormatError::UnknownFieldOrder(_) => (
+            None,
+            format!("Name the three fields from the high bits to the low ones: {FIELD_ORDERS}."),
+        ),
+        FormatError::TimeUnit(_) => (
+            None,
+            "Give the time unit as an interval such as '1 ms', '10 ms' or '1 s'.".to_string(),
         ),
         FormatError::FieldTooWideForInteger { .. } => (
             Some("snowflake_decode returns worker_id and sequence as integer, which holds at most 31 bits.".into()),

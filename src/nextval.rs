@@ -47,6 +47,10 @@ pub fn snowflake_nextval() -> i64 {
     }
 }
 
+/// The most IDs one call of `snowflake_nextval(count)` returns: the limit
+/// of the `integer` argument it had before 0.7.0.
+pub const MAX_COUNT: i64 = i32::MAX as i64;
+
 /// Returns `count` new IDs at once, for bulk loads and `COPY`: the same IDs
 /// `count` calls of `snowflake_nextval()` could return, increasing, but
 /// taken from the shared generator as whole blocks, each with one
@@ -56,8 +60,12 @@ pub fn snowflake_nextval() -> i64 {
 /// million IDs are one block. Larger requests wait for the clock like
 /// `snowflake_nextval()` does.
 ///
-/// `count` = 0 returns no rows; a negative `count` is an error (22023).
-/// VOLATILE, PARALLEL SAFE, STRICT.
+/// `count` is a `bigint`, so that drivers that bind a 64-bit integer
+/// (Rust's sqlx, diesel and tokio-postgres, Go's pgx) call it directly; an
+/// `integer` argument, a literal or an untyped parameter resolves to it as
+/// before. `count` = 0 returns no rows; a negative `count`, or one above
+/// [`MAX_COUNT`] (2147483647, what one call can return), is an error
+/// (22023). VOLATILE, PARALLEL SAFE, STRICT.
 ///
 /// ```sql
 /// SELECT snowflake_nextval(3);
@@ -67,9 +75,12 @@ pub fn snowflake_nextval() -> i64 {
 ///   FROM ROWS FROM (snowflake_nextval(1000)) WITH ORDINALITY AS t(id, n);
 /// ```
 #[pg_extern(volatile, parallel_safe, name = "snowflake_nextval")]
-pub fn snowflake_nextval_bulk(count: i32) -> SetOfIterator<'static, i64> {
+pub fn snowflake_nextval_bulk(count: i64) -> SetOfIterator<'static, i64> {
     if count < 0 {
         errors::negative_count(count);
+    }
+    if count > MAX_COUNT {
+        errors::count_too_large(count, MAX_COUNT);
     }
     let (state, cfg) = generator();
     let mut blocks: Vec<Block> = Vec::new();

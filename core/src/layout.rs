@@ -100,6 +100,17 @@ pub enum IdError {
         sequence: i64,
         max: u64,
     },
+    /// The ID is below the first one the format ever produced: it was made
+    /// by the system's earlier scheme and carries no timestamp (Twitter's
+    /// sequential status IDs). `detail` says what those IDs were.
+    BeforeFirstId {
+        id: i64,
+        first_id: i64,
+        detail: &'static str,
+    },
+    /// Time-range bounds were asked of a format whose IDs do not sort by
+    /// time (the worker field above the timestamp, as Seata's).
+    NotTimeOrdered,
 }
 
 impl fmt::Display for IdError {
@@ -122,6 +133,13 @@ impl fmt::Display for IdError {
             IdError::SequenceOutOfRange { sequence, max } => {
                 write!(f, "sequence {sequence} is out of range 0 .. {max}")
             }
+            IdError::BeforeFirstId { id, first_id, .. } => {
+                write!(f, "ID {id} predates the format: its first ID is {first_id}")
+            }
+            IdError::NotTimeOrdered => write!(
+                f,
+                "IDs with the worker field above the timestamp do not sort by time"
+            ),
         }
     }
 }

@@ -14,7 +14,10 @@ pub mod testing;
 
 pub use clock::{CachedClock, Clock, Cycles, MillisCache, SystemClock, Tsc};
 pub use epoch::{format_epoch, parse_epoch, EpochError};
-pub use format::{FieldOrder, Format, FormatError, MAX_INTEGER_FIELD_BITS, PRESET_NAMES};
+pub use format::{
+    FieldOrder, Format, FormatError, FIELD_ORDERS, MAX_INTEGER_FIELD_BITS, MAX_UNIT_MS,
+    PRESET_NAMES,
+};
 pub use generator::{
     until_issued, Attempt, Block, BlockAttempt, Config, Events, GenError, GeneratorState,
 };

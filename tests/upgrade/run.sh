@@ -91,7 +91,7 @@ SQL
     # The regression suites, in the upgraded database.
     if ! "$PGREGRESS" --inputdir="$ROOT/tests/regress" --outputdir="$DIR" --bindir="$(pgbin)" \
             --host="$DIR" --port="$PORT" --user=postgres --use-existing --dbname="$db" \
-            surface errors formats convert fleet json >"$DIR/regress.out" 2>&1; then
+            surface errors formats layouts convert fleet json >"$DIR/regress.out" 2>&1; then
         cat "$DIR/regress.out" "$DIR/regression.diffs" >&2 2>/dev/null || true
         die "regression suites fail after the upgrade from $old"
     fi
@@ -101,5 +101,24 @@ SQL
     checked=$((checked + 1))
 done
 [ "$checked" -gt 0 ] || die "no earlier release found in sql/ to upgrade from"
+
+# 0.7.0 replaces snowflake_nextval(integer) with snowflake_nextval(bigint).
+# An object that calls the old one stops the upgrade with 2BP01, naming
+# it and what to do, and nothing changes; without it the upgrade goes on.
+pq "$DIR" "$PORT" -c "CREATE DATABASE nextval_view"
+pq "$DIR" "$PORT" -d nextval_view -c "SET client_min_messages = warning" \
+    -c "CREATE EXTENSION snowflake_id VERSION '0.6.0'" \
+    -c "CREATE VIEW five_ids AS SELECT * FROM snowflake_nextval(5)"
+out=$(pq "$DIR" "$PORT" -d nextval_view -v VERBOSITY=verbose -c "ALTER EXTENSION snowflake_id UPDATE" 2>&1) \
+    && die "the upgrade went on although the view five_ids calls snowflake_nextval(integer)"
+[[ "$out" == *"2BP01"*"view five_ids"*"Drop them, run ALTER EXTENSION snowflake_id UPDATE again"* ]] \
+    || die "the upgrade stopped, but did not name the view and what to do: $out"
+got=$(pq "$DIR" "$PORT" -d nextval_view -At -c "SELECT extversion FROM pg_extension WHERE extname = 'snowflake_id'")
+[ "$got" = 0.6.0 ] || die "a failed upgrade left the extension at $got"
+pq "$DIR" "$PORT" -d nextval_view -c "DROP VIEW five_ids" -c "ALTER EXTENSION snowflake_id UPDATE" \
+    -c "CREATE VIEW five_ids AS SELECT * FROM snowflake_nextval(5)" >/dev/null
+[ "$(pq "$DIR" "$PORT" -d nextval_view -At -c "SELECT count(*) FROM five_ids")" = 5 ] \
+    || die "the view re-created after the upgrade does not return 5 IDs"
+log "upgrade: a view calling snowflake_nextval(integer) stops the upgrade with 2BP01 and a HINT; dropped, the upgrade goes on"
 echo "$checked" > "$ROOT/.run/upgrade.summary"
 log "upgrade: $checked earlier release(s) upgrade to $VERSION with the same catalog as a fresh install"

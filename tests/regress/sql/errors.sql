@@ -24,6 +24,9 @@ SELECT pg_temp.err('SELECT snowflake_worker_id(-5)');
 SELECT pg_temp.err('SELECT snowflake_sequence(-5)');
 -- A negative number of IDs.
 SELECT pg_temp.err('SELECT snowflake_nextval(-1)');
+-- More IDs than one call returns (the limit of the former integer count).
+SELECT pg_temp.err('SELECT snowflake_nextval(2147483648)');
+SELECT pg_temp.err('SELECT snowflake_nextval(-9223372036854775808)');
 -- compose with parts out of range.
 SELECT pg_temp.err($q$SELECT snowflake_compose('2025-01-01+00', 1024, 0)$q$);
 SELECT pg_temp.err($q$SELECT snowflake_compose('2025-01-01+00', -1, 0)$q$);

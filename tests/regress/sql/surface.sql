@@ -81,6 +81,17 @@ SELECT id, -n FROM ROWS FROM (snowflake_nextval(1000)) WITH ORDINALITY AS t(id, 
 SELECT count(*) AS bulk_rows FROM orders WHERE n < 0;
 SELECT count(*) AS zero FROM snowflake_nextval(0);
 SELECT count(*) AS null_count FROM snowflake_nextval(NULL);
+-- count is a bigint (drivers such as sqlx, diesel and tokio-postgres bind
+-- an i64); integer arguments, literals and untyped parameters still work.
+SELECT count(*) AS bigint_count FROM snowflake_nextval(3::bigint);
+SELECT count(*) AS integer_count FROM snowflake_nextval(3::integer);
+SELECT count(*) AS literal_count FROM snowflake_nextval('3');
+PREPARE bulk_untyped AS SELECT count(*) FROM snowflake_nextval($1);
+EXECUTE bulk_untyped(4);
+PREPARE bulk_int8(bigint) AS SELECT count(*) FROM snowflake_nextval($1);
+EXECUTE bulk_int8(5);
+SELECT pg_get_function_identity_arguments(p.oid) AS nextval_forms
+  FROM pg_proc p WHERE p.proname = 'snowflake_nextval' ORDER BY 1;
 
 -- snowflake_stats() reports this server's generator: its worker id, a
 -- last ID at least the one just issued, a reservation that covers it.
