@@ -2,7 +2,10 @@
 # The client layer: real drivers and ORMs from PyPI and npm against a real
 # server (PostgreSQL 18 or the major given as PG_MAJOR by scripts/test.sh):
 # psycopg 3, asyncpg, SQLAlchemy 2 (sync and async), Django 5, node-postgres
-# and Knex. The recipes in recipes/ are the files docs/clients.md shows.
+# and Knex; and interop with other generators' own libraries
+# (@sapphire/snowflake, npm sonyflake, sonyflake-py), whose IDs the server
+# decodes as they do. The recipes in recipes/ are the files
+# docs/clients.md shows.
 # Packages are installed once, into .cache/clients/ (pinned versions).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
@@ -51,7 +54,11 @@ for stage in legacy widen check; do
 done
 log "clients: Node.js"
 (cd "$HERE" && NODE_PATH_CLIENTS="$CACHE/node/node_modules" node test_node.js) || die "a Node.js client test failed"
-echo "python: psycopg asyncpg SQLAlchemy Django (and a converted Django project); node: pg knex" > "$ROOT/.run/clients.summary"
+log "clients: IDs made by other generators' libraries, decoded by the server"
+(cd "$HERE" && "$CACHE/venv/bin/python" test_interop.py) || die "the sonyflake-py interop test failed"
+(cd "$HERE" && NODE_PATH_CLIENTS="$CACHE/node/node_modules" node test_interop.js) || die "a Node.js interop test failed"
+echo "python: psycopg asyncpg SQLAlchemy Django (and a converted Django project); node: pg knex;" \
+    "interop: @sapphire/snowflake, sonyflake (npm), sonyflake-py" > "$ROOT/.run/clients.summary"
 log "clients: ok"
 trap - EXIT
 cleanup
