@@ -20,6 +20,8 @@
  *   snowflake_max_id take a time unit and a field order (seven-argument
  *   forms); snowflake_min_id, snowflake_max_id and snowflake_compose take a
  *   preset name; snowflake_compose takes a full description.
+ * - snowflake_lastval() (Rust): the last ID this session's
+ *   snowflake_nextval() returned.
  * - snowflake_nextval(count) takes a bigint; the integer form is dropped
  *   (an integer, a literal or an untyped parameter resolves to the new one).
  * Restart to run the 0.7.0 library (the reservation waits for synchronous
@@ -144,6 +146,11 @@ CREATE FUNCTION "snowflake_min_id"(
 STRICT STABLE PARALLEL SAFE 
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'snowflake_min_id_layout_wrapper';
+CREATE FUNCTION "snowflake_lastval"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL RESTRICTED
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_lastval_wrapper';
+
 -- snowflake_nextval(count) takes a bigint (it took an integer). Objects
 -- that call the old function would block dropping it: name them.
 DO $$

@@ -233,6 +233,15 @@ AS 'MODULE_PATHNAME', 'snowflake_from_base32_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- src/nextval.rs:70
+-- snowflake_id::nextval::snowflake_lastval
+CREATE  FUNCTION "snowflake_lastval"() RETURNS bigint /* i64 */
+STRICT VOLATILE PARALLEL RESTRICTED
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_lastval_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- src/decode.rs:158
 -- snowflake_id::decode::snowflake_max_id
 CREATE  FUNCTION "snowflake_max_id"(
@@ -1703,7 +1712,7 @@ COMMENT ON FUNCTION snowflake_convert_online_abandon(regclass, name) IS
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/nextval.rs:77
+-- src/nextval.rs:105
 -- snowflake_id::nextval::snowflake_nextval
 CREATE  FUNCTION "snowflake_nextval"(
 	"count" bigint /* i64 */

@@ -133,6 +133,15 @@ pub fn negative_count(count: i64) -> ! {
     )
 }
 
+pub fn lastval_undefined() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowflake_lastval is not yet defined in this session",
+        None,
+        Some("Call snowflake_nextval() first, in this session: an insert whose key defaults to it does."),
+    )
+}
+
 pub fn count_too_large(count: i64, max: i64) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,

@@ -7,7 +7,7 @@ use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::{
     Attempt, Block, Clock, Config, Events, GenError, GeneratorState, SystemClock,
 };
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 /// Returns a new ID, unique and strictly greater than every ID this server
 /// issued before, in any backend and any database.
@@ -42,8 +42,36 @@ pub fn snowflake_nextval() -> i64 {
         report_clock_events(state, &ev);
     }
     match result {
-        Ok(id) => id,
+        Ok(id) => {
+            LAST.store(id, Ordering::Relaxed);
+            id
+        }
         Err(e) => errors::generator_error(e),
+    }
+}
+
+/// The last ID this backend's `snowflake_nextval()` returned, or -1 before
+/// the first (IDs are never negative). Process-local, as the session is.
+static LAST: AtomicI64 = AtomicI64::new(-1);
+
+/// The last ID `snowflake_nextval()` returned in this session: after
+/// `snowflake_nextval(count)`, the last of its IDs. Like `lastval()`, it is
+/// not transactional (a rolled-back transaction's IDs count: they were
+/// issued), it is 55000 before the session's first call, and it replaces
+/// `lastval()` and `currval('seq')` where code asks for the key it just
+/// inserted, as PDO's `lastInsertId('seq')` and much hand-written SQL do.
+/// IDs minted by parallel workers are theirs, not the session's: an
+/// `INSERT`'s default runs in the leader. VOLATILE, PARALLEL RESTRICTED.
+///
+/// ```sql
+/// INSERT INTO orders (item) VALUES ('book');
+/// SELECT snowflake_lastval();   -- the new order's id
+/// ```
+#[pg_extern(volatile, parallel_restricted)]
+pub fn snowflake_lastval() -> i64 {
+    match LAST.load(Ordering::Relaxed) {
+        -1 => errors::lastval_undefined(),
+        id => id,
     }
 }
 
@@ -108,6 +136,9 @@ pub fn snowflake_nextval_bulk(count: i64) -> SetOfIterator<'static, i64> {
         errors::generator_error(e);
     }
     let layout = cfg.layout;
+    if let Some(b) = blocks.last() {
+        LAST.store(b.last(&layout), Ordering::Relaxed);
+    }
     SetOfIterator::new(blocks.into_iter().flat_map(move |b| b.ids(layout)))
 }
 

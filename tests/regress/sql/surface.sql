@@ -93,6 +93,25 @@ EXECUTE bulk_int8(5);
 SELECT pg_get_function_identity_arguments(p.oid) AS nextval_forms
   FROM pg_proc p WHERE p.proname = 'snowflake_nextval' ORDER BY 1;
 
+-- snowflake_lastval(): the last ID this session's snowflake_nextval()
+-- returned, with lastval()'s semantics. A new session has none (55000).
+\c -
+SELECT snowflake_lastval();
+INSERT INTO orders (n) VALUES (-1000000) RETURNING id AS inserted \gset
+SELECT snowflake_lastval() = :inserted AS after_insert;
+SELECT max(id) AS bulk_last FROM snowflake_nextval(5000) id \gset
+SELECT snowflake_lastval() = :bulk_last AS after_bulk;
+-- Not transactional: a rolled-back insert's ID was issued, as lastval()
+-- keeps a rolled-back nextval().
+CREATE TEMP SEQUENCE lastval_seq;
+BEGIN;
+INSERT INTO orders (n) VALUES (-1000001) RETURNING id AS rolled_back \gset
+SELECT nextval('lastval_seq') AS seq_rolled_back \gset
+ROLLBACK;
+SELECT snowflake_lastval() = :rolled_back AS after_rollback,
+       lastval() = :seq_rolled_back AS lastval_agrees;
+SELECT snowflake_lastval() < snowflake_nextval() AS earlier_than_next;
+
 -- snowflake_stats() reports this server's generator: its worker id, a
 -- last ID at least the one just issued, a reservation that covers it.
 SELECT snowflake_nextval() AS just_issued \gset
