@@ -57,7 +57,12 @@ def main():
                 problems.append(f"{md}: link to missing {target}")
             elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
                 problems.append(f"{md}: link to missing heading {target}")
-        for path, block in RECIPE.findall(text):
+        begins = [b for b in re.findall(r"^<!-- BEGIN (\S+) -->$", text, re.M) if "/" in b]
+        recipes = RECIPE.findall(text)
+        for path in sorted(set(begins) - {p for p, _ in recipes}):
+            problems.append(f"{md}: the recipe block of {path} has no matching <!-- END {path} --> "
+                            "after one fenced code block, so it is not checked")
+        for path, block in recipes:
             tested = Path(path)
             if not tested.exists() or tested.read_text() != block:
                 problems.append(f"{md}: the recipe differs from {path}, the file the tests run")
