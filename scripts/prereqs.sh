@@ -5,28 +5,13 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-missing=()
-for p in "${APT_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-    log "installing Debian packages: ${missing[*]}"
-    if ! is_root && ! command -v sudo >/dev/null; then die "need root or sudo to install ${missing[*]}"; fi
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq \
-        || die "apt-get update failed: the Debian package lists could not be fetched"
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null \
-        || die "could not install the Debian packages ${missing[*]} (apt-get install failed)"
-fi
+apt_ensure "${APT_PACKAGES[@]}"
 # The client layer needs Node.js and npm and a Python with venv; machines
 # that come without them get Debian's.
 extra=()
 command -v node >/dev/null && command -v npm >/dev/null || extra+=(nodejs npm)
 python3 -c 'import venv, ensurepip' 2>/dev/null || extra+=(python3-venv)
-if [ ${#extra[@]} -gt 0 ]; then
-    log "installing Debian packages: ${extra[*]}"
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${extra[@]}" >/dev/null \
-        || die "could not install the Debian packages ${extra[*]} (apt-get install failed)"
-fi
+[ ${#extra[@]} = 0 ] || apt_install "${extra[@]}"
 # Debian's cluster auto-creation is not used; make sure no stray default
 # cluster occupies our ports (harmless if there is none).
 

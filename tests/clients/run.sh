@@ -14,6 +14,11 @@ CACHE="$ROOT/.cache/clients"
 PORT=${SNOWFLAKE_CLIENTS_PORT:-55860}
 DIR=$(state_dir "$ROOT/.run/clients" clients)
 mkdir -p "$CACHE"
+# PHP, Java, Go and Ruby come from Debian (pinned by Debian 12's release):
+# PHP 8.2 with pdo_pgsql, OpenJDK 17 with pgjdbc 42.5, Go 1.19 with pgx v4
+# and lib/pq, Ruby 3.1 with ActiveRecord 6.1 and the pg gem.
+apt_ensure php-cli php-pgsql default-jdk-headless libpostgresql-jdbc-java golang-go \
+    golang-github-jackc-pgx-v4-dev golang-github-lib-pq-dev ruby-activerecord ruby-pg
 if [ ! -x "$CACHE/venv/bin/python" ] || ! cmp -s "$HERE/requirements.txt" "$CACHE/venv/requirements.txt"; then
     log "clients: installing the Python packages (PyPI) into $CACHE/venv"
     rm -rf "$CACHE/venv"
@@ -54,6 +59,8 @@ for stage in legacy widen check; do
 done
 log "clients: Node.js"
 (cd "$HERE" && NODE_PATH_CLIENTS="$CACHE/node/node_modules" node test_node.js) || die "a Node.js client test failed"
+log "clients: PHP (PDO)"
+(cd "$HERE" && php test_php.php) || die "the PHP client test failed"
 log "clients: IDs made by other generators' libraries, decoded by the server"
 (cd "$HERE" && "$CACHE/venv/bin/python" test_interop.py) || die "the sonyflake-py interop test failed"
 (cd "$HERE" && NODE_PATH_CLIENTS="$CACHE/node/node_modules" node test_interop.js) || die "a Node.js interop test failed"
