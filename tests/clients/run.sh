@@ -61,10 +61,22 @@ log "clients: Node.js"
 (cd "$HERE" && NODE_PATH_CLIENTS="$CACHE/node/node_modules" node test_node.js) || die "a Node.js client test failed"
 log "clients: PHP (PDO)"
 (cd "$HERE" && php test_php.php) || die "the PHP client test failed"
+log "clients: Java (pgjdbc)"
+rm -rf "$DIR/java" && mkdir -p "$DIR/java"
+javac -cp /usr/share/java/postgresql.jar -d "$DIR/java" "$HERE"/java/*.java || die "the Java client test does not compile"
+java -cp "$DIR/java:/usr/share/java/postgresql.jar" TestJdbc || die "the Java client test failed"
+log "clients: Go (pgx v4, database/sql with lib/pq)"
+# Debian's Go packages are a GOPATH tree; no module download.
+(cd "$HERE/go" && GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$CACHE/go-build" GOFLAGS= \
+    go build -o "$DIR/goclient" .) || die "the Go client test does not compile"
+"$DIR/goclient" || die "the Go client test failed"
+log "clients: Ruby (ActiveRecord)"
+(cd "$HERE" && ruby test_ruby.rb) || die "the Ruby client test failed"
 log "clients: IDs made by other generators' libraries, decoded by the server"
 (cd "$HERE" && "$CACHE/venv/bin/python" test_interop.py) || die "the sonyflake-py interop test failed"
 (cd "$HERE" && NODE_PATH_CLIENTS="$CACHE/node/node_modules" node test_interop.js) || die "a Node.js interop test failed"
 echo "python: psycopg asyncpg SQLAlchemy Django (and a converted Django project); node: pg knex;" \
+    "php: PDO; java: pgjdbc; go: pgx lib/pq; ruby: ActiveRecord;" \
     "interop: @sapphire/snowflake, sonyflake (npm), sonyflake-py" > "$ROOT/.run/clients.summary"
 log "clients: ok"
 trap - EXIT
