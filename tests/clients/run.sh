@@ -72,11 +72,15 @@ log "clients: Go (pgx v4, database/sql with lib/pq)"
 "$DIR/goclient" || die "the Go client test failed"
 log "clients: Ruby (ActiveRecord)"
 (cd "$HERE" && ruby test_ruby.rb) || die "the Ruby client test failed"
+log "clients: Rust (tokio-postgres, sqlx, diesel)"
+(cd "$HERE/rust" && CARGO_TARGET_DIR="$CACHE/rust-target" cargo build --locked -q) \
+    || die "the Rust client test does not build (from crates.io: tokio-postgres 0.7.18, sqlx 0.9.0, diesel 2.3.14)"
+"$CACHE/rust-target/debug/snowflake-id-rust-clients" || die "the Rust client test failed"
 log "clients: IDs made by other generators' libraries, decoded by the server"
 (cd "$HERE" && "$CACHE/venv/bin/python" test_interop.py) || die "the sonyflake-py interop test failed"
 (cd "$HERE" && NODE_PATH_CLIENTS="$CACHE/node/node_modules" node test_interop.js) || die "a Node.js interop test failed"
 echo "python: psycopg asyncpg SQLAlchemy Django (and a converted Django project); node: pg knex;" \
-    "php: PDO; java: pgjdbc; go: pgx lib/pq; ruby: ActiveRecord;" \
+    "php: PDO; java: pgjdbc; go: pgx lib/pq; ruby: ActiveRecord; rust: tokio-postgres sqlx diesel;" \
     "interop: @sapphire/snowflake, sonyflake (npm), sonyflake-py" > "$ROOT/.run/clients.summary"
 log "clients: ok"
 trap - EXIT
