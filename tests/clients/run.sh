@@ -67,7 +67,7 @@ javac -cp /usr/share/java/postgresql.jar -d "$DIR/java" "$HERE"/java/*.java || d
 java -cp "$DIR/java:/usr/share/java/postgresql.jar" TestJdbc || die "the Java client test failed"
 log "clients: Go (pgx v4, database/sql with lib/pq)"
 # Debian's Go packages are a GOPATH tree; no module download.
-(cd "$HERE/go" && GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$CACHE/go-build" GOFLAGS= \
+(cd "$HERE/go" && GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$CACHE/go-build" GOFLAGS='' \
     go build -o "$DIR/goclient" .) || die "the Go client test does not compile"
 "$DIR/goclient" || die "the Go client test failed"
 log "clients: Ruby (ActiveRecord)"
