@@ -20,6 +20,8 @@
  *   snowflake_max_id take a time unit and a field order (seven-argument
  *   forms); snowflake_min_id, snowflake_max_id and snowflake_compose take a
  *   preset name; snowflake_compose takes a full description.
+ * - snowflake_to_public(id, domain) and snowflake_from_public(text,
+ *   domain) (Rust): public IDs, FF1 under snowflake_id.public_keys.
  * - snowflake_lastval() (Rust): the last ID this session's
  *   snowflake_nextval() returned.
  * - snowflake_nextval(count) takes a bigint; the integer form is dropped
@@ -150,6 +152,22 @@ CREATE FUNCTION "snowflake_lastval"() RETURNS bigint /* i64 */
 STRICT VOLATILE PARALLEL RESTRICTED
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'snowflake_lastval_wrapper';
+
+CREATE FUNCTION "snowflake_to_public"(
+	"id" bigint, /* i64 */
+	"domain" TEXT DEFAULT '' /* & str */
+) RETURNS TEXT /* String */
+STRICT STABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_to_public_wrapper';
+
+CREATE FUNCTION "snowflake_from_public"(
+	"public" TEXT, /* & str */
+	"domain" TEXT DEFAULT '' /* & str */
+) RETURNS bigint /* i64 */
+STRICT STABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_from_public_wrapper';
 
 -- snowflake_nextval(count) takes a bigint (it took an integer). Objects
 -- that call the old function would block dropping it: name them.

@@ -233,6 +233,18 @@ AS 'MODULE_PATHNAME', 'snowflake_from_base32_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
+-- src/public_ids.rs:61
+-- snowflake_id::public_ids::snowflake_from_public
+CREATE  FUNCTION "snowflake_from_public"(
+	"public" TEXT, /* & str */
+	"domain" TEXT DEFAULT '' /* & str */
+) RETURNS bigint /* i64 */
+STRICT STABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_from_public_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
 -- src/nextval.rs:70
 -- snowflake_id::nextval::snowflake_lastval
 CREATE  FUNCTION "snowflake_lastval"() RETURNS bigint /* i64 */
@@ -2002,6 +2014,18 @@ CREATE  FUNCTION "snowflake_to_base32"(
 IMMUTABLE STRICT PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'snowflake_to_base32_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/public_ids.rs:47
+-- snowflake_id::public_ids::snowflake_to_public
+CREATE  FUNCTION "snowflake_to_public"(
+	"id" bigint, /* i64 */
+	"domain" TEXT DEFAULT '' /* & str */
+) RETURNS TEXT /* String */
+STRICT STABLE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_to_public_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */

@@ -19,6 +19,15 @@ fn data_dir() -> PathBuf {
     }
 }
 
+/// The keys of public IDs: `$PGDATA/snowflake_id.public_keys`
+/// (src/public_ids.rs).
+pub fn public_keys_path() -> PathBuf {
+    data_dir().join(PUBLIC_KEYS_FILE)
+}
+
+/// The keys file's name in the data directory.
+pub const PUBLIC_KEYS_FILE: &str = "snowflake_id.public_keys";
+
 /// The state file's path, for messages.
 pub fn state_path() -> String {
     data_dir()

@@ -142,6 +142,58 @@ pub fn lastval_undefined() -> ! {
     )
 }
 
+pub fn no_public_keys() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "no key for public IDs is configured",
+        Some("The file \"snowflake_id.public_keys\" of the data directory does not exist or holds no key.".into()),
+        Some("Write a line VERSION:KEY to it, with a key of 64 hexadecimal digits (1:$(openssl rand -hex 32)), as the server's OS user with mode 0600; see docs/design.md."),
+    )
+}
+
+/// The keys file is malformed; `why` names the entry, never its key.
+pub fn bad_public_keys(path: &str, why: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "the keys of public IDs are invalid",
+        Some(format!("In \"{path}\" of the data directory, {why}.")),
+        Some("Each entry is VERSION:KEY, a version from 0 to 31 and 64 hexadecimal digits, one per line."),
+    )
+}
+
+pub fn public_keys_unreadable(path: &str, why: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_IO_ERROR,
+        format!("could not read the keys of public IDs \"{path}\" of the data directory: {why}"),
+        None,
+        Some("The file must be readable by the server's OS user."),
+    )
+}
+
+pub fn public_keys_exposed(path: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "the keys of public IDs \"{path}\" of the data directory are readable by every OS user"
+        ),
+        None,
+        Some("Make the file readable by the server's OS user only: chmod 600."),
+    )
+}
+
+pub fn invalid_public_id(text: &str, why: &str) -> ! {
+    let mut detail = why.to_string();
+    if let Some(first) = detail.get(0..1) {
+        detail = first.to_uppercase() + &detail[1..];
+    }
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_TEXT_REPRESENTATION,
+        format!("invalid public snowflake ID: \"{text}\""),
+        Some(detail + "."),
+        None,
+    )
+}
+
 pub fn count_too_large(count: i64, max: i64) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,

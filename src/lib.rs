@@ -48,6 +48,7 @@ pub mod floor;
 pub mod gucs;
 pub mod js_safe;
 pub mod nextval;
+pub mod public_ids;
 pub mod reservation;
 pub mod shmem;
 pub mod text;

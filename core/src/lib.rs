@@ -8,6 +8,7 @@ pub mod epoch;
 pub mod format;
 pub mod generator;
 pub mod layout;
+pub mod public;
 pub mod state_file;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

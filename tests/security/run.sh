@@ -14,11 +14,15 @@
 #                    identifiers; rewrite_rate's checks; the status view
 #   sync_commit.sql  a session's synchronous_commit cannot publish a
 #                    reservation no synchronous standby confirmed
+#   public_keys.sql  no role but a superuser reads the key of public IDs
+#                    (server files by every function and COPY, settings,
+#                    EXPLAIN VERBOSE, error messages)
 # Here: the mark file that mallory's code writes when it runs as a
 # superuser must never appear; PGOPTIONS cannot set snowflake_id.*; with
 # RUST_BACKTRACE=1 in the server's environment, a cancelled
 # snowflake_nextval(count) sends no backtrace to the client (it goes to the
-# server log). Every section runs even if an earlier one failed, so that a
+# server log); no log line holds the key of public IDs, with
+# log_statement = 'all'. Every section runs even if an earlier one failed, so that a
 # run against an older version shows each attack that gets through.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
@@ -48,17 +52,27 @@ section() {
     fi
 }
 
-cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 11"
+PUBLIC_KEY=2b7e151628aed2a6abf7158809cf4f3cef4359d8d580aa4f7f036d6f04fc6a94
+cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 11" \
+    "log_statement = 'all'" "log_min_messages = debug1"
+as_pg bash -c "umask 077 && echo '1:$PUBLIC_KEY' > '$DIR/data/snowflake_id.public_keys'"
 cluster_up "$DIR" RUST_BACKTRACE=1
 section "$HERE/setup.sql" "$DIR" "$PORT"
 [ ${#failed[@]} = 0 ] || die "the security layer's setup failed"
-for s in progress owner_code collisions surface; do
+for s in progress owner_code collisions surface public_keys; do
     section "$HERE/$s.sql" "$DIR" "$PORT"
 done
 
 if [ -e "$MARK" ]; then
     failed+=("mark")
     log "security: FAILED: mallory's code ran $(wc -l < "$MARK") time(s) as $(sort -u "$MARK" | tr '\n' ' ')and wrote $MARK"
+fi
+
+if grep -qi "$PUBLIC_KEY" "$DIR/server.log"; then
+    failed+=("key-in-log"); log "security: FAILED: a log line holds the key of public IDs:"
+    grep -i "$PUBLIC_KEY" "$DIR/server.log" | head -3 >&2
+else
+    log "security: no log line holds the key of public IDs ($(grep -c "statement:" "$DIR/server.log") statements logged)"
 fi
 
 # PGOPTIONS cannot set snowflake_id.* for a plain role.
