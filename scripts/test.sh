@@ -19,7 +19,8 @@
 #   9. clients: real drivers and ORMs from PyPI and npm (tests/clients/),
 #      once, on PostgreSQL 18 (or the last major requested)
 #  10. bench smoke: bench/run.sh --smoke, bench/profile.sh,
-#      bench/inserts.sh --smoke and bench/device.sh selftest at toy sizes,
+#      bench/inserts.sh --smoke, bench/public.sh --smoke and
+#      bench/device.sh selftest at toy sizes,
 #      once, on PostgreSQL 18 (or the last major requested), so the
 #      benchmark runner cannot rot; its numbers are not checked
 # Layers 3-8 run once per supported PostgreSQL major (15-18 by default;
@@ -145,7 +146,7 @@ fi
 
 if has bench; then
     bench_pg=$once_pg
-    log "bench smoke on PostgreSQL $bench_pg: bench/run.sh --smoke, bench/profile.sh, bench/inserts.sh --smoke"
+    log "bench smoke on PostgreSQL $bench_pg: bench/run.sh --smoke, bench/profile.sh, bench/inserts.sh --smoke, bench/public.sh --smoke"
     SNOWFLAKE_PREREQS_DONE=1 PG_VERSION=$bench_pg BENCH_OUT="$ROOT/.run/bench-smoke.md" \
         bash "$ROOT/bench/run.sh" --smoke > "$ROOT/.run/bench-smoke.log" 2>&1 \
         || { tail -40 "$ROOT/.run/bench-smoke.log" >&2; die "bench/run.sh --smoke failed; see .run/bench-smoke.log"; }
@@ -165,6 +166,11 @@ if has bench; then
         || { tail -40 "$ROOT/.run/inserts-smoke.log" >&2; die "bench/inserts.sh --smoke failed; see .run/inserts-smoke.log"; }
     grep -qE '^\| snowflake_nextval\(\), 8 hash partitions \| [0-9]+ \| [0-9.]+ \|' "$ROOT/.run/inserts-smoke.md" \
         || die "bench/inserts.sh reported no insert rate for the hash-partitioned table"
+    SNOWFLAKE_PREREQS_DONE=1 PG_VERSION=$bench_pg BENCH_NO_INSTALL=1 PUB_OUT="$ROOT/.run/public-smoke.md" \
+        bash "$ROOT/bench/public.sh" --smoke > "$ROOT/.run/public-smoke.log" 2>&1 \
+        || { tail -40 "$ROOT/.run/public-smoke.log" >&2; die "bench/public.sh --smoke failed; see .run/public-smoke.log"; }
+    grep -qE "^\| snowflake_to_public\(id, 'orders'\) \| [0-9.]+ \| [+-][0-9.]+ \|" "$ROOT/.run/public-smoke.md" \
+        || die "bench/public.sh reported no cost per call for snowflake_to_public()"
     # The many-core runs happen on a borrowed machine without cargo or a
     # compiler: pack for it (PostgreSQL 18) and run every part from the pack.
     device=""
