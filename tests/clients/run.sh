@@ -40,6 +40,8 @@ trap cleanup EXIT
 cluster_stop "$DIR"
 cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 21" \
     "listen_addresses = '127.0.0.1'"
+# The keys of public IDs (a test key): recipes/*public_ids*.
+as_pg bash -c "umask 077 && echo 1:000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f > '$DIR/data/snowflake_id.public_keys'"
 cluster_up "$DIR"
 pq "$DIR" "$PORT" -c "CREATE DATABASE clients" -c "SET client_min_messages = warning" >/dev/null
 pq "$DIR" "$PORT" -d clients -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id"
@@ -59,6 +61,7 @@ for stage in legacy widen check; do
 done
 log "clients: Node.js"
 (cd "$HERE" && NODE_PATH_CLIENTS="$CACHE/node/node_modules" node test_node.js) || die "a Node.js client test failed"
+(cd "$HERE" && NODE_PATH_CLIENTS="$CACHE/node/node_modules" node test_public_ids.js) || die "the Express public-ID test failed"
 log "clients: PHP (PDO)"
 (cd "$HERE" && php test_php.php) || die "the PHP client test failed"
 log "clients: Java (pgjdbc)"
@@ -80,7 +83,7 @@ log "clients: IDs made by other generators' libraries, decoded by the server"
 (cd "$HERE" && "$CACHE/venv/bin/python" test_interop.py) || die "the sonyflake-py interop test failed"
 (cd "$HERE" && NODE_PATH_CLIENTS="$CACHE/node/node_modules" node test_interop.js) || die "a Node.js interop test failed"
 echo "python: psycopg asyncpg SQLAlchemy Django (and a converted Django project); node: pg knex;" \
-    "php: PDO; java: pgjdbc; go: pgx lib/pq; ruby: ActiveRecord; rust: tokio-postgres sqlx diesel;" \
+    "public IDs: Django, Express; php: PDO; java: pgjdbc; go: pgx lib/pq; ruby: ActiveRecord; rust: tokio-postgres sqlx diesel;" \
     "interop: @sapphire/snowflake, sonyflake (npm), sonyflake-py" > "$ROOT/.run/clients.summary"
 log "clients: ok"
 trap - EXIT

@@ -170,6 +170,7 @@ def django_tests(conn):
     appdir.mkdir()
     (appdir / "__init__.py").write_text("")
     (appdir / "models.py").write_text((HERE / "recipes" / "django_models.py").read_text())
+    (appdir / "public_ids.py").write_text((HERE / "recipes" / "django_public_ids.py").read_text())
     sys.path.insert(0, str(appdir.parent))
     host = os.environ["SNOWFLAKE_HOST"]
     settings.configure(
@@ -178,6 +179,8 @@ def django_tests(conn):
                                "USER": "postgres", "HOST": host, "PORT": os.environ["SNOWFLAKE_PORT"]}},
         MIGRATION_MODULES={"clientapp": "clientapp_migrations"},
         USE_TZ=True,
+        ROOT_URLCONF="clientapp.public_ids",
+        ALLOWED_HOSTS=["testserver"],
     )
     django.setup()
     from django.core.management import call_command
@@ -202,6 +205,39 @@ def django_tests(conn):
     assert Order.objects.filter(pk__in=[b.pk for b in bulk]).count() == 300
     check_ids("Django 5 (db_default, migrations, save, get, bulk_create with keys from snowflake_nextval(n))",
               [saved, [b.pk for b in bulk]], conn)
+    public_ids_tests(Order)
+
+
+def public_ids_tests(Order):
+    """recipes/django_public_ids.py: every order is found through its public
+    form in the URL, in either case; the response holds no internal ID; a
+    mistyped public ID and one of another domain are 404s."""
+    from django.test import Client
+    from clientapp.public_ids import public_orders
+
+    client = Client()
+    orders = list(public_orders().order_by("id")[:50])
+    for i, o in enumerate(orders):
+        url = f"/orders/{o.public_id.lower() if i % 2 else o.public_id}"
+        res = client.get(url)
+        assert res.status_code == 200, (url, res.status_code)
+        assert res.json() == {"id": o.public_id, "item": o.item}, res.json()
+        assert str(o.id) not in res.content.decode(), "the response holds the internal ID"
+    one = orders[0].public_id
+    typo = one[:5] + ("Y" if one[5] == "X" else "X") + one[6:]
+    assert client.get(f"/orders/{typo}").status_code == 404, "a mistyped public ID"
+    with connection_cursor() as cur:
+        cur.execute("SELECT snowflake_to_public(%s, 'users')", [orders[0].id])
+        other = cur.fetchone()[0]
+    assert client.get(f"/orders/{other}").status_code == 404, "another domain's public ID"
+    print(f"  Django 5 public IDs: {len(orders)} orders found by the public ID in the URL (either case), "
+          "no internal ID in a response; a mistyped public ID and one of another domain are 404s")
+
+
+def connection_cursor():
+    from django.db import connection
+
+    return connection.cursor()
 
 
 def main():
