@@ -28,7 +28,7 @@ cluster_stop "$DIR"
 cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 1" \
     "jit = off" "max_parallel_workers_per_gather = 0"
 # A fixed test key: the benchmark measures, it protects nothing.
-as_pg bash -c "umask 077 && echo 1:000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f > '$DIR/data/snowflake_id.public_keys'"
+write_public_keys "$DIR/data" 1:000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
 cluster_up "$DIR"
 q() { "$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -v ON_ERROR_STOP=1 "$@"; }
 q -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" >/dev/null

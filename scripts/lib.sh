@@ -13,6 +13,12 @@ APT_PACKAGES=(postgresql-15 postgresql-server-dev-15 postgresql-contrib clang li
               dpkg-dev lintian valgrind shellcheck liblz4-dev libzstd-dev libkrb5-dev
               sqlsmith postgresql-15-partman)
 
+# write_public_keys DATADIR KEYS: the keys file of public IDs
+# (VERSION:HEX lines), written as the server's OS user with mode 0600.
+write_public_keys() {
+    as_pg bash -c "umask 077 && printf '%s\\n' '$2' > '$1/snowflake_id.public_keys'"
+}
+
 # apt_install PKG...: install Debian packages, or fail naming them.
 apt_install() {
     log "installing Debian packages: $*"

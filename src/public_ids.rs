@@ -40,17 +40,14 @@ thread_local! {
 fn with_keys<T>(f: impl FnOnce(&PublicKeys) -> T) -> T {
     // SAFETY: reads this backend's transaction start time.
     let xact_start = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
-    let keys = CACHE.with(|cell| {
+    let result = CACHE.with(|cell| {
         let mut cache = cell.borrow_mut();
         if cache.as_ref().is_none_or(|c| c.xact_start != xact_start) {
             refresh(&mut cache, xact_start);
         }
-        cache.as_ref().and_then(|c| c.keys.clone())
+        cache.as_ref().and_then(|c| c.keys.as_ref()).map(f)
     });
-    match keys {
-        Some(k) => f(&k),
-        None => errors::no_public_keys(),
-    }
+    result.unwrap_or_else(|| errors::no_public_keys())
 }
 
 /// Read the keys file again if it changed since this backend last read it.

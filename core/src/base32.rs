@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+pub(crate) const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 /// Symbols in the encoded form of any non-negative `bigint`.
 pub const ENCODED_LEN: usize = 13;
 
@@ -65,7 +65,9 @@ pub fn encode(id: i64) -> Result<String, Base32Error> {
     Ok(String::from_utf8(out.to_vec()).expect("alphabet is ASCII"))
 }
 
-fn symbol_value(c: u8) -> Option<u64> {
+/// The value of one symbol, case-insensitive, reading O as 0 and I and L
+/// as 1 (Crockford); `None` outside the alphabet.
+pub(crate) fn symbol_value(c: u8) -> Option<u64> {
     let v = match c.to_ascii_uppercase() {
         b @ b'0'..=b'9' => b - b'0',
         b'O' => 0,

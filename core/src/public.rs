@@ -20,6 +20,7 @@
 //! code over GF(32): every single mistyped symbol and every swap of two
 //! adjacent different symbols is detected.
 
+use crate::base32::{symbol_value, ALPHABET};
 use aes::cipher::{BlockCipherEncrypt, KeyInit};
 use aes::Aes256;
 use std::fmt;
@@ -27,17 +28,13 @@ use std::fmt;
 /// Symbols of a public ID.
 pub const PUBLIC_LEN: usize = 15;
 
-const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
-
 /// A key version and its AES-256 key schedule.
-#[derive(Clone)]
 struct Key {
     version: u8,
     cipher: Aes256,
 }
 
 /// The configured keys: the first encodes, every one decodes.
-#[derive(Clone)]
 pub struct PublicKeys {
     keys: Vec<Key>,
 }
@@ -197,15 +194,8 @@ fn parse_symbols(text: &str) -> Result<[u8; PUBLIC_LEN], PublicError> {
     }
     let mut symbols = [0u8; PUBLIC_LEN];
     for (s, c) in symbols.iter_mut().zip(text.chars()) {
-        let u = match c.to_ascii_uppercase() {
-            'I' | 'L' => '1',
-            'O' => '0',
-            u => u,
-        };
-        *s = ALPHABET
-            .iter()
-            .position(|&a| a as char == u)
-            .ok_or(PublicError::Symbol(c))? as u8;
+        let value = u8::try_from(c).ok().and_then(symbol_value);
+        *s = value.ok_or(PublicError::Symbol(c))? as u8;
     }
     if check_symbol(&symbols[..14]) != symbols[14] {
         return Err(PublicError::Check);

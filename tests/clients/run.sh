@@ -41,7 +41,7 @@ cluster_stop "$DIR"
 cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 21" \
     "listen_addresses = '127.0.0.1'"
 # The keys of public IDs (a test key): recipes/*public_ids*.
-as_pg bash -c "umask 077 && echo 1:000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f > '$DIR/data/snowflake_id.public_keys'"
+write_public_keys "$DIR/data" 1:000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f
 cluster_up "$DIR"
 pq "$DIR" "$PORT" -c "CREATE DATABASE clients" -c "SET client_min_messages = warning" >/dev/null
 pq "$DIR" "$PORT" -d clients -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id"

@@ -55,7 +55,7 @@ section() {
 PUBLIC_KEY=2b7e151628aed2a6abf7158809cf4f3cef4359d8d580aa4f7f036d6f04fc6a94
 cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 11" \
     "log_statement = 'all'" "log_min_messages = debug1"
-as_pg bash -c "umask 077 && echo '1:$PUBLIC_KEY' > '$DIR/data/snowflake_id.public_keys'"
+write_public_keys "$DIR/data" "1:$PUBLIC_KEY"
 cluster_up "$DIR" RUST_BACKTRACE=1
 section "$HERE/setup.sql" "$DIR" "$PORT"
 [ ${#failed[@]} = 0 ] || die "the security layer's setup failed"
