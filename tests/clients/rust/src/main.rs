@@ -125,7 +125,11 @@ async fn main() {
     }
 
     // JSON: serde writes a plain i64 as a number, which a double rounds.
-    let id = all[7];
+    // The first ID a double cannot hold (1 in 64 of them it can: multiples of its spacing).
+    let id = *all
+        .iter()
+        .find(|&&v| v as f64 as i64 != v)
+        .expect("a double holds every ID exactly");
     let plain = serde_json::to_string(&serde_json::json!({ "id": id })).unwrap();
     let as_double = serde_json::from_str::<serde_json::Value>(&plain).unwrap()["id"]
         .as_f64()
