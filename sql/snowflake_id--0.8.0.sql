@@ -46,7 +46,7 @@ COMMENT ON FUNCTION snowflake_to_jsonb(anyelement) IS
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/admin.rs:113
+-- src/admin.rs:116
 -- snowflake_id::admin::snowflake_accept_configuration
 CREATE  FUNCTION "snowflake_accept_configuration"() RETURNS TEXT /* String */
 STRICT VOLATILE PARALLEL UNSAFE
@@ -233,7 +233,7 @@ AS 'MODULE_PATHNAME', 'snowflake_from_base32_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/public_ids.rs:61
+-- src/public_ids.rs:123
 -- snowflake_id::public_ids::snowflake_from_public
 CREATE  FUNCTION "snowflake_from_public"(
 	"public" TEXT, /* & str */
@@ -242,6 +242,15 @@ CREATE  FUNCTION "snowflake_from_public"(
 STRICT STABLE PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'snowflake_from_public_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/high_water.rs:401
+-- snowflake_id::high_water::snowflake_high_water
+CREATE  FUNCTION "snowflake_high_water"() RETURNS timestamp with time zone /* Option < TimestampWithTimeZone > */
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_high_water_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -1735,7 +1744,7 @@ AS 'MODULE_PATHNAME', 'snowflake_nextval_bulk_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/floor.rs:194
+-- src/floor.rs:212
 -- snowflake_id::floor::snowflake_raise_floor
 CREATE  FUNCTION "snowflake_raise_floor"(
 	"id" bigint /* i64 */
@@ -1746,13 +1755,17 @@ AS 'MODULE_PATHNAME', 'snowflake_raise_floor_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/floor.rs:217
+-- src/floor.rs:235
 -- snowflake_id::floor::snowflake_raise_floor_from_data
-CREATE  FUNCTION "snowflake_raise_floor_from_data"() RETURNS TABLE (
+CREATE  FUNCTION "snowflake_raise_floor_from_data"(
+	"apply" bool DEFAULT false /* bool */
+) RETURNS TABLE (
 	"relation" TEXT,  /* String */
 	"column_name" TEXT,  /* String */
+	"owner" TEXT,  /* String */
 	"largest_id" bigint,  /* Option < i64 > */
-	"beyond_limit" bool  /* bool */
+	"beyond_limit" bool,  /* bool */
+	"error" TEXT  /* Option < String > */
 )
 STRICT VOLATILE PARALLEL UNSAFE
 LANGUAGE c /* Rust */
@@ -1760,7 +1773,7 @@ AS 'MODULE_PATHNAME', 'snowflake_raise_floor_from_data_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/admin.rs:171
+-- src/admin.rs:177
 -- requires:
 --   snowflake_accept_configuration
 --   snowflake_raise_floor
@@ -1772,7 +1785,7 @@ AS 'MODULE_PATHNAME', 'snowflake_raise_floor_from_data_wrapper';
 -- the ID space.
 REVOKE ALL ON FUNCTION snowflake_accept_configuration() FROM PUBLIC;
 REVOKE ALL ON FUNCTION snowflake_raise_floor(bigint) FROM PUBLIC;
-REVOKE ALL ON FUNCTION snowflake_raise_floor_from_data() FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_raise_floor_from_data(boolean) FROM PUBLIC;
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -2017,7 +2030,7 @@ AS 'MODULE_PATHNAME', 'snowflake_to_base32_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/public_ids.rs:47
+-- src/public_ids.rs:109
 -- snowflake_id::public_ids::snowflake_to_public
 CREATE  FUNCTION "snowflake_to_public"(
 	"id" bigint, /* i64 */
@@ -2048,5 +2061,53 @@ CREATE  FUNCTION "snowflake_worker_id"(
 STRICT STABLE PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'snowflake_worker_id_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/high_water.rs:411
+-- snowflake_id::high_water::snowflake_write_high_water
+CREATE  FUNCTION "snowflake_write_high_water"() RETURNS timestamp with time zone /* Option < TimestampWithTimeZone > */
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_write_high_water_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/high_water.rs:426
+-- requires:
+--   snowflake_write_high_water
+
+-- The server-wide high-water mark, one copy in every database that has
+-- the extension: see src/high_water.rs. A WAL-logged table, so that
+-- crash recovery, base backups, PITR, standbys and every pg_upgrade mode
+-- carry it, and a configuration table of the extension, so that pg_dump
+-- of any one database carries it too. One row per configuration (worker
+-- id and layout) that minted on a server that wrote into this database;
+-- a server reads only the rows of its own configuration. A restore can
+-- add a second row for a configuration: readers take the largest.
+-- Only a superuser may write it (the extension's owner); every role may
+-- read it (pg_dump needs that; a time is no secret). No index: nothing a
+-- plain role writes or owns runs when it is read.
+CREATE TABLE snowflake_high_water (
+    worker_id     integer NOT NULL,
+    epoch_ms      bigint NOT NULL,
+    worker_bits   integer NOT NULL,
+    sequence_bits integer NOT NULL,
+    mark_ms       bigint NOT NULL,
+    written_at    timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+-- Logical replication of FOR ALL TABLES publications must be able to
+-- send the writer's UPDATEs (a subscriber keeps the publisher's rows
+-- apart: they carry the publisher's worker id).
+ALTER TABLE snowflake_high_water REPLICA IDENTITY FULL;
+SELECT pg_catalog.pg_extension_config_dump('snowflake_high_water', '');
+REVOKE ALL ON snowflake_high_water FROM PUBLIC;
+GRANT SELECT ON snowflake_high_water TO PUBLIC;
+COMMENT ON TABLE snowflake_high_water IS
+'snowflake_id''s high-water mark: no ID of a server with this configuration is later than mark_ms (Unix ms)';
+-- This database carries the mark from now on, not only from the next
+-- round of the high-water-mark launcher.
+REVOKE ALL ON FUNCTION snowflake_write_high_water() FROM PUBLIC;
+SELECT snowflake_write_high_water();
 /* </end connected objects> */
 

@@ -73,6 +73,9 @@ pub fn snowflake_stats() -> TableIterator<
         reservation::BLOCKED_FOREIGN_FILE => "disabled: state file of another cluster".to_string(),
         _ if shmem::in_recovery() => "standby: in recovery".to_string(),
         _ if gucs::worker_id().is_none() => "worker_id unset".to_string(),
+        _ if shmem::tracking().is_some_and(|t| !t.mark_ready.load(Ordering::Acquire)) => {
+            "waiting for the high-water mark".to_string()
+        }
         _ => "ok".to_string(),
     };
     TableIterator::once((
@@ -125,9 +128,12 @@ pub fn snowflake_accept_configuration() -> String {
         errors::worker_id_unset();
     }
     let was = st.blocked.load(Ordering::Acquire);
-    // Above this database's keys before anything is minted again (other
-    // databases: at their first call).
-    let from_data = crate::floor::raise_here(st, &layout);
+    // The generator is above every database's high-water mark before
+    // anything is minted again.
+    crate::high_water::ensure_ready();
+    let from_marks = shmem::tracking()
+        .map(|t| t.mark_found_ms.load(Ordering::Acquire))
+        .filter(|&ms| ms != i64::MIN);
     let reserved =
         reservation::renew(st, &layout, i64::MIN, || true).expect("always renews when asked to");
     st.blocked.store(0, Ordering::Release);
@@ -137,13 +143,13 @@ pub fn snowflake_accept_configuration() -> String {
         reservation::BLOCKED_FOREIGN_FILE => "state file of another cluster accepted",
         _ => "configuration already accepted",
     };
-    if was == reservation::BLOCKED_STATE_FILE && from_data.is_none() {
+    if was == reservation::BLOCKED_STATE_FILE && from_marks.is_none() {
         errors::report(
             PgLogLevel::WARNING,
             PgSqlErrorCode::ERRCODE_WARNING,
             "snowflake_id: accepted with no floor but the clock",
-            Some("The state file was unusable and no table of this database holds snowflake keys: new IDs start from this server's clock, which may be behind the IDs issued before.".into()),
-            Some("Raise the floor above any ID this server issued before with SELECT snowflake_raise_floor(id), and run SELECT snowflake_raise_floor_from_data() in every other database."),
+            Some("The state file was unusable and no database holds a high-water mark of this configuration: new IDs start from this server's clock, which may be behind the IDs issued before.".into()),
+            Some("Raise the floor above any ID this server issued before with SELECT snowflake_raise_floor(id)."),
         );
         return format!(
             "{what}: no floor but the clock; state file \"{}\" rewritten, reserved until {}",

@@ -439,3 +439,24 @@ pub fn not_installed() -> ! {
         Some("Run CREATE EXTENSION snowflake_id."),
     )
 }
+
+/// A superuser-only function called by another role.
+pub fn must_be_superuser(to_do: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        format!("must be superuser to {to_do}"),
+        None,
+        None,
+    )
+}
+
+/// The high-water mark could not be read or raised in time: no ID may be
+/// handed out above what every database holds.
+pub fn high_water_unavailable(detail: String) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowflake_id high-water mark is not available",
+        Some(detail),
+        Some("No ID is handed out until every database that has the extension holds a high-water mark above it. See the server log for the \"snowflake_id high-water\" processes' errors; run ALTER EXTENSION snowflake_id UPDATE in databases that still have version 0.7.0."),
+    )
+}

@@ -18,9 +18,11 @@
 //! - [`convert_online`]: `snowflake_convert_online()`, the migration path
 //!   for tables too big to rewrite under a lock;
 //! - [`admin`]: `snowflake_stats()`, `snowflake_accept_configuration()`;
-//! - [`floor`]: the floor from the data: each database's first call
-//!   raises the generator above its keys; `snowflake_raise_floor()`,
-//!   `snowflake_raise_floor_from_data()`;
+//! - [`high_water`]: the server-wide high-water mark, kept in a table in
+//!   every database (`snowflake_high_water()`);
+//! - [`floor`]: raising the floor by hand: `snowflake_raise_floor()`,
+//!   `snowflake_raise_floor_from_data()` (superuser only, tables read as
+//!   their owners);
 //! - [`fleet_check`]: `snowflake_fleet_check()`, the `snowflake_node` view;
 //! - [`reservation`], [`bgworker`], [`wal`], [`datadir`]: durability (the
 //!   state file, its renewal, and the WAL resource manager that
@@ -46,6 +48,7 @@ pub mod errors;
 pub mod fleet_check;
 pub mod floor;
 pub mod gucs;
+pub mod high_water;
 pub mod js_safe;
 pub mod nextval;
 pub mod public_ids;

@@ -1,6 +1,6 @@
 //! `snowflake_nextval()`: the generator, as SQL.
 
-use crate::{backend_clock, decode, errors, floor, gucs, reservation, shmem};
+use crate::{backend_clock, decode, errors, gucs, high_water, reservation, shmem};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
@@ -185,7 +185,7 @@ fn generator() -> (&'static GeneratorState, Config) {
         let (msg, detail) = reservation::blocked_reason(blocked, &layout);
         errors::generation_blocked(msg, detail);
     }
-    floor::ensure_checked(state, &layout);
+    high_water::ensure_ready();
     let cfg = Config {
         layout,
         worker,

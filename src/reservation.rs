@@ -15,7 +15,7 @@
 //!   file is read; see [`startup_state`] for the outcomes.
 
 use crate::datadir::{self, state_path};
-use crate::{errors, gucs, shmem};
+use crate::{errors, gucs, high_water, shmem};
 use pgrx::pg_sys;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::{
@@ -64,8 +64,9 @@ fn unreserved_state() -> GeneratorState {
 /// - an unreadable or corrupt file: refuse to generate (never restart from
 ///   zero silently) until a superuser accepts.
 ///
-/// Whatever the file says, each database's first call since start-up also
-/// raises the generator above the keys in its tables (`crate::floor`).
+/// Whatever the file says, generation then waits for the first round of
+/// the high-water mark (`crate::high_water`), which raises the generator
+/// above the mark every database holds: the file is a cache.
 pub fn startup_state() -> GeneratorState {
     let layout = &gucs::layout().expect("layout validated in _PG_init");
     let mono = SystemClock.mono_ns();
@@ -74,11 +75,11 @@ pub fn startup_state() -> GeneratorState {
             log(
                 PgLogLevel::LOG,
                 format!(
-                    "snowflake_id: no state file \"{}\", starting from the clock",
+                    "snowflake_id: no state file \"{}\", starting from the high-water mark",
                     state_path()
                 ),
-                Some("This is expected on the first start with snowflake_id. After pg_upgrade, a restore from a logical dump, or a lost state file, each database's first call raises the generator above the keys in its tables.".into()),
-                Some("Run SELECT snowflake_raise_floor_from_data() in every database before minting, if this server holds keys it minted before."),
+                Some("This is expected on the first start with snowflake_id. After pg_upgrade or a lost state file, the high-water mark in the databases still keeps new IDs above every ID this server handed out.".into()),
+                None,
             );
             unreserved_state()
         }
@@ -190,6 +191,10 @@ pub fn renew(
     at_least_ms: i64,
     still_needed: impl FnOnce() -> bool,
 ) -> Option<i64> {
+    // No reservation passes the high-water mark of every database.
+    if at_least_ms != i64::MIN {
+        high_water::wait_for_mark(at_least_ms);
+    }
     let guard = shmem::renewal_lock();
     if !still_needed() {
         return None;
@@ -228,9 +233,22 @@ pub fn this_server_file(layout: &Layout, reserved_ms: i64) -> StateFile {
 #[must_use]
 fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -> Option<i64> {
     let clock = SystemClock;
+    let cur = state.reserved_until_ms.load(std::sync::atomic::Ordering::Acquire);
+    // Never past the high-water mark (`crate::high_water`), never below
+    // the current reservation.
     let target = state
         .renewal_target(layout, clock.wall_ns(), clock.mono_ns(), WINDOW_MS)
-        .max(at_least_ms);
+        .max(at_least_ms)
+        .min(high_water::cap_ms())
+        .max(cur);
+    if target == i64::MIN {
+        // Nothing may be reserved before the first high-water round.
+        return Some(cur);
+    }
+    if target <= cur && datadir::exists() && !crate::wal::checkpoint_passed_last_record() {
+        // The mark holds the reservation back: nothing new to persist.
+        return Some(cur);
+    }
     let file = this_server_file(layout, target);
     if let Err(e) = datadir::store(&file) {
         errors::state_file_write(&state_path(), "extending the reservation", e);

@@ -13,33 +13,61 @@ use pgrx::{pg_shmem_init, AssertPGRXSharedMemory, PgAtomic, PgSharedMemoryInitia
 use snowflake_id_core::GeneratorState;
 use std::cell::UnsafeCell;
 use std::ffi::CStr;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 static STATE: PgAtomic<AssertPGRXSharedMemory<GeneratorState>> =
     // SAFETY: the name is unique to this extension.
     unsafe { PgAtomic::new(c"snowflake_id generator state") };
 
-/// How many databases [`Tracking`] remembers; beyond that, each backend of
-/// a database it does not remember checks the floor itself.
-pub const TRACKED_DATABASES: usize = 256;
-
 /// What the extension tracks in shared memory besides the generator. New
 /// at every start-up and crash restart, like the generator.
 pub struct Tracking {
-    /// Databases whose keys have raised the generator's floor since shared
-    /// memory was created (`crate::floor`); 0 is a free slot.
-    pub floored: [AtomicU32; TRACKED_DATABASES],
     /// The end LSN of the last reservation record written (`crate::wal`),
     /// so that the worker can write it again once a checkpoint passes it.
     pub last_reservation_lsn: AtomicU64,
+    /// The high-water mark committed in every database that has the
+    /// extension (`crate::high_water`), a Unix ms: no reservation passes
+    /// it. `i64::MIN` until the first round since start-up.
+    pub mark_ms: AtomicI64,
+    /// Set once the first round since start-up (or promotion) has read
+    /// every database's mark and raised the generator above it.
+    pub mark_ready: AtomicBool,
+    /// The largest mark of this configuration the first round found
+    /// (`i64::MIN`: none in any database).
+    pub mark_found_ms: AtomicI64,
+    /// The largest target a round has tried to write since start-up: the
+    /// marks above the published one that this server wrote itself.
+    pub mark_tried_ms: AtomicI64,
+    /// A caller waits for a round (the mark is too low, or not read yet).
+    pub mark_wanted: AtomicBool,
+    /// The launcher's latch (a `*mut Latch` in shared memory), 0 when it
+    /// is not running.
+    pub launcher_latch: AtomicUsize,
+    /// Rounds that could not write some database's mark, and the last
+    /// such database (its OID).
+    pub mark_failures: AtomicU64,
+    pub mark_failed_db: AtomicU32,
+    /// The answer of the per-database writer to its launcher: a status
+    /// (`crate::high_water` defines them) and the largest mark it read.
+    pub writer_status: AtomicU32,
+    pub writer_found_ms: AtomicI64,
 }
 
 impl Default for Tracking {
     fn default() -> Self {
         Tracking {
-            floored: std::array::from_fn(|_| AtomicU32::new(0)),
             last_reservation_lsn: AtomicU64::new(0),
+            mark_ms: AtomicI64::new(i64::MIN),
+            mark_ready: AtomicBool::new(false),
+            mark_found_ms: AtomicI64::new(i64::MIN),
+            mark_tried_ms: AtomicI64::new(i64::MIN),
+            mark_wanted: AtomicBool::new(false),
+            launcher_latch: AtomicUsize::new(0),
+            mark_failures: AtomicU64::new(0),
+            mark_failed_db: AtomicU32::new(0),
+            writer_status: AtomicU32::new(0),
+            writer_found_ms: AtomicI64::new(i64::MIN),
         }
     }
 }
@@ -227,4 +255,38 @@ pub fn renewal_lock() -> RenewalGuard {
         }
     }
     RenewalGuard(sh)
+}
+
+/// Sleep until `ready()` holds or `timeout_ms` has passed, on the renewal
+/// lock's condition variable ([`wake_waiters`] wakes it), with
+/// `CHECK_FOR_INTERRUPTS` after every wake-up: a cancel or a statement
+/// timeout ends the wait with the usual ERROR. Returns whether `ready()`
+/// held.
+pub fn wait_until(timeout_ms: i64, mut ready: impl FnMut() -> bool) -> bool {
+    if ready() {
+        return true;
+    }
+    let sh = RENEWAL.shared();
+    let start = std::time::Instant::now();
+    // SAFETY: the condition variable lives in shared memory for the life
+    // of the server; an ERROR raised in the sleep unwinds through here,
+    // and transaction abort cancels the sleep.
+    unsafe {
+        let cv = &raw mut (*sh).cv;
+        pg_sys::ConditionVariablePrepareToSleep(cv);
+        let mut ok = ready();
+        while !ok && (start.elapsed().as_millis() as i64) < timeout_ms {
+            pg_sys::ConditionVariableTimedSleep(cv, RECHECK_MS as _, pg_sys::PG_WAIT_EXTENSION);
+            pgrx::check_for_interrupts!();
+            ok = ready();
+        }
+        pg_sys::ConditionVariableCancelSleep();
+        ok
+    }
+}
+
+/// Wake every process sleeping in [`wait_until`] or for the renewal lock.
+pub fn wake_waiters() {
+    // SAFETY: see `wait_until`.
+    unsafe { pg_sys::ConditionVariableBroadcast(&raw mut (*RENEWAL.shared()).cv) };
 }

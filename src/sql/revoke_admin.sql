@@ -4,4 +4,4 @@
 -- the ID space.
 REVOKE ALL ON FUNCTION snowflake_accept_configuration() FROM PUBLIC;
 REVOKE ALL ON FUNCTION snowflake_raise_floor(bigint) FROM PUBLIC;
-REVOKE ALL ON FUNCTION snowflake_raise_floor_from_data() FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_raise_floor_from_data(boolean) FROM PUBLIC;

@@ -14,6 +14,9 @@
 #                    identifiers; rewrite_rate's checks; the status view
 #   sync_commit.sql  a session's synchronous_commit cannot publish a
 #                    reservation no synchronous standby confirmed
+#   high_water.sh    the high-water-mark attacks S29-S33 of issue 38: no
+#                    plain role's index, key, temp table or lock runs as,
+#                    blocks or moves anyone else at a first call
 #   public_keys.sql  no role but a superuser reads the key of public IDs
 #                    (server files by every function and COPY, settings,
 #                    EXPLAIN VERBOSE, error messages)
@@ -97,6 +100,13 @@ elif ! grep -q "snowflake_id: Rust backtrace" "$DIR/server.log"; then
     failed+=("backtrace"); log "security: FAILED: no Rust backtrace in the server log with RUST_BACKTRACE=1"
 else
     log "security: a cancelled call's backtrace went to the server log only"
+fi
+
+# The high-water-mark attacks (S29-S33): a cluster of their own, restarted.
+if bash "$HERE/high_water.sh"; then
+    log "security: high_water.sh: ok"
+else
+    failed+=("high_water"); log "security: high_water.sh: FAILED"
 fi
 
 # A server whose synchronous standby never answers.

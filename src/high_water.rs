@@ -1,0 +1,430 @@
+//! The high-water mark: a server-wide bound on every ID this server may
+//! have handed out, kept in a WAL-logged table of the extension in every
+//! database that has it (`snowflake_high_water`, see
+//! `src/sql/high_water.sql`), so that whatever carries a database carries
+//! it: crash recovery, base backups and PITR, standbys, every `pg_upgrade`
+//! mode, and `pg_dump` of any one database.
+//!
+//! - **Rounds.** The launcher (a background worker connected to no
+//!   database, `crate::bgworker`) lists the databases and, one at a time,
+//!   starts a short-lived writer in each. The writer reads the largest mark
+//!   of this server's configuration (worker id and layout) and raises the
+//!   rows of that configuration to the round's target, [`AHEAD_MS`] beyond
+//!   the generator's frontier, in one committed transaction (flushed and
+//!   waited for by synchronous standbys like any commit). Only when every
+//!   database that has the extension has committed does the launcher
+//!   publish the target.
+//! - **The invariant.** No reservation passes the published mark
+//!   (`crate::reservation`): every ID this server handed out, stored or
+//!   not, is below the mark in every database. A round runs when the
+//!   frontier comes within [`ROUND_BELOW_MS`] of the mark while IDs are
+//!   being minted, or when a caller needs it; an idle server writes
+//!   nothing.
+//! - **Start-up, crash restart, promotion.** Generation waits
+//!   ([`ensure_ready`], at most [`WAIT_MS`], then 55000) for the first
+//!   round, which raises the generator above the largest mark any
+//!   database holds for this configuration. So after `pg_upgrade`, a lost
+//!   or stale state file, or a restore, the first ID is above every ID the
+//!   old server handed out. After a restart, IDs continue at most
+//!   [`AHEAD_MS`] plus the reservation window ahead of the last one.
+//! - **Later rounds** raise the generator above a mark they did not write
+//!   (one above the published mark: a dump restored into this server).
+//! - **Scope.** A row of another worker id or another layout never moves
+//!   this server: a dump restored into a server with its own worker id,
+//!   and a subscriber of a `FOR ALL TABLES` publication, keep their own
+//!   clocks. Only a superuser can write the table; no role can own an
+//!   index, trigger, rule or policy on it, and it is read through the
+//!   catalog with every operator qualified.
+//!
+//! ## `snowflake_high_water() → timestamptz`
+//!
+//! The published high-water mark: no ID this server handed out carries a
+//! later time. NULL until the first round since start-up, and where the
+//! library is not preloaded. VOLATILE, PARALLEL SAFE.
+//!
+//! ```sql
+//! SELECT snowflake_high_water();
+//! ```
+//!
+//! ## `snowflake_write_high_water() → timestamptz`
+//!
+//! Superuser only. Writes the published mark into this database's table
+//! now, in the caller's transaction, rather than at the next round; the
+//! install and upgrade scripts call it. Returns the mark written, or NULL
+//! when there is none yet.
+//!
+//! ```sql
+//! SELECT snowflake_write_high_water();
+//! ```
+
+use crate::{errors, gucs, shmem};
+use pgrx::prelude::*;
+use pgrx::{pg_sys, PgLogLevel, PgSqlErrorCode};
+use snowflake_id_core::{format_epoch, Clock, GeneratorState, Layout, SystemClock};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// How far beyond the generator's frontier a round raises the mark.
+pub const AHEAD_MS: i64 = 5_000;
+/// A round runs when less than this is left between the frontier and the
+/// mark (and IDs were minted within [`ACTIVE_MS`]). More than the
+/// reservation window (2 s), so a renewal rarely waits for a round.
+pub const ROUND_BELOW_MS: i64 = 3_500;
+/// Rounds run while an ID was issued within this many ms.
+pub const ACTIVE_MS: i64 = 10_000;
+/// How long a caller waits for a round before 55000.
+pub const WAIT_MS: i64 = 10_000;
+
+/// What a writer tells its launcher (`shmem::Tracking::writer_status`).
+pub const WRITER_NONE: u32 = 0;
+pub const WRITER_WRITTEN: u32 = 1;
+pub const WRITER_NO_TABLE: u32 = 2;
+
+const TABLE_SQL: &str = include_str!("sql/high_water_table.sql");
+const READ_SQL: &str = include_str!("sql/high_water_read.sql");
+const WRITE_SQL: &str = include_str!("sql/high_water_write.sql");
+
+thread_local! {
+    /// The launcher retries a failed round no sooner than this.
+    static RETRY_AFTER: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
+}
+
+/// Set once this backend has seen the first round done.
+static READY: AtomicBool = AtomicBool::new(false);
+
+/// Before this backend's first ID: wait until the first round since
+/// start-up has raised the generator above every database's mark.
+#[inline(always)]
+pub fn ensure_ready() {
+    if !READY.load(Ordering::Relaxed) {
+        wait_ready();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn wait_ready() {
+    let Some(t) = shmem::tracking() else { return };
+    let ok = shmem::wait_until(WAIT_MS, || {
+        let ready = t.mark_ready.load(Ordering::Acquire);
+        if !ready {
+            wake_launcher(t);
+        }
+        ready
+    });
+    if !ok {
+        unavailable(t, "the high-water mark has not been read since start-up");
+    }
+    READY.store(true, Ordering::Relaxed);
+}
+
+/// The published mark: no reservation may pass it. `i64::MAX` where the
+/// library is not preloaded (nothing is reserved then).
+pub fn cap_ms() -> i64 {
+    shmem::tracking().map_or(i64::MAX, |t| t.mark_ms.load(Ordering::Acquire))
+}
+
+/// Wait until the published mark reaches `ms` (a round runs for it), at
+/// most [`WAIT_MS`]; then 55000.
+pub fn wait_for_mark(ms: i64) {
+    let Some(t) = shmem::tracking() else { return };
+    let ok = shmem::wait_until(WAIT_MS, || {
+        let enough = t.mark_ready.load(Ordering::Acquire) && t.mark_ms.load(Ordering::Acquire) >= ms;
+        if !enough {
+            wake_launcher(t);
+        }
+        enough
+    });
+    if !ok {
+        unavailable(t, "the high-water mark could not be raised in every database");
+    }
+}
+
+fn wake_launcher(t: &shmem::Tracking) {
+    if !t.mark_wanted.swap(true, Ordering::AcqRel) {
+        let latch = t.launcher_latch.load(Ordering::Acquire);
+        if latch != 0 {
+            // SAFETY: the launcher's latch is in its PGPROC (shared
+            // memory); SetLatch on a latch whose owner exited is harmless.
+            unsafe { pg_sys::SetLatch(latch as *mut pg_sys::Latch) };
+        }
+    }
+}
+
+fn unavailable(t: &shmem::Tracking, what: &str) -> ! {
+    let failed = t.mark_failed_db.load(Ordering::Acquire);
+    let detail = if failed != 0 {
+        format!("{what}; the last round could not write it in the database with OID {failed}.")
+    } else if t.launcher_latch.load(Ordering::Acquire) == 0 {
+        format!("{what}; the snowflake_id high-water launcher is not running.")
+    } else {
+        format!("{what} within {} s.", WAIT_MS / 1000)
+    };
+    errors::high_water_unavailable(detail)
+}
+
+/// The launcher: make a round when one is due. Returns whether a round
+/// ran and was published.
+pub fn launcher_tick(state: &GeneratorState, layout: &Layout) -> bool {
+    let Some(t) = shmem::tracking() else {
+        return false;
+    };
+    if gucs::worker_id().is_none() {
+        return false;
+    }
+    let clock = SystemClock;
+    let (wall, mono) = (clock.wall_ns(), clock.mono_ns());
+    let frontier = state.frontier_ms(layout, wall, mono);
+    let last_ms = state
+        .last_issued()
+        .map(|id| layout.epoch_ms() + layout.timestamp_of(id as u64) as i64)
+        .unwrap_or(i64::MIN);
+    let active = last_ms >= wall.div_euclid(1_000_000) - ACTIVE_MS;
+    let mark = t.mark_ms.load(Ordering::Acquire);
+    let due = !t.mark_ready.load(Ordering::Acquire)
+        || t.mark_wanted.load(Ordering::Acquire)
+        || (active && mark.saturating_sub(frontier) < ROUND_BELOW_MS);
+    if !due || RETRY_AFTER.with(|r| r.get().is_some_and(|at| std::time::Instant::now() < at)) {
+        return false;
+    }
+    // Two passes at most: a first round that finds a higher mark raises
+    // the generator, and the second writes a target above it.
+    for _ in 0..2 {
+        match round(t, state, layout) {
+            Round::Published => {
+                t.mark_wanted.store(false, Ordering::Release);
+                shmem::wake_waiters();
+                return true;
+            }
+            Round::Raised => continue,
+            Round::Failed => {
+                RETRY_AFTER.with(|r| {
+                    r.set(Some(std::time::Instant::now() + std::time::Duration::from_secs(1)))
+                });
+                return false;
+            }
+        }
+    }
+    false
+}
+
+enum Round {
+    Published,
+    Raised,
+    Failed,
+}
+
+/// A database the launcher writes into.
+struct Database {
+    oid: pg_sys::Oid,
+    name: String,
+}
+
+fn round(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) -> Round {
+    let clock = SystemClock;
+    let frontier = state.frontier_ms(layout, clock.wall_ns(), clock.mono_ns());
+    let published = t.mark_ms.load(Ordering::Acquire);
+    let target = frontier
+        .saturating_add(AHEAD_MS)
+        .min(layout.last_unix_ms())
+        .max(published);
+    let dbs = databases();
+    // Whatever this round writes is this server's own mark from now on,
+    // even where the round fails half-way.
+    let own = t.mark_tried_ms.fetch_max(target, Ordering::AcqRel);
+    let mut found = i64::MIN;
+    let mut found_in = String::new();
+    for db in &dbs {
+        match write_in(db.oid, target) {
+            Some((_, f)) => {
+                if f > found {
+                    found = f;
+                    found_in.clone_from(&db.name);
+                }
+            }
+            None => {
+                t.mark_failures.fetch_add(1, Ordering::Relaxed);
+                t.mark_failed_db.store(db.oid.to_u32(), Ordering::Release);
+                errors::report(
+                    PgLogLevel::WARNING,
+                    PgSqlErrorCode::ERRCODE_WARNING,
+                    format!(
+                        "snowflake_id: could not write the high-water mark in database \"{}\"",
+                        db.name
+                    ),
+                    Some("No reservation passes a mark until every database that has the extension holds it; snowflake_nextval() waits, then fails with SQLSTATE 55000.".into()),
+                    Some("See the error of the \"snowflake_id high-water writer\" above in the server log."),
+                );
+                return Round::Failed;
+            }
+        }
+    }
+    // A database created meanwhile may hold an older mark: do it again.
+    let again = databases();
+    if again.len() != dbs.len() || again.iter().zip(&dbs).any(|(a, b)| a.oid != b.oid) {
+        return Round::Failed;
+    }
+    t.mark_failed_db.store(0, Ordering::Release);
+    let ready = t.mark_ready.load(Ordering::Acquire);
+    // A mark this server did not write since start-up (its own are at
+    // most the largest target an earlier round tried; the writers read
+    // before they write): at start-up every mark found, later a restore.
+    if found > own && found >= frontier {
+        state.raise_above(found, layout, clock.mono_ns());
+        errors::report(
+            PgLogLevel::LOG,
+            PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+            format!(
+                "snowflake_id: generator raised above the high-water mark {} found in database \"{found_in}\"",
+                format_epoch(found)
+            ),
+            None,
+            None,
+        );
+        t.mark_ms.fetch_max(target, Ordering::AcqRel);
+        t.mark_found_ms.fetch_max(found, Ordering::AcqRel);
+        return Round::Raised;
+    }
+    t.mark_ms.fetch_max(target, Ordering::AcqRel);
+    if !ready {
+        t.mark_found_ms.fetch_max(found, Ordering::AcqRel);
+    }
+    t.mark_ready.store(true, Ordering::Release);
+    Round::Published
+}
+
+/// The databases a writer can connect to, read from `pg_database` (a
+/// shared catalog) by the launcher, which is connected to none.
+fn databases() -> Vec<Database> {
+    let mut out = vec![];
+    // SAFETY: the sequence autovacuum's launcher uses to list databases
+    // (get_database_list): a transaction, a snapshot, a catalog scan; the
+    // tuples' structs are pg_database rows while the scan holds them, and
+    // their fields are copied out before the transaction ends.
+    unsafe {
+        pg_sys::StartTransactionCommand();
+        pg_sys::GetTransactionSnapshot();
+        let rel = pg_sys::table_open(pg_sys::DatabaseRelationId, pg_sys::AccessShareLock as _);
+        let scan = pg_sys::table_beginscan_catalog(rel, 0, std::ptr::null_mut());
+        loop {
+            let tup = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);
+            if tup.is_null() {
+                break;
+            }
+            let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_database>(tup);
+            // -2: a database whose DROP was interrupted (invalid).
+            if (*form).datallowconn && (*form).datconnlimit != -2 {
+                let name = std::ffi::CStr::from_ptr((*form).datname.data.as_ptr())
+                    .to_string_lossy()
+                    .into_owned();
+                out.push(Database {
+                    oid: (*form).oid,
+                    name,
+                });
+            }
+        }
+        pg_sys::table_endscan(scan);
+        pg_sys::table_close(rel, pg_sys::AccessShareLock as _);
+        pg_sys::CommitTransactionCommand();
+    }
+    out.sort_by_key(|d| d.oid.to_u32());
+    out
+}
+
+/// Start a writer in database `db` for `target` and wait for it. Returns
+/// its status and the largest mark it read, or `None` when it failed.
+fn write_in(db: pg_sys::Oid, target: i64) -> Option<(u32, i64)> {
+    let t = shmem::tracking()?;
+    t.writer_status.store(WRITER_NONE, Ordering::Release);
+    t.writer_found_ms.store(i64::MIN, Ordering::Release);
+    // SAFETY: reading this process's pid.
+    let me = unsafe { pg_sys::MyProcPid };
+    let handle = pgrx::bgworkers::BackgroundWorkerBuilder::new("snowflake_id high-water writer")
+        .set_type("snowflake_id high-water writer")
+        .set_library("snowflake_id")
+        .set_function("snowflake_id_high_water_writer_main")
+        .enable_spi_access()
+        .set_argument(Some(pg_sys::Datum::from(db)))
+        .set_extra(&target.to_string())
+        .set_notify_pid(me)
+        .set_restart_time(None)
+        .load_dynamic()
+        .ok()?;
+    handle.wait_for_shutdown().ok()?;
+    match t.writer_status.load(Ordering::Acquire) {
+        WRITER_NONE => None,
+        s => Some((s, t.writer_found_ms.load(Ordering::Acquire))),
+    }
+}
+
+/// This server's configuration as the table's key columns.
+fn config_args(layout: &Layout, worker: u64) -> [pgrx::datum::DatumWithOid<'static>; 4] {
+    [
+        (worker as i32).into(),
+        layout.epoch_ms().into(),
+        (layout.worker_bits() as i32).into(),
+        (layout.sequence_bits() as i32).into(),
+    ]
+}
+
+/// In the current database and transaction: read the largest mark of
+/// this server's configuration and raise its rows to `target` (when
+/// given). Returns `None` where the database has no table of the
+/// extension, else the largest mark read (`i64::MIN`: none).
+pub fn read_and_write_here(target: Option<i64>) -> Option<i64> {
+    let layout = gucs::layout().ok()?;
+    let worker = gucs::worker_id()?;
+    Spi::connect_mut(|client| {
+        let mut rows = client.select(TABLE_SQL, None, &[])?;
+        let Some(table) = rows.next().map(|r| r.get::<String>(1)).transpose()?.flatten() else {
+            return Ok::<_, pgrx::spi::Error>(None);
+        };
+        let args = config_args(&layout, worker);
+        let found = client
+            .select(&READ_SQL.replace("{table}", &table), None, &args)?
+            .first()
+            .get_one::<i64>()?
+            .unwrap_or(i64::MIN);
+        if let Some(target) = target {
+            let [a, b, c, d] = config_args(&layout, worker);
+            client.update(
+                &WRITE_SQL.replace("{table}", &table),
+                None,
+                &[a, b, c, d, target.into()],
+            )?;
+        }
+        Ok(Some(found))
+    })
+    .unwrap_or_else(|e| errors::spi_failed("snowflake_id's high-water mark", e))
+}
+
+/// The published mark: see the module documentation.
+#[pg_extern(volatile, parallel_safe)]
+pub fn snowflake_high_water() -> Option<TimestampWithTimeZone> {
+    let t = shmem::tracking()?;
+    match t.mark_ms.load(Ordering::Acquire) {
+        i64::MIN => None,
+        ms => Some(crate::decode::from_unix_ms(ms)),
+    }
+}
+
+/// Write the published mark here now: see the module documentation.
+#[pg_extern(volatile, parallel_unsafe)]
+pub fn snowflake_write_high_water() -> Option<TimestampWithTimeZone> {
+    // SAFETY: plain catalog check of the current user.
+    if !unsafe { pg_sys::superuser() } {
+        errors::must_be_superuser("write the snowflake_id high-water mark");
+    }
+    let t = shmem::tracking()?;
+    let ms = t.mark_ms.load(Ordering::Acquire);
+    if ms == i64::MIN || shmem::in_recovery() || gucs::worker_id().is_none() {
+        return None;
+    }
+    read_and_write_here(Some(ms))?;
+    Some(crate::decode::from_unix_ms(ms))
+}
+
+extension_sql_file!(
+    "sql/high_water.sql",
+    name = "high_water",
+    requires = [snowflake_write_high_water]
+);
