@@ -18,13 +18,10 @@
 # snowflake_nextval() starts a new millisecond, so its count is an upper
 # bound of the native one.)
 #
-# A backend's first snowflake_nextval() also raises the generator above
-# its database's keys, once (src/floor.rs: a few catalog queries in the
-# first backend of a database, a look-up in shared memory in the others).
-# That one-time cost is reported on its own line and kept out of the
-# per-call and per-row figures (the single-user backend pays it in every
-# run); the pgbench runs warm the database first, so both of their
-# backends only look it up, and the difference cancels it.
+# A backend's first snowflake_nextval() also waits for the high-water
+# mark's first round (src/high_water.rs), once: a look-up in shared memory
+# (a single-user backend has no background workers and skips it); the
+# pgbench runs warm the database first, so the difference cancels it.
 #   bash bench/profile.sh        (PG_VERSION, default 18; BENCH_PROFILE_N, default 200000;
 #                                 BENCH_PROFILE_TXNS, default 5000 = T2 - T1)
 set -euo pipefail
@@ -64,12 +61,6 @@ for g in "${GENS[@]}"; do
         || { cat "$DIR/valgrind.log" >&2; die "valgrind failed for $name"; }
     total=$(callgrind_annotate "$out" 2>/dev/null | sed -nE 's/^([0-9,]+) .*PROGRAM TOTALS.*/\1/p' | tr -d ,)
     once=0
-    if [ "$fn" = snowflake_nextval_wrapper ]; then
-        once=$(callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null \
-               | grep -E "floor::first_use" | head -1 | awk '{print $1}' | tr -d ,)
-        [ -n "$once" ] || die "callgrind shows no floor::first_use in snowflake_nextval()'s run"
-        ONCE=$once
-    fi
     STMT[$name]=$(awk -v t="$total" -v o="$once" -v n="$N" 'BEGIN {printf "%.0f", (t - o) / n}')
     if [ -n "$fn" ]; then
         incl=$(callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null | grep -E "[: ]$fn( |\$|\[)" | head -1 | awk '{print $1}' | tr -d ,)
@@ -84,8 +75,6 @@ for g in "${GENS[@]}"; do
     IFS='|' read -r name _ fn <<< "$g"
     echo "| $name | ${FN[$name]:-—} | ${STMT[$name]} | $(( ${STMT[$name]} - fl )) |"
 done
-echo
-echo "Once per backend, not in the figures above: snowflake_nextval()'s first call checks its database's floor, $ONCE instructions in a backend that scans the keys (the first of its database since start-up; the others look it up in shared memory)."
 
 # --- instructions per pgbench transaction --------------------------------
 T1=200; T2=$(( T1 + ${BENCH_PROFILE_TXNS:-5000} ))
@@ -130,7 +119,7 @@ backend_total() {
 # A warm-up run (the first backends after a start build caches that later
 # ones read) tells how many backends one pgbench run opens.
 NBACKENDS=0
-pgbench_run "snowflake_nextval()" 10   # the database's floor, checked once
+pgbench_run "snowflake_nextval()" 10   # the first round of the high-water mark
 pgbench_run "bench_floor()" 10; sleep 3
 warm=$(ls "$CG" | sort)
 pgbench_run "bench_floor()" 10; sleep 3

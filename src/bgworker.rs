@@ -86,7 +86,7 @@ pub extern "C-unwind" fn snowflake_id_high_water_main(_arg: pg_sys::Datum) {
             // SAFETY: standard configuration reload in a background worker.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
-        if !shmem::in_recovery() {
+        if !shmem::in_recovery() && !shmem::binary_upgrade() {
             high_water::launcher_tick(state, &layout);
         }
     }
@@ -100,10 +100,12 @@ unsafe extern "C-unwind" fn forget_launcher(_code: std::ffi::c_int, _arg: pg_sys
 }
 
 /// Settings of a writer, whatever its database sets (`ALTER DATABASE ...
-/// SET` is its owner's): the catalog and nothing else on `search_path`,
-/// a writable transaction, bounded waits, and a commit as durable as a
-/// reservation's.
-const WRITER_SETTINGS: [(&std::ffi::CStr, &std::ffi::CStr); 6] = [
+/// SET` is its owner's): its own identity (a database's `role` setting
+/// would make it that role), the catalog and nothing else on
+/// `search_path`, a writable transaction, bounded waits, and a commit as
+/// durable as a reservation's.
+const WRITER_SETTINGS: [(&std::ffi::CStr, &std::ffi::CStr); 7] = [
+    (c"role", c"none"),
     (c"search_path", c"pg_catalog, pg_temp"),
     (c"default_transaction_read_only", c"off"),
     (c"statement_timeout", c"10s"),
@@ -181,6 +183,7 @@ pub extern "C-unwind" fn snowflake_id_reserver_main(_arg: pg_sys::Datum) {
         if state.blocked.load(Ordering::Acquire) != 0
             || gucs::worker_id().is_none()
             || shmem::in_recovery()
+            || shmem::binary_upgrade()
         {
             continue;
         }

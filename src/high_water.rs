@@ -103,7 +103,7 @@ pub fn ensure_ready() {
 #[cold]
 #[inline(never)]
 fn wait_ready() {
-    let Some(t) = shmem::tracking() else { return };
+    let Some(t) = marks() else { return };
     let ok = shmem::wait_until(WAIT_MS, || {
         let ready = t.mark_ready.load(Ordering::Acquire);
         if !ready {
@@ -112,7 +112,7 @@ fn wait_ready() {
         ready
     });
     if !ok {
-        unavailable(t, "the high-water mark has not been read since start-up");
+        unavailable(t, "The high-water mark has not been read since start-up");
     }
     READY.store(true, Ordering::Relaxed);
 }
@@ -120,22 +120,39 @@ fn wait_ready() {
 /// The published mark: no reservation may pass it. `i64::MAX` where the
 /// library is not preloaded (nothing is reserved then).
 pub fn cap_ms() -> i64 {
-    shmem::tracking().map_or(i64::MAX, |t| t.mark_ms.load(Ordering::Acquire))
+    marks().map_or(i64::MAX, |t| t.mark_ms.load(Ordering::Acquire))
+}
+
+/// The shared mark, where there is one to keep: preloaded, and under a
+/// postmaster. A single-user backend (`postgres --single`) starts no
+/// background worker: there the mark is neither read nor written, and
+/// only the state file and the WAL cover its IDs (docs/operations.md).
+fn marks() -> Option<&'static shmem::Tracking> {
+    // SAFETY: reading a plain global flag of this process.
+    if unsafe { pg_sys::IsUnderPostmaster } {
+        shmem::tracking()
+    } else {
+        None
+    }
 }
 
 /// Wait until the published mark reaches `ms` (a round runs for it), at
 /// most [`WAIT_MS`]; then 55000.
 pub fn wait_for_mark(ms: i64) {
-    let Some(t) = shmem::tracking() else { return };
+    let Some(t) = marks() else { return };
     let ok = shmem::wait_until(WAIT_MS, || {
-        let enough = t.mark_ready.load(Ordering::Acquire) && t.mark_ms.load(Ordering::Acquire) >= ms;
+        let enough =
+            t.mark_ready.load(Ordering::Acquire) && t.mark_ms.load(Ordering::Acquire) >= ms;
         if !enough {
             wake_launcher(t);
         }
         enough
     });
     if !ok {
-        unavailable(t, "the high-water mark could not be raised in every database");
+        unavailable(
+            t,
+            "the high-water mark could not be raised in every database",
+        );
     }
 }
 
@@ -198,7 +215,9 @@ pub fn launcher_tick(state: &GeneratorState, layout: &Layout) -> bool {
             Round::Raised => continue,
             Round::Failed => {
                 RETRY_AFTER.with(|r| {
-                    r.set(Some(std::time::Instant::now() + std::time::Duration::from_secs(1)))
+                    r.set(Some(
+                        std::time::Instant::now() + std::time::Duration::from_secs(1),
+                    ))
                 });
                 return false;
             }
@@ -375,7 +394,12 @@ pub fn read_and_write_here(target: Option<i64>) -> Option<i64> {
     let worker = gucs::worker_id()?;
     Spi::connect_mut(|client| {
         let mut rows = client.select(TABLE_SQL, None, &[])?;
-        let Some(table) = rows.next().map(|r| r.get::<String>(1)).transpose()?.flatten() else {
+        let Some(table) = rows
+            .next()
+            .map(|r| r.get::<String>(1))
+            .transpose()?
+            .flatten()
+        else {
             return Ok::<_, pgrx::spi::Error>(None);
         };
         let args = config_args(&layout, worker);
@@ -423,8 +447,56 @@ pub fn snowflake_write_high_water() -> Option<TimestampWithTimeZone> {
     Some(crate::decode::from_unix_ms(ms))
 }
 
+/// The trigger on `snowflake_high_water` calls this for every row written:
+/// a mark of this server's configuration above every target its own
+/// rounds tried since start-up (a restore of a dump, a superuser's
+/// INSERT) raises the generator above it at once. Returns whether it did.
+/// Superuser only (the table's writers are).
+#[pg_extern(volatile, strict, parallel_unsafe)]
+pub fn snowflake_high_water_raise(
+    worker_id: i32,
+    epoch_ms: i64,
+    worker_bits: i32,
+    sequence_bits: i32,
+    mark_ms: i64,
+) -> bool {
+    // SAFETY: plain catalog check of the current user.
+    if !unsafe { pg_sys::superuser() } {
+        errors::must_be_superuser("write the snowflake_id high-water mark");
+    }
+    let (Some(t), Some(state), Ok(layout), Some(worker)) = (
+        shmem::tracking(),
+        shmem::state(),
+        gucs::layout(),
+        gucs::worker_id(),
+    ) else {
+        return false;
+    };
+    let ours = worker_id as i64 == worker as i64
+        && epoch_ms == layout.epoch_ms()
+        && worker_bits as u32 == layout.worker_bits()
+        && sequence_bits as u32 == layout.sequence_bits();
+    if !ours || mark_ms <= t.mark_tried_ms.load(Ordering::Acquire) || shmem::in_recovery() {
+        return false;
+    }
+    state.raise_above(mark_ms, &layout, SystemClock.mono_ns());
+    t.mark_found_ms.fetch_max(mark_ms, Ordering::AcqRel);
+    wake_launcher(t);
+    errors::report(
+        PgLogLevel::LOG,
+        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+        format!(
+            "snowflake_id: generator raised above a high-water mark {} written into this database",
+            format_epoch(mark_ms)
+        ),
+        None,
+        None,
+    );
+    true
+}
+
 extension_sql_file!(
     "sql/high_water.sql",
     name = "high_water",
-    requires = [snowflake_write_high_water]
+    requires = [snowflake_write_high_water, snowflake_high_water_raise]
 );

@@ -233,7 +233,9 @@ pub fn this_server_file(layout: &Layout, reserved_ms: i64) -> StateFile {
 #[must_use]
 fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -> Option<i64> {
     let clock = SystemClock;
-    let cur = state.reserved_until_ms.load(std::sync::atomic::Ordering::Acquire);
+    let cur = state
+        .reserved_until_ms
+        .load(std::sync::atomic::Ordering::Acquire);
     // Never past the high-water mark (`crate::high_water`), never below
     // the current reservation.
     let target = state

@@ -96,6 +96,14 @@ pub fn in_recovery() -> bool {
     unsafe { pg_sys::RecoveryInProgress() }
 }
 
+/// True while `pg_upgrade` runs this server (binary-upgrade mode): its
+/// databases are not this server's yet, so nothing is reserved or
+/// written in them.
+pub fn binary_upgrade() -> bool {
+    // SAFETY: reading a plain global flag of the server.
+    unsafe { pg_sys::IsBinaryUpgrade }
+}
+
 /// Computes the initial state when shared memory is created.
 static INITIAL: OnceLock<fn() -> GeneratorState> = OnceLock::new();
 

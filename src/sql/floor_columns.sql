@@ -8,7 +8,7 @@
 -- src/floor.rs leaves out the tables that src/sql/floor_citus_tables.sql
 -- lists (by relid), and runs each query as the table's owner (owner).
 -- Other sessions' temporary tables are left out: no session can read them.
-SELECT c.oid::pg_catalog.regclass::pg_catalog.text AS relation,
+SELECT pg_catalog.format('%I.%I', n.nspname, c.relname) AS relation,
        a.attname::pg_catalog.text AS column_name,
        pg_catalog.format('SELECT pg_catalog.max(%I) FROM %I.%I WHERE %I OPERATOR(pg_catalog.<=) $1',
                          a.attname, n.nspname, c.relname, a.attname) AS max_query,

@@ -28,11 +28,9 @@
 #     then, with worker 2 given worker 1's worker id, it names both; a
 #     plain role is refused it, and run_command_on_all_nodes reads no
 #     node's snowflake_node for it.
-#  6. The floor from the data (each database's first call, and
-#     snowflake_raise_floor_from_data()) leaves Citus tables out: a query
-#     on one is distributed, and cannot run inside the INSERT that first
-#     calls snowflake_nextval() (0.7.0's first build failed that INSERT).
-#     It covers the node's plain tables.
+#  6. snowflake_raise_floor_from_data() leaves Citus tables out (a query
+#     on one is distributed) and covers the node's plain tables; the
+#     first INSERT into a distributed table works.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 if [ "$PG_MAJOR" != 18 ]; then
@@ -277,7 +275,7 @@ out=$(q 0 -At -c "SET ROLE fleet_plain" \
     || die "a plain role read snowflake_node through run_command_on_all_nodes: $out"
 log "a plain role is refused the fleet check and every node's snowflake_node"
 
-# --- 6. the floor from the data ------------------------------------------------------
+# --- 6. the floor from the data (by hand) --------------------------------------------------
 # Section 1's first INSERT on each node made its first call already.
 for i in 0 1; do
     floor=$(q "$i" -At -c "CREATE TABLE local_keys (id bigint PRIMARY KEY DEFAULT snowflake_nextval())" \

@@ -1,27 +1,35 @@
 #!/usr/bin/env bash
 # No duplicate across the operator's toolbox. Before each operation the
 # old server has run ahead of its clock (max_lead = 1h and a 20M-ID burst,
-# about 5 s of lead) and holds a 300,000-row table keyed by
-# snowflake_nextval(); afterwards the server's clock is 1 h behind
-# (libfaketime). A PRIMARY KEY is the judge of "minted again".
-#  1. pg_upgrade --copy within the major, state file not copied: each
-#     database's first call raises the generator above its keys; the log
-#     and snowflake_stats() say what happened.
+# about 5 s of lead, handed out and never stored) and holds a
+# 300,000-row table keyed by snowflake_nextval(); afterwards the server's
+# clock is 1 h behind (libfaketime). A PRIMARY KEY is the judge of "minted
+# again", and every new ID must be above every ID handed out before, the
+# burst included: the high-water mark (src/high_water.rs) carries it.
+#  1. pg_upgrade --copy within the major, state file not copied: above
+#     every ID handed out, from the table's database and from a database
+#     with no tables.
 #  2. pg_upgrade --link with the old state file copied in: refused (55000,
 #     another cluster's file) until snowflake_accept_configuration(); then
-#     above every ID the old server issued, the burst included.
+#     above every ID the old server issued.
 #  3. (PostgreSQL 18) pg_upgrade --link from 17, and --swap within 18,
 #     without the state file.
-#  4. pg_dump | psql into a new server that keeps the worker id.
+#  4. pg_dump of one database | psql into a new server that keeps the
+#     worker id: above every ID handed out. Into a server with another
+#     worker id whose clock is 1 h behind: its IDs stay on its own clock.
 #  5. The state file deleted while running: written again within a second;
-#     deleted just before a clean stop: written at exit.
-#  6. A stale state file put back by hand, a CHECKPOINT, kill -9: the
-#     reservation logged again after the checkpoint wins.
-#  7. A garbage state file, accepted: above the keys of the database it is
-#     accepted in; with no keys, the acceptance says "no floor but the
-#     clock" in its result and a WARNING.
-#  8. A key more than a day ahead (anyone can write one into a table they
-#     own): never taken as a floor, and reported.
+#     deleted just before a clean stop: written at exit; deleted while
+#     stopped: above every ID handed out.
+#  6. A stale state file put back by hand, a CHECKPOINT, kill -9 at once
+#     (no pause for the worker): above every ID handed out.
+#  7. A garbage state file, accepted: above the high-water mark; with no
+#     mark in any database, the acceptance says "no floor but the clock"
+#     in its result and a WARNING.
+#  8. A key 10 days ahead (anyone can write one into a table they own):
+#     never a floor, not even for snowflake_raise_floor_from_data(apply
+#     => true), which reports it.
+#  9. A FOR ALL TABLES publication from a server whose clock is 1 h
+#     ahead: the subscriber's IDs stay on its own clock.
 # TOOLBOX_SCENARIOS="2 6" runs some of them only (each on its own, e.g.
 # to show which fail against an older version).
 set -euo pipefail
@@ -36,7 +44,7 @@ all_stop() { for d in "$BASE"/*/; do [ -f "$d/data/PG_VERSION" ] && cluster_stop
 trap all_stop EXIT
 all_stop
 PRELOAD="shared_preload_libraries = 'snowflake_id'"
-want() { [[ " ${TOOLBOX_SCENARIOS:-1 2 3 4 5 6 7 8} " == *" $1 "* ]]; }
+want() { [[ " ${TOOLBOX_SCENARIOS:-1 2 3 4 5 6 7 8 9} " == *" $1 "* ]]; }
 
 # fresh NAME: an empty directory for a cluster, owned by postgres.
 fresh() { local d="$BASE/$1"; cluster_stop "$d"; rm -rf "$d"; mkdir -p "$d"; is_root && chown postgres:postgres "$d"; echo "$d"; }
@@ -48,15 +56,18 @@ q() { local d="$1" p="$2"; shift 2; pq "$d" "$p" -At -F ' ' "$@"; }
 # init DIR PORT: a cluster with worker id 7 and an hour of lead allowed.
 init() { cluster_init "$1" "$2" "$PRELOAD" "snowflake_id.worker_id = 7" "snowflake_id.max_lead = '1h'"; }
 
-# prime DIR PORT: the old server's history. A burst first (issued, never
-# stored), then 300,000 keys: the keys are the largest IDs it issued.
+# prime DIR PORT: the old server's history. 300,000 keys, then a burst
+# of 20M IDs handed out and never stored (an application that took them
+# and lost them): the largest IDs it issued are in no table.
 # Prints "largest_key largest_issued".
 prime() {
     local d="$1" p="$2"
     q "$d" "$p" -c "SET client_min_messages = warning" -c "CREATE EXTENSION IF NOT EXISTS snowflake_id" \
         -c "CREATE TABLE keys (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int)" >/dev/null
-    q "$d" "$p" -c "SELECT count(*) FROM snowflake_nextval(20000000)" >/dev/null
+    q "$d" "$p" -c "CREATE DATABASE empty" >/dev/null
+    q "$d" "$p" -d empty -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" >/dev/null
     q "$d" "$p" -c "INSERT INTO keys (v) SELECT g FROM generate_series(1, 300000) g"
+    q "$d" "$p" -c "SELECT count(*) FROM snowflake_nextval(20000000)" >/dev/null
     q "$d" "$p" -c "SELECT max(id), (SELECT last_id FROM snowflake_stats()) FROM keys"
 }
 # after DIR PORT LABEL BOUND: 1,000 new keys; all above BOUND, none equal
@@ -70,6 +81,13 @@ after() {
     [ "$(q "$d" "$p" -c "SELECT count(*) FROM keys")" = $((n + 1000)) ] || die "$label: rows lost or duplicated"
     [ "$lo" -gt "$bound" ] || die "$label: a new ID ($lo) is not above $bound"
     log "   $label: 1,000 new keys from $lo, above $bound; state $(q "$d" "$p" -c "SELECT state FROM snowflake_stats()")"
+}
+# empty_after DIR PORT LABEL BOUND: the first ID from the database with
+# no tables is above BOUND too.
+empty_after() {
+    local id; id=$(q "$1" "$2" -d empty -c "SELECT snowflake_nextval()") || die "$3: no ID from the database with no tables"
+    [ "$id" -gt "$4" ] || die "$3: the first ID from the database with no tables ($id) is not above $4"
+    log "   $3: the first ID from a database with no tables, $id, is above $4 too"
 }
 # put_state FILE DIR: FILE as DIR's state file, as an operator would copy it.
 put_state() { as_pg tee "$2/data/snowflake_id.state" < "$1" >/dev/null; as_pg chmod 600 "$2/data/snowflake_id.state"; }
@@ -95,7 +113,8 @@ log "1. pg_upgrade --copy (PostgreSQL $PG_MAJOR), the state file not copied, clo
 B=$(fresh b); init "$B" $((PORT + 1)); upgrade "$(pgbin)" "$A" "$B" --copy
 setclock "-1h"; start "$B"
 grep -q 'no state file' "$B/server.log" || die "1: the log does not say the state file is missing"
-after "$B" $((PORT + 1)) "pg_upgrade --copy" "$KEY"
+after "$B" $((PORT + 1)) "pg_upgrade --copy" "$ISSUED"
+empty_after "$B" $((PORT + 1)) "pg_upgrade --copy" "$ISSUED"
 cluster_stop "$B"
 fi
 
@@ -127,12 +146,13 @@ if [ "$PG_MAJOR" = 18 ] && want 3; then
      O=$(fresh o17); init "$O" $((PORT + 3)); start "$O"
      prime "$O" $((PORT + 3)) > "$BASE/o17.max"
      cluster_stop "$O")
-    read -r KEY17 _ < "$BASE/o17.max"
+    read -r _ ISSUED17 < "$BASE/o17.max"
     # initdb 18 enables data checksums by default; 17's did not.
     U=$(fresh u18); init "$U" $((PORT + 4)); as_pg "$(pgbin)/pg_checksums" --disable -D "$U/data" >/dev/null
     upgrade "$(pg_config_for 17 | xargs dirname)" "$BASE/o17" "$U" --link
     setclock "-1h"; start "$U"
-    after "$U" $((PORT + 4)) "pg_upgrade 17 -> 18 --link" "$KEY17"
+    after "$U" $((PORT + 4)) "pg_upgrade 17 -> 18 --link" "$ISSUED17"
+    empty_after "$U" $((PORT + 4)) "pg_upgrade 17 -> 18 --link" "$ISSUED17"
     cluster_stop "$U"
 fi
 
@@ -141,24 +161,34 @@ if [ "$PG_MAJOR" = 18 ] && want 3; then
     log "3b. pg_upgrade --swap (PostgreSQL 18), the state file not copied, clock 1 h behind"
     setclock "+0"
     A=$(fresh a); init "$A" "$PORT"; start "$A"
-    read -r KEY _ < <(prime "$A" "$PORT")
+    read -r KEY ISSUED < <(prime "$A" "$PORT")
     cluster_stop "$A"
     W=$(fresh w18); init "$W" $((PORT + 4)); upgrade "$(pgbin)" "$A" "$W" --swap
     setclock "-1h"; start "$W"
-    after "$W" $((PORT + 4)) "pg_upgrade --swap" "$KEY"
+    after "$W" $((PORT + 4)) "pg_upgrade --swap" "$ISSUED"
+    empty_after "$W" $((PORT + 4)) "pg_upgrade --swap" "$ISSUED"
     cluster_stop "$W"
 fi
 
 # --- 4. dump and restore into a new server with the same worker id -----------------------
-log "4. pg_dump | psql into a new server with the same worker id, clock 1 h behind"
+log "4. pg_dump of one database | psql into a new server, clock 1 h behind"
 setclock "+0"
 A=$(fresh a); init "$A" "$PORT"; start "$A"
 read -r KEY ISSUED < <(prime "$A" "$PORT")
 if want 4; then
 D=$(fresh d); init "$D" $((PORT + 5)); setclock "-1h"; start "$D"
 "$(pgbin)/pg_dump" -h "$A" -p "$PORT" -U postgres postgres | q "$D" $((PORT + 5)) -q >/dev/null
-after "$D" $((PORT + 5)) "dump and restore" "$KEY"
+after "$D" $((PORT + 5)) "dump and restore, same worker id" "$ISSUED"
 cluster_stop "$D"
+# Another worker id: the other server's mark is not this one's.
+F=$(fresh f); cluster_init "$F" $((PORT + 5)) "$PRELOAD" "snowflake_id.worker_id = 8" "snowflake_id.max_lead = '1h'"
+start "$F"
+"$(pgbin)/pg_dump" -h "$A" -p "$PORT" -U postgres postgres | q "$F" $((PORT + 5)) -q >/dev/null
+id=$(q "$F" $((PORT + 5)) -c "INSERT INTO keys (v) VALUES (-1) RETURNING id")
+[ "$(q "$F" $((PORT + 5)) -c "SELECT snowflake_timestamp($id) < now() + interval '1 minute'")" = t ] \
+    || die "4: the dump of worker 7 moved worker 8's IDs to the other server's time ($id)"
+log "   dump and restore into worker 8: its ID $id is on its own clock"
+cluster_stop "$F"
 fi
 
 # --- 5. the state file deleted while running -----------------------------------------
@@ -174,6 +204,9 @@ rm "$A/data/snowflake_id.state"; cluster_stop "$A"
 [ -f "$A/data/snowflake_id.state" ] || die "5: no state file after a clean stop"
 setclock "-1h"; start "$A"
 after "$A" "$PORT" "state file deleted" "$ISSUED"
+ISSUED=$(q "$A" "$PORT" -c "SELECT last_id FROM snowflake_stats()")
+cluster_stop "$A"; rm "$A/data/snowflake_id.state"; start "$A"
+after "$A" "$PORT" "state file deleted while stopped" "$ISSUED"
 fi
 
 # --- 6. a stale state file put back, CHECKPOINT, kill -9 --------------------------------
@@ -185,45 +218,81 @@ q "$A" "$PORT" -c "SELECT count(*) FROM snowflake_nextval(20000000)" >/dev/null
 ISSUED=$(q "$A" "$PORT" -c "SELECT last_id FROM snowflake_stats()")
 put_state "$BASE/stale.state" "$A"
 q "$A" "$PORT" -c "CHECKPOINT"
-sleep 1   # the worker logs the reservation again once the checkpoint passed it
 kill9 "$A"
 setclock "-1h"; start "$A"
 [ "$(q "$A" "$PORT" -c "SELECT snowflake_nextval() > $ISSUED")" = t ] || die "6: an ID at or below $ISSUED after the crash"
+empty_after "$A" "$PORT" "stale file, checkpoint, crash" "$ISSUED"
 log "   stale file, checkpoint, crash: the next ID is above $ISSUED"
 fi
 
 # --- 7. a garbage state file, accepted -------------------------------------------------
 if want 7; then
 log "7. a garbage state file accepted, clock 1 h behind"
-KEY=$(q "$A" "$PORT" -c "SELECT max(id) FROM keys")
+ISSUED=$(q "$A" "$PORT" -c "SELECT last_id FROM snowflake_stats()")
 cluster_stop "$A"; echo garbage | as_pg tee "$A/data/snowflake_id.state" >/dev/null
 start "$A"
 out=$(q "$A" "$PORT" -c "SELECT snowflake_nextval()" 2>&1) && die "7: minted with a garbage state file"
 res=$(q "$A" "$PORT" -c "SELECT snowflake_accept_configuration()" 2>&1)
-[[ "$res" != *"no floor but the clock"* ]] || die "7: the keys of this database were not taken as a floor: $res"
-after "$A" "$PORT" "garbage file accepted" "$KEY"
+[[ "$res" != *"no floor but the clock"* ]] || die "7: the high-water mark was not taken as a floor: $res"
+after "$A" "$PORT" "garbage file accepted" "$ISSUED"
 E=$(fresh e); init "$E" $((PORT + 6)); start "$E"
-q "$E" $((PORT + 6)) -c "CREATE EXTENSION snowflake_id"
+q "$E" $((PORT + 6)) -c "CREATE EXTENSION snowflake_id" -c "DELETE FROM snowflake_high_water"
 cluster_stop "$E"; echo garbage | as_pg tee "$E/data/snowflake_id.state" >/dev/null; start "$E"
 res=$(q "$E" $((PORT + 6)) -c "SELECT snowflake_accept_configuration()" 2>&1)
 [[ "$res" == *"WARNING:  snowflake_id: accepted with no floor but the clock"* && "$res" == *"no floor but the clock; state file"* ]] \
     || die "7: accepting with nothing to go by did not say so: $res"
-log "   with no keys, the acceptance says: no floor but the clock"
+log "   with no mark in any database, the acceptance says: no floor but the clock"
 cluster_stop "$E"
 fi
 
-# --- 8. a key more than a day ahead ------------------------------------------------------
+# --- 8. a key 10 days ahead ------------------------------------------------------------
 if want 8; then
-log "8. a key more than a day ahead is not a floor"
+log "8. a key 10 days ahead is not a floor"
 setclock "+0"
 FAR=$(q "$A" "$PORT" -c "SELECT snowflake_compose(now() + interval '10 days', 7, 0)")
 q "$A" "$PORT" -c "INSERT INTO keys (id, v) VALUES ($FAR, 0)"
 cluster_stop "$A"; start "$A"
-id=$(q "$A" "$PORT" -c "SELECT snowflake_nextval()" 2>/dev/null)
+id=$(q "$A" "$PORT" -c "SELECT snowflake_nextval()")
 [ "$id" -lt "$FAR" ] && [ "$(q "$A" "$PORT" -c "SELECT snowflake_timestamp($id) < now() + interval '1 minute'")" = t ] \
     || die "8: the key 10 days ahead raised the floor ($id)"
-grep -q "holds IDs more than a day ahead" "$A/server.log" || die "8: the key beyond the limit was not reported"
-log "   ignored and reported; new IDs follow the clock"
+[ "$(q "$A" "$PORT" -c "SELECT beyond_limit FROM snowflake_raise_floor_from_data(apply => true) WHERE relation = 'public.keys'")" = t ] \
+    || die "8: snowflake_raise_floor_from_data() did not report the key beyond its limit"
+id=$(q "$A" "$PORT" -c "SELECT snowflake_nextval()")
+[ "$(q "$A" "$PORT" -c "SELECT snowflake_timestamp($id) < now() + interval '11 minutes'")" = t ] \
+    || die "8: applying the keys raised the floor past its limit ($id)"
+log "   ignored, reported by snowflake_raise_floor_from_data(), never applied; IDs follow the clock"
+fi
+
+# --- 9. a FOR ALL TABLES publication from a server 1 h ahead ------------------------------
+if want 9; then
+log "9. a subscriber of a FOR ALL TABLES publication whose server is 1 h ahead"
+cluster_stop "$A"
+AHEAD_CLOCK="$BASE/faketime-ahead"; echo "+1h" > "$AHEAD_CLOCK"; chmod 644 "$AHEAD_CLOCK"
+setclock "+0"
+P=$(fresh p); cluster_init "$P" $((PORT + 7)) "$PRELOAD" "snowflake_id.worker_id = 9" "wal_level = logical"
+cluster_start "$P" LD_PRELOAD="$FT" FAKETIME_TIMESTAMP_FILE="$AHEAD_CLOCK" FAKETIME_NO_CACHE=1 \
+    FAKETIME_DONT_FAKE_MONOTONIC=1 || { tail -20 "$P/server.log" >&2; die "start failed in $P"; }
+S=$(fresh s); cluster_init "$S" $((PORT + 8)) "$PRELOAD" "snowflake_id.worker_id = 10"; start "$S"
+for d in "$P $((PORT + 7))" "$S $((PORT + 8))"; do
+    read -r dir port <<< "$d"
+    q "$dir" "$port" -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
+        -c "CREATE TABLE keys (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int)" >/dev/null
+done
+q "$P" $((PORT + 7)) -c "INSERT INTO keys (v) SELECT g FROM generate_series(1, 1000) g" \
+    -c "CREATE PUBLICATION everything FOR ALL TABLES" >/dev/null
+q "$S" $((PORT + 8)) -c "CREATE SUBSCRIPTION s CONNECTION 'host=$P port=$((PORT + 7)) user=postgres dbname=postgres' PUBLICATION everything" >/dev/null 2>&1
+for _ in $(seq 1 100); do
+    [ "$(q "$S" $((PORT + 8)) -c "SELECT count(*) FROM keys")" = 1000 ] \
+        && [ "$(q "$S" $((PORT + 8)) -c "SELECT count(*) FROM snowflake_high_water WHERE worker_id = 9")" -ge 1 ] && break
+    sleep 0.2
+done
+[ "$(q "$S" $((PORT + 8)) -c "SELECT count(*) FROM snowflake_high_water WHERE worker_id = 9")" -ge 1 ] \
+    || die "9: the publisher's high-water mark did not reach the subscriber"
+id=$(q "$S" $((PORT + 8)) -c "SELECT snowflake_nextval()")
+[ "$(q "$S" $((PORT + 8)) -c "SELECT snowflake_timestamp($id) < now() + interval '1 minute'")" = t ] \
+    || die "9: the publisher's mark moved the subscriber's IDs to its time ($id)"
+log "   the subscriber holds the publisher's mark and mints on its own clock ($id)"
+cluster_stop "$S"; cluster_stop "$P"
 fi
 cluster_stop "$A"
 log "toolbox: ok"

@@ -15,6 +15,9 @@
 #             stay on the clock, after a restart, and (db31b) with none
 #   S32 db32  her open session holds a TEMP table with a key default
 #   S33 db33  her open transaction holds LOCK TABLE on her key table
+#   dbm       a database she owns, with the extension: her ALTER DATABASE
+#             settings (role, read-only transactions, timeouts) must not
+#             stop the high-water writer there, nor minting elsewhere
 # Run by tests/security/run.sh; also alone: bash tests/security/high_water.sh
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
@@ -88,6 +91,15 @@ as mallory db31 -c "INSERT INTO mal.keys (id, v) VALUES ($FUTURE, 2)" >/dev/null
 [ "$(as postgres postgres -c "SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'")" = f ] \
     || die "the setup made mallory a superuser already"
 
+# dbm: her own database. Its settings apply to every session there,
+# the high-water writer's included.
+as postgres postgres -c "CREATE DATABASE dbm OWNER mallory" >/dev/null
+as postgres dbm -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" >/dev/null
+as mallory dbm -c "ALTER DATABASE dbm SET role = 'mallory'" \
+    -c "ALTER DATABASE dbm SET default_transaction_read_only = on" \
+    -c "ALTER DATABASE dbm SET statement_timeout = '1ms'" -c "ALTER DATABASE dbm SET lock_timeout = '1ms'" \
+    -c "ALTER DATABASE dbm SET search_path = mal_nowhere" >/dev/null
+
 # A restart: every database meets its first call again.
 cluster_stop "$DIR"; cluster_up "$DIR"
 
@@ -160,6 +172,27 @@ if [ -n "$id" ] && on_clock "$id"; then
     ok "S31: the server's next ID $id is on the clock"
 else
     fail S31 "the server's next ID ${id:-none} is not on the clock"
+fi
+
+# dbm: minting goes on for more than two rounds' worth (the mark runs
+# 5 s ahead), and her database holds the mark of the last ID.
+last=""
+for _ in $(seq 1 16); do
+    last=$(as bob db29 -c "SELECT snowflake_nextval()" 2>&1) || break
+    sleep 0.5
+done
+if [[ "$last" =~ ^[0-9]+$ ]]; then
+    ok "dbm: her database's settings did not stop minting ($last)"
+else
+    fail dbm "minting stopped: $last"
+fi
+held=$(PGOPTIONS="-c role=none -c statement_timeout=0 -c lock_timeout=0 -c search_path=public" \
+       as postgres dbm -c "SELECT max(mark_ms) FROM snowflake_high_water" 2>&1 || true)
+want=$(as postgres db29 -c "SELECT (extract(epoch FROM snowflake_timestamp(${last:-0})) * 1000)::bigint" 2>/dev/null || echo x)
+if [[ "$held" =~ ^[0-9]+$ && "$want" =~ ^[0-9]+$ ]] && [ "$held" -ge "$want" ]; then
+    ok "dbm: her database holds a mark above the last ID"
+else
+    fail dbm "her database holds no mark above the last ID (holds $held, needs $want)"
 fi
 
 [ ${#failed[@]} = 0 ] || die "the high-water-mark attacks got through: ${failed[*]}"

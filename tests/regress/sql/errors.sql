@@ -78,8 +78,9 @@ SELECT count(*) AS auto_conf_settings FROM pg_file_settings
  WHERE name LIKE 'snowflake\_id.%' AND sourcefile LIKE '%postgresql.auto.conf';
 
 -- Raising the floor (superuser): above an ID 100 ms ahead, every later ID
--- is above it; a negative ID is refused; the table of this database's
--- key columns that raises it at each database's first call.
+-- is above it; a negative ID is refused. snowflake_raise_floor_from_data()
+-- reports each key column (read as its owner) and applies nothing unless
+-- asked; a key beyond its 10-minute limit is reported, never applied.
 SELECT snowflake_compose(now() + interval '100 ms', 42, 0) AS ahead \gset
 SELECT snowflake_raise_floor(:ahead) = snowflake_timestamp(:ahead) AS floor_is_its_millisecond;
 SELECT snowflake_nextval() > :ahead AS above_the_floor;
@@ -88,6 +89,16 @@ SELECT snowflake_raise_floor(-1);
 CREATE TABLE floor_keys (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), n int);
 CREATE TABLE floor_unindexed (id bigint DEFAULT snowflake_nextval());
 INSERT INTO floor_keys (n) VALUES (1), (2);
-SELECT relation, column_name, largest_id = (SELECT max(id) FROM floor_keys) AS largest_is_max, beyond_limit
+SELECT relation, column_name, owner = current_user AS owner_is_me,
+       largest_id = (SELECT max(id) FROM floor_keys) AS largest_is_max, beyond_limit, error
   FROM snowflake_raise_floor_from_data() WHERE relation LIKE 'public.floor%';
+INSERT INTO floor_keys VALUES (snowflake_compose(now() + interval '1 hour', 42, 0), 3);
+SELECT relation, largest_id < (SELECT max(id) FROM floor_keys) AS below_the_far_key, beyond_limit
+  FROM snowflake_raise_floor_from_data(apply => true) WHERE relation LIKE 'public.floor%';
+SELECT snowflake_timestamp(snowflake_nextval()) < now() + interval '11 minutes' AS not_moved_by_the_far_key;
 DROP TABLE floor_keys, floor_unindexed;
+-- The high-water mark: published, and this database holds it.
+SELECT snowflake_high_water() IS NOT NULL AS has_a_mark,
+       snowflake_high_water() >= snowflake_timestamp(snowflake_nextval()) AS above_the_last_id;
+SELECT count(*) > 0 AS this_database_holds_it FROM snowflake_high_water
+ WHERE worker_id = 42 AND mark_ms >= (extract(epoch FROM snowflake_timestamp(snowflake_nextval())) * 1000)::bigint - 10000;

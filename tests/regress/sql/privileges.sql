@@ -10,7 +10,8 @@ GRANT CREATE ON SCHEMA public TO snowflake_app;
 RESET client_min_messages;
 SELECT count(*) AS public_can_execute_admin
   FROM pg_proc, aclexplode(proacl) a
- WHERE proname IN ('snowflake_accept_configuration', 'snowflake_raise_floor', 'snowflake_raise_floor_from_data')
+ WHERE proname IN ('snowflake_accept_configuration', 'snowflake_raise_floor', 'snowflake_raise_floor_from_data',
+                   'snowflake_write_high_water', 'snowflake_high_water_raise', 'snowflake_high_water_restored')
    AND a.grantee = 0;
 SET ROLE snowflake_app;
 SELECT snowflake_worker_id(snowflake_nextval()) AS worker;
@@ -25,6 +26,24 @@ SELECT snowflake_accept_configuration();
 -- Raising the floor could use up the ID space: superusers only.
 SELECT snowflake_raise_floor(snowflake_compose(now() + interval '1000 years', 0, 0));
 SELECT * FROM snowflake_raise_floor_from_data();
+-- The high-water mark: anyone reads it; only a superuser writes it, or
+-- owns anything on it.
+SELECT count(*) >= 0 AS can_read FROM snowflake_high_water;
+SELECT snowflake_high_water() IS NOT NULL AS sees_the_mark;
+INSERT INTO snowflake_high_water (worker_id, epoch_ms, worker_bits, sequence_bits, mark_ms)
+VALUES (42, 1704067200000, 10, 12, 9000000000000);
+UPDATE snowflake_high_water SET mark_ms = mark_ms + 86400000;
+DELETE FROM snowflake_high_water;
+TRUNCATE snowflake_high_water;
+BEGIN;
+LOCK TABLE snowflake_high_water IN SHARE MODE;
+ROLLBACK;
+CREATE INDEX ON snowflake_high_water (mark_ms);
+CREATE TRIGGER t BEFORE INSERT ON snowflake_high_water FOR EACH ROW EXECUTE FUNCTION snowflake_high_water_restored();
+CREATE POLICY p ON snowflake_high_water USING (true);
+CREATE RULE r AS ON INSERT TO snowflake_high_water DO INSTEAD NOTHING;
+SELECT snowflake_write_high_water();
+SELECT snowflake_high_water_raise(42, 1704067200000, 10, 12, 9000000000000);
 RESET ROLE;
 -- Nothing changed.
 SHOW snowflake_id.worker_id;
