@@ -245,12 +245,27 @@ AS 'MODULE_PATHNAME', 'snowflake_from_public_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/high_water.rs:401
+-- src/high_water.rs:425
 -- snowflake_id::high_water::snowflake_high_water
 CREATE  FUNCTION "snowflake_high_water"() RETURNS timestamp with time zone /* Option < TimestampWithTimeZone > */
 STRICT VOLATILE PARALLEL SAFE
 LANGUAGE c /* Rust */
 AS 'MODULE_PATHNAME', 'snowflake_high_water_wrapper';
+/* </end connected objects> */
+
+/* <begin connected objects> */
+-- src/high_water.rs:455
+-- snowflake_id::high_water::snowflake_high_water_raise
+CREATE  FUNCTION "snowflake_high_water_raise"(
+	"worker_id" INT, /* i32 */
+	"epoch_ms" bigint, /* i64 */
+	"worker_bits" INT, /* i32 */
+	"sequence_bits" INT, /* i32 */
+	"mark_ms" bigint /* i64 */
+) RETURNS bool /* bool */
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c /* Rust */
+AS 'MODULE_PATHNAME', 'snowflake_high_water_raise_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
@@ -2064,7 +2079,7 @@ AS 'MODULE_PATHNAME', 'snowflake_worker_id_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/high_water.rs:411
+-- src/high_water.rs:435
 -- snowflake_id::high_water::snowflake_write_high_water
 CREATE  FUNCTION "snowflake_write_high_water"() RETURNS timestamp with time zone /* Option < TimestampWithTimeZone > */
 STRICT VOLATILE PARALLEL UNSAFE
@@ -2073,9 +2088,10 @@ AS 'MODULE_PATHNAME', 'snowflake_write_high_water_wrapper';
 /* </end connected objects> */
 
 /* <begin connected objects> */
--- src/high_water.rs:426
+-- src/high_water.rs:498
 -- requires:
 --   snowflake_write_high_water
+--   snowflake_high_water_raise
 
 -- The server-wide high-water mark, one copy in every database that has
 -- the extension: see src/high_water.rs. A WAL-logged table, so that
@@ -2105,6 +2121,21 @@ REVOKE ALL ON snowflake_high_water FROM PUBLIC;
 GRANT SELECT ON snowflake_high_water TO PUBLIC;
 COMMENT ON TABLE snowflake_high_water IS
 'snowflake_id''s high-water mark: no ID of a server with this configuration is later than mark_ms (Unix ms)';
+-- A mark of this server's configuration written by anyone but its own
+-- writers (a restore of a dump, a superuser by hand) raises the generator
+-- at once, before the next round reads it: src/high_water.rs.
+CREATE FUNCTION snowflake_high_water_restored() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM @extschema@.snowflake_high_water_raise(NEW.worker_id, NEW.epoch_ms, NEW.worker_bits,
+                                                  NEW.sequence_bits, NEW.mark_ms);
+    RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION snowflake_high_water_restored() FROM PUBLIC;
+CREATE TRIGGER raise_generator AFTER INSERT OR UPDATE ON snowflake_high_water
+    FOR EACH ROW EXECUTE FUNCTION snowflake_high_water_restored();
+REVOKE ALL ON FUNCTION snowflake_high_water_raise(integer, bigint, integer, integer, bigint) FROM PUBLIC;
 -- This database carries the mark from now on, not only from the next
 -- round of the high-water-mark launcher.
 REVOKE ALL ON FUNCTION snowflake_write_high_water() FROM PUBLIC;
