@@ -495,7 +495,7 @@ BEGIN
                 cons := cons || ARRAY[[p.rel::text,
                                        'snowflake_new_nn_' || p.rel::oid || '_' ||
                                        (SELECT a2.attnum FROM pg_attribute a2 WHERE a2.attrelid = p.rel AND a2.attname = p.rel_col),
-                                       format('CHECK (%I IS NOT NULL)', p.new_col)]];
+                                       format('CHECK (%I IS NOT NULL)', p.new_col), NULL, NULL]];
             END IF;
             FOR c IN
                 SELECT k.oid, k.confrelid, k.confkey, k.confupdtype, k.confdeltype, k.confmatchtype,
@@ -517,7 +517,12 @@ BEGIN
                     CASE c.confdeltype WHEN 'a' THEN 'NO ACTION' WHEN 'r' THEN 'RESTRICT' WHEN 'c' THEN 'CASCADE'
                                        WHEN 'n' THEN 'SET NULL' ELSE 'SET DEFAULT' END,
                     CASE WHEN c.condeferrable THEN ' DEFERRABLE' || CASE WHEN c.condeferred THEN ' INITIALLY DEFERRED' ELSE '' END
-                         ELSE '' END)]];
+                         ELSE '' END),
+                    c.confrelid::regclass::text,
+                    CASE WHEN c.confrelid = $1::oid AND (SELECT a3.attname FROM pg_attribute a3
+                                                          WHERE a3.attrelid = c.confrelid AND a3.attnum = c.confkey[1]) = $2
+                         THEN @extschema@.snowflake_convert_new_name($2)
+                         ELSE (SELECT a3.attname FROM pg_attribute a3 WHERE a3.attrelid = c.confrelid AND a3.attnum = c.confkey[1]) END]];
             END LOOP;
         END LOOP;
         BEGIN
@@ -527,11 +532,36 @@ BEGIN
                 IF c.oid IS NULL OR NOT c.convalidated THEN
                     PERFORM @extschema@.snowflake_convert_cancel_autovacuum(ARRAY[con[1]::regclass::oid, $1::oid]);
                 END IF;
+                -- A foreign key is added and validated as the referencing
+                -- table's owner, who must be allowed to reference the other
+                -- table: never with the caller's rights instead.
+                IF con[4] IS NOT NULL AND (c.oid IS NULL OR NOT c.convalidated) THEN
+                    SELECT pg_get_userbyid(rc.relowner) AS owner,
+                           (SELECT ns.nspname FROM pg_class fc JOIN pg_namespace ns ON ns.oid = fc.relnamespace
+                             WHERE fc.oid = con[4]::regclass) AS nsp
+                      INTO d FROM pg_class rc WHERE rc.oid = con[1]::regclass;
+                    IF NOT (has_schema_privilege(d.owner, d.nsp, 'USAGE')
+                            AND has_column_privilege(d.owner, con[4]::regclass, con[5], 'REFERENCES')
+                            AND has_column_privilege(d.owner, con[4]::regclass, con[5], 'SELECT')) THEN
+                        RAISE EXCEPTION 'role "%", the owner of relation "%", may not reference column "%" of relation "%"',
+                                        d.owner, con[1], con[5], con[4]
+                            USING ERRCODE = 'insufficient_privilege',
+                                  DETAIL = 'The conversion adds and validates each new foreign key as the owner of the referencing table, never with the caller''s privileges.',
+                                  HINT = format('GRANT USAGE ON SCHEMA %I TO %I; GRANT SELECT, REFERENCES ON %s TO %I; then CALL the procedure again.',
+                                                d.nsp, d.owner, con[4], d.owner);
+                    END IF;
+                END IF;
+                -- As the table's owner, in a security-restricted operation:
+                -- validating plans a query over the table (and the one it
+                -- references), which evaluates the owner's index predicates
+                -- and expressions.
                 IF c.oid IS NULL THEN
-                    EXECUTE format('ALTER TABLE %s ADD CONSTRAINT %I %s NOT VALID', con[1], con[2], con[3]);
+                    PERFORM @extschema@.snowflake_convert_as_owner(con[1]::regclass,
+                                format('ALTER TABLE %s ADD CONSTRAINT %I %s NOT VALID', con[1], con[2], con[3]));
                     RETURN 'constraints';
                 ELSIF NOT c.convalidated THEN
-                    EXECUTE format('ALTER TABLE %s VALIDATE CONSTRAINT %I', con[1], con[2]);
+                    PERFORM @extschema@.snowflake_convert_as_owner(con[1]::regclass,
+                                format('ALTER TABLE %s VALIDATE CONSTRAINT %I', con[1], con[2]));
                     RETURN 'constraints';
                 END IF;
             END LOOP;
@@ -568,7 +598,10 @@ BEGIN
                   ORDER BY g.rel = g.tbl AND g.rel_col = g.col, g.rel::text, g.rel_col
         LOOP
             IF p.not_null THEN
-                EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET NOT NULL', p.rel, p.new_col);
+                -- As the owner: proving NOT NULL from the CHECK constraints
+                -- const-folds every CHECK constraint of the table.
+                PERFORM @extschema@.snowflake_convert_as_owner(p.rel,
+                            format('ALTER TABLE %s ALTER COLUMN %I SET NOT NULL', p.rel, p.new_col));
                 EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', p.rel, 'snowflake_new_nn_' || p.rel::oid || '_' || p.attnum);
             END IF;
             -- Remember what the old column's constraints and indexes are
