@@ -51,6 +51,7 @@ COMMENT ON FUNCTION snowflake_convert_sync() IS
 -- The name of the bigint column that replaces COL while converting.
 CREATE FUNCTION snowflake_convert_new_name(col name) RETURNS name
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT left(col::text, 40) || '_snowflake_new' $$;
 
 -- The columns an online conversion of TBL.COL widens, as the catalog says
@@ -698,6 +699,12 @@ COMMENT ON FUNCTION snowflake_convert_online_step(regclass, name, integer, inter
 -- after every unit of work, so it must be CALLed outside a transaction
 -- block. It stops when the indexes must be built (CONCURRENTLY, at the top
 -- level), and when the conversion is done. Running it again resumes.
+-- A procedure that commits cannot have SET search_path, so it runs with
+-- the caller's: every type, function and operator is qualified, and every
+-- constant has exactly the type of its operator's other argument (an
+-- operator of exactly (real, integer) in any schema of the path would
+-- otherwise win over pg_catalog's >(real, real)). scripts/check_sql_operators.py
+-- checks it.
 CREATE PROCEDURE snowflake_convert_online(tbl regclass, col name,
                                           batch_pages integer DEFAULT 1000,
                                           throttle real DEFAULT 0.25,
@@ -706,9 +713,9 @@ CREATE PROCEDURE snowflake_convert_online(tbl regclass, col name,
 LANGUAGE plpgsql
 AS $proc$
 DECLARE
-    r        text;
-    retries  integer := 0;
-    t0       timestamptz;
+    r        pg_catalog.text;
+    retries  pg_catalog.int4 := 0;
+    t0       pg_catalog.timestamptz;
 BEGIN
     IF tbl IS NULL OR col IS NULL OR batch_pages IS NULL OR throttle IS NULL OR lock_wait IS NULL OR max_retries IS NULL THEN
         RAISE EXCEPTION 'the arguments of snowflake_convert_online must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -717,24 +724,27 @@ BEGIN
         t0 := pg_catalog.clock_timestamp();
         r := @extschema@.snowflake_convert_online_step(tbl, col, batch_pages, lock_wait);
         COMMIT;
-        IF r = 'retry' THEN
-            retries := retries + 1;
-            IF retries > max_retries THEN
+        IF r OPERATOR(pg_catalog.=) 'retry'::pg_catalog.text THEN
+            retries := retries OPERATOR(pg_catalog.+) 1::pg_catalog.int4;
+            IF retries OPERATOR(pg_catalog.>) max_retries THEN
                 RAISE EXCEPTION 'could not lock the tables of column "%" of relation "%" within % after % attempts', col, tbl, lock_wait, max_retries
                     USING ERRCODE = 'lock_not_available',
                           HINT = 'A long-running transaction holds a conflicting lock: see pg_locks. CALL the procedure again to resume.';
             END IF;
-            PERFORM pg_catalog.pg_sleep(0.05 + pg_catalog.random() * 0.2);
+            PERFORM pg_catalog.pg_sleep(0.05::pg_catalog.float8 OPERATOR(pg_catalog.+)
+                                        (pg_catalog.random() OPERATOR(pg_catalog.*) 0.2::pg_catalog.float8));
             CONTINUE;
         END IF;
-        retries := 0;
-        EXIT WHEN r IN ('indexes', 'done');
+        retries := 0::pg_catalog.int4;
+        EXIT WHEN r OPERATOR(pg_catalog.=) 'indexes'::pg_catalog.text OR r OPERATOR(pg_catalog.=) 'done'::pg_catalog.text;
         -- Throttle the back-fill: rest a share of the time each batch took.
-        IF r = 'backfill' AND throttle > 0 THEN
-            PERFORM pg_catalog.pg_sleep(extract(epoch FROM pg_catalog.clock_timestamp() - t0)::double precision * throttle);
+        IF r OPERATOR(pg_catalog.=) 'backfill'::pg_catalog.text AND throttle OPERATOR(pg_catalog.>) 0::pg_catalog.float4 THEN
+            PERFORM pg_catalog.pg_sleep(pg_catalog.date_part('epoch'::pg_catalog.text,
+                                            pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) t0)
+                                        OPERATOR(pg_catalog.*) throttle::pg_catalog.float8);
         END IF;
     END LOOP;
-    IF r = 'indexes' THEN
+    IF r OPERATOR(pg_catalog.=) 'indexes'::pg_catalog.text THEN
         RAISE NOTICE 'the back-fill of column "%" of relation "%" is done; its indexes must be built now', col, tbl
             USING HINT = pg_catalog.format('In psql, run SELECT @extschema@.snowflake_convert_online_indexes(%L, %L) \gexec and then CALL @extschema@.snowflake_convert_online(%L, %L) again.',
                                            tbl, col, tbl, col);

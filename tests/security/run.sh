@@ -66,7 +66,7 @@ write_public_keys "$DIR/data" "1:$PUBLIC_KEY"
 cluster_up "$DIR" RUST_BACKTRACE=1
 section "$HERE/setup.sql" "$DIR" "$PORT"
 [ ${#failed[@]} = 0 ] || die "the security layer's setup failed"
-for s in progress owner_code collisions surface public_keys fk_validate hostile_install; do
+for s in progress owner_code collisions surface public_keys fk_validate hostile_install hostile_online; do
     section "$HERE/$s.sql" "$DIR" "$PORT"
 done
 
