@@ -6,6 +6,7 @@
 -- to it, and whether any value lies beyond it. Every name is qualified.
 -- src/floor.rs leaves out the tables that src/sql/floor_citus_tables.sql
 -- lists (by relid).
+-- check_sql_operators: search_path pinned by src/floor.rs (as_owner::with_role)
 SELECT c.oid::pg_catalog.regclass::pg_catalog.text AS relation,
        a.attname::pg_catalog.text AS column_name,
        pg_catalog.format('SELECT pg_catalog.max(%I) FROM %s WHERE %I OPERATOR(pg_catalog.<=) $1',
