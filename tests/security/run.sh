@@ -17,6 +17,14 @@
 #   public_keys.sql  no role but a superuser reads the key of public IDs
 #                    (server files by every function and COPY, settings,
 #                    EXPLAIN VERBOSE, error messages)
+#   fk_validate.sql  issue 39 F1: the online conversion's foreign-key
+#                    validation and SET NOT NULL run the owner's index
+#                    predicates and CHECK constraints as the owner
+#   hostile_install.sql, hostile_online.sql  issue 39 F3 and F2: exact-typed
+#                    operators planted (hostile_ops.sql) before CREATE
+#                    EXTENSION, before an upgrade from 0.7.0, and before
+#                    every step of the online conversion never run as
+#                    another role (each in its own database, hostile_db.sql)
 # Here: the mark file that mallory's code writes when it runs as a
 # superuser must never appear; PGOPTIONS cannot set snowflake_id.*; with
 # RUST_BACKTRACE=1 in the server's environment, a cancelled
