@@ -16,9 +16,19 @@
 ALTER ROLE mallory NOSUPERUSER;
 \c - mallory
 -- The payload: as a superuser, make mallory one and write the mark file.
+-- Whoever it runs as, it tries to write the conversion's progress (its
+-- write flag must be closed while her code runs) and notes a success.
+CREATE TABLE mal.wrote_progress (who name, what text);
+GRANT INSERT ON mal.wrote_progress TO PUBLIC;
 CREATE FUNCTION mal.escalate(what text) RETURNS void
 LANGUAGE plpgsql VOLATILE AS $esc$
 BEGIN
+    BEGIN
+        UPDATE public.snowflake_convert_progress SET updated_at = updated_at;
+        INSERT INTO mal.wrote_progress VALUES (current_user, what);
+    EXCEPTION WHEN insufficient_privilege THEN
+        NULL;
+    END;
     IF (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user) THEN
         EXECUTE 'ALTER ROLE mallory SUPERUSER';
         EXECUTE pg_catalog.format('COPY (SELECT %L) TO PROGRAM %L', what || ' ran as ' || current_user,
@@ -58,6 +68,9 @@ SELECT sectest.check(convalidated, 'mal.child''s new foreign key is validated')
   FROM pg_constraint WHERE conrelid = 'mal.child'::regclass AND contype = 'f';
 SELECT sectest.check(NOT rolsuper, 'F1: validating mal.child''s foreign key did not make mallory a superuser')
   FROM pg_roles WHERE rolname = 'mallory';
+SELECT sectest.check(count(*) = 0, 'F1: mallory''s code could not write the conversion''s progress: '
+                                   || coalesce(string_agg(who || ' in ' || what, ', '), ''))
+  FROM mal.wrote_progress;
 SELECT sectest.check(coalesce(pg_read_file(c.mark, 0, 100000, true), '') !~ 'F1 ',
                      'F1: mallory''s partial-index predicate never ran as a superuser')
   FROM sectest.config c;
