@@ -17,6 +17,10 @@
  *   cast exactly: recreated here, they no longer use an operator that a
  *   role with CREATE in the extension's schema placed there before the
  *   install or this upgrade.
+ * - The online conversion's first step, when a lock was not granted in
+ *   time, left its progress rows behind, and the retry back-filled
+ *   columns that had been rolled back; it now forgets them and prepares
+ *   again (in snowflake_convert_online_step_body()).
  * The functions after the generated-from line are generated from the
  * files under src/sql; statements written by hand come before it.
  */
@@ -256,6 +260,11 @@ BEGIN
                  WHERE g.tbl = $1 AND g.col = $2 AND g.rel = rel_rec.rel;
             END LOOP;
         EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+            -- Every column and trigger added above is rolled back: forget
+            -- the rows recorded before them too, so that the retry
+            -- prepares again rather than back-filling columns that are not
+            -- there.
+            DELETE FROM @extschema@.snowflake_convert_progress g WHERE g.tbl = $1 AND g.col = $2;
             RETURN 'retry';
         END;
         RETURN 'backfill';

@@ -437,6 +437,11 @@ BEGIN
                  WHERE g.tbl = $1 AND g.col = $2 AND g.rel = rel_rec.rel;
             END LOOP;
         EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+            -- Every column and trigger added above is rolled back: forget
+            -- the rows recorded before them too, so that the retry
+            -- prepares again rather than back-filling columns that are not
+            -- there.
+            DELETE FROM @extschema@.snowflake_convert_progress g WHERE g.tbl = $1 AND g.col = $2;
             RETURN 'retry';
         END;
         RETURN 'backfill';
