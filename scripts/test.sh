@@ -2,6 +2,7 @@
 # Command 2: the whole test suite, every layer, from a fresh clone.
 #   1. lint: cargo fmt --check, cargo clippy (both crates), shellcheck,
 #      the module graph, links and recipes in the docs, the install script,
+#      operators a hostile schema could capture (check_sql_operators.py),
 #      the Citus source lookup (tests/lint/citus_source.sh)
 #   2. unit tests of the pure core (fake clock, multithreaded stress)
 #   3. #[pg_test]s inside a server with the library preloaded
@@ -58,6 +59,9 @@ if has lint; then
     [ -z "$unguarded" ] || die "upgrade scripts without the \\echo ... \\quit guard: $unguarded"
     # An upgrade script's copy of src/sql/*.sql is generated, never edited.
     python3 "$ROOT/scripts/upgrade_script.py" --check || die "an upgrade script differs from its sources"
+    # No operator in SQL bound at install or run with the caller's
+    # search_path that a hostile schema could capture (issue 39, F2/F3).
+    python3 "$ROOT/scripts/check_sql_operators.py" || die "SQL with operators a schema in search_path could capture"
     mapfile -t shell_scripts < <(git -C "$ROOT" ls-files '*.sh')
     (cd "$ROOT" && shellcheck -x -S warning "${shell_scripts[@]}") \
         || die "shellcheck found problems in the scripts above"

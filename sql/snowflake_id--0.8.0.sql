@@ -933,9 +933,17 @@ CREATE TABLE snowflake_convert_progress (
 );
 SELECT pg_catalog.pg_extension_config_dump('snowflake_convert_progress', '');
 ALTER TABLE snowflake_convert_progress ENABLE ROW LEVEL SECURITY;
+-- The operators of a policy or a view are bound when it is created, with
+-- the search_path of CREATE EXTENSION (or of the upgrade): its schema,
+-- where a role allowed to create there may have put an operator of
+-- exactly the argument types used here (oid = regclass has none in
+-- pg_catalog). So every operator is pg_catalog's, named, and every
+-- argument has exactly its type; scripts/check_sql_operators.py checks it.
 CREATE POLICY owner_only ON snowflake_convert_progress
     USING (pg_catalog.pg_has_role(current_user,
-               (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = tbl), 'USAGE'));
+               (SELECT c.relowner FROM pg_catalog.pg_class c
+                 WHERE c.oid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid),
+               'USAGE'::pg_catalog.text));
 GRANT SELECT, INSERT, UPDATE, DELETE ON snowflake_convert_progress TO PUBLIC;
 COMMENT ON TABLE snowflake_convert_progress IS
 'Progress of snowflake_convert_online(): one row per column being widened';
@@ -943,7 +951,9 @@ COMMENT ON TABLE snowflake_convert_progress IS
 CREATE VIEW snowflake_convert_status WITH (security_invoker = true) AS
 SELECT p.tbl AS "table", p.col AS "column", p.rel AS relation, p.rel_col AS relation_column,
        p.phase, p.pages_done, p.pages_total,
-       round(100.0 * p.pages_done / greatest(p.pages_total, 1), 1) AS percent_done,
+       pg_catalog.round((100.0::pg_catalog.numeric OPERATOR(pg_catalog.*) p.pages_done::pg_catalog.numeric)
+                        OPERATOR(pg_catalog./) greatest(p.pages_total, 1::pg_catalog.int8)::pg_catalog.numeric,
+                        1::pg_catalog.int4) AS percent_done,
        p.rows_done, p.batches, p.started_at, p.updated_at
   FROM snowflake_convert_progress p;
 COMMENT ON VIEW snowflake_convert_status IS
@@ -1012,6 +1022,7 @@ COMMENT ON FUNCTION snowflake_convert_sync() IS
 -- The name of the bigint column that replaces COL while converting.
 CREATE FUNCTION snowflake_convert_new_name(col name) RETURNS name
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
 AS $$ SELECT left(col::text, 40) || '_snowflake_new' $$;
 
 -- The columns an online conversion of TBL.COL widens, as the catalog says
@@ -1397,6 +1408,11 @@ BEGIN
                  WHERE g.tbl = $1 AND g.col = $2 AND g.rel = rel_rec.rel;
             END LOOP;
         EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
+            -- Every column and trigger added above is rolled back: forget
+            -- the rows recorded before them too, so that the retry
+            -- prepares again rather than back-filling columns that are not
+            -- there.
+            DELETE FROM @extschema@.snowflake_convert_progress g WHERE g.tbl = $1 AND g.col = $2;
             RETURN 'retry';
         END;
         RETURN 'backfill';
@@ -1456,7 +1472,7 @@ BEGIN
                 cons := cons || ARRAY[[p.rel::text,
                                        'snowflake_new_nn_' || p.rel::oid || '_' ||
                                        (SELECT a2.attnum FROM pg_attribute a2 WHERE a2.attrelid = p.rel AND a2.attname = p.rel_col),
-                                       format('CHECK (%I IS NOT NULL)', p.new_col)]];
+                                       format('CHECK (%I IS NOT NULL)', p.new_col), NULL, NULL]];
             END IF;
             FOR c IN
                 SELECT k.oid, k.confrelid, k.confkey, k.confupdtype, k.confdeltype, k.confmatchtype,
@@ -1478,7 +1494,12 @@ BEGIN
                     CASE c.confdeltype WHEN 'a' THEN 'NO ACTION' WHEN 'r' THEN 'RESTRICT' WHEN 'c' THEN 'CASCADE'
                                        WHEN 'n' THEN 'SET NULL' ELSE 'SET DEFAULT' END,
                     CASE WHEN c.condeferrable THEN ' DEFERRABLE' || CASE WHEN c.condeferred THEN ' INITIALLY DEFERRED' ELSE '' END
-                         ELSE '' END)]];
+                         ELSE '' END),
+                    c.confrelid::regclass::text,
+                    CASE WHEN c.confrelid = $1::oid AND (SELECT a3.attname FROM pg_attribute a3
+                                                          WHERE a3.attrelid = c.confrelid AND a3.attnum = c.confkey[1]) = $2
+                         THEN @extschema@.snowflake_convert_new_name($2)
+                         ELSE (SELECT a3.attname FROM pg_attribute a3 WHERE a3.attrelid = c.confrelid AND a3.attnum = c.confkey[1]) END]];
             END LOOP;
         END LOOP;
         BEGIN
@@ -1488,11 +1509,36 @@ BEGIN
                 IF c.oid IS NULL OR NOT c.convalidated THEN
                     PERFORM @extschema@.snowflake_convert_cancel_autovacuum(ARRAY[con[1]::regclass::oid, $1::oid]);
                 END IF;
+                -- A foreign key is added and validated as the referencing
+                -- table's owner, who must be allowed to reference the other
+                -- table: never with the caller's rights instead.
+                IF con[4] IS NOT NULL AND (c.oid IS NULL OR NOT c.convalidated) THEN
+                    SELECT pg_get_userbyid(rc.relowner) AS owner,
+                           (SELECT ns.nspname FROM pg_class fc JOIN pg_namespace ns ON ns.oid = fc.relnamespace
+                             WHERE fc.oid = con[4]::regclass) AS nsp
+                      INTO d FROM pg_class rc WHERE rc.oid = con[1]::regclass;
+                    IF NOT (has_schema_privilege(d.owner, d.nsp, 'USAGE')
+                            AND has_column_privilege(d.owner, con[4]::regclass, con[5], 'REFERENCES')
+                            AND has_column_privilege(d.owner, con[4]::regclass, con[5], 'SELECT')) THEN
+                        RAISE EXCEPTION 'role "%", the owner of relation "%", may not reference column "%" of relation "%"',
+                                        d.owner, con[1], con[5], con[4]
+                            USING ERRCODE = 'insufficient_privilege',
+                                  DETAIL = 'The conversion adds and validates each new foreign key as the owner of the referencing table, never with the caller''s privileges.',
+                                  HINT = format('GRANT USAGE ON SCHEMA %I TO %I; GRANT SELECT, REFERENCES ON %s TO %I; then CALL the procedure again.',
+                                                d.nsp, d.owner, con[4], d.owner);
+                    END IF;
+                END IF;
+                -- As the table's owner, in a security-restricted operation:
+                -- validating plans a query over the table (and the one it
+                -- references), which evaluates the owner's index predicates
+                -- and expressions.
                 IF c.oid IS NULL THEN
-                    EXECUTE format('ALTER TABLE %s ADD CONSTRAINT %I %s NOT VALID', con[1], con[2], con[3]);
+                    PERFORM @extschema@.snowflake_convert_as_owner(con[1]::regclass,
+                                format('ALTER TABLE %s ADD CONSTRAINT %I %s NOT VALID', con[1], con[2], con[3]));
                     RETURN 'constraints';
                 ELSIF NOT c.convalidated THEN
-                    EXECUTE format('ALTER TABLE %s VALIDATE CONSTRAINT %I', con[1], con[2]);
+                    PERFORM @extschema@.snowflake_convert_as_owner(con[1]::regclass,
+                                format('ALTER TABLE %s VALIDATE CONSTRAINT %I', con[1], con[2]));
                     RETURN 'constraints';
                 END IF;
             END LOOP;
@@ -1529,7 +1575,10 @@ BEGIN
                   ORDER BY g.rel = g.tbl AND g.rel_col = g.col, g.rel::text, g.rel_col
         LOOP
             IF p.not_null THEN
-                EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET NOT NULL', p.rel, p.new_col);
+                -- As the owner: proving NOT NULL from the CHECK constraints
+                -- const-folds every CHECK constraint of the table.
+                PERFORM @extschema@.snowflake_convert_as_owner(p.rel,
+                            format('ALTER TABLE %s ALTER COLUMN %I SET NOT NULL', p.rel, p.new_col));
                 EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', p.rel, 'snowflake_new_nn_' || p.rel::oid || '_' || p.attnum);
             END IF;
             -- Remember what the old column's constraints and indexes are
@@ -1626,6 +1675,12 @@ COMMENT ON FUNCTION snowflake_convert_online_step(regclass, name, integer, inter
 -- after every unit of work, so it must be CALLed outside a transaction
 -- block. It stops when the indexes must be built (CONCURRENTLY, at the top
 -- level), and when the conversion is done. Running it again resumes.
+-- A procedure that commits cannot have SET search_path, so it runs with
+-- the caller's: every type, function and operator is qualified, and every
+-- constant has exactly the type of its operator's other argument (an
+-- operator of exactly (real, integer) in any schema of the path would
+-- otherwise win over pg_catalog's >(real, real)). scripts/check_sql_operators.py
+-- checks it.
 CREATE PROCEDURE snowflake_convert_online(tbl regclass, col name,
                                           batch_pages integer DEFAULT 1000,
                                           throttle real DEFAULT 0.25,
@@ -1634,9 +1689,9 @@ CREATE PROCEDURE snowflake_convert_online(tbl regclass, col name,
 LANGUAGE plpgsql
 AS $proc$
 DECLARE
-    r        text;
-    retries  integer := 0;
-    t0       timestamptz;
+    r        pg_catalog.text;
+    retries  pg_catalog.int4 := 0;
+    t0       pg_catalog.timestamptz;
 BEGIN
     IF tbl IS NULL OR col IS NULL OR batch_pages IS NULL OR throttle IS NULL OR lock_wait IS NULL OR max_retries IS NULL THEN
         RAISE EXCEPTION 'the arguments of snowflake_convert_online must not be null' USING ERRCODE = 'null_value_not_allowed';
@@ -1645,24 +1700,27 @@ BEGIN
         t0 := pg_catalog.clock_timestamp();
         r := @extschema@.snowflake_convert_online_step(tbl, col, batch_pages, lock_wait);
         COMMIT;
-        IF r = 'retry' THEN
-            retries := retries + 1;
-            IF retries > max_retries THEN
+        IF r OPERATOR(pg_catalog.=) 'retry'::pg_catalog.text THEN
+            retries := retries OPERATOR(pg_catalog.+) 1::pg_catalog.int4;
+            IF retries OPERATOR(pg_catalog.>) max_retries THEN
                 RAISE EXCEPTION 'could not lock the tables of column "%" of relation "%" within % after % attempts', col, tbl, lock_wait, max_retries
                     USING ERRCODE = 'lock_not_available',
                           HINT = 'A long-running transaction holds a conflicting lock: see pg_locks. CALL the procedure again to resume.';
             END IF;
-            PERFORM pg_catalog.pg_sleep(0.05 + pg_catalog.random() * 0.2);
+            PERFORM pg_catalog.pg_sleep(0.05::pg_catalog.float8 OPERATOR(pg_catalog.+)
+                                        (pg_catalog.random() OPERATOR(pg_catalog.*) 0.2::pg_catalog.float8));
             CONTINUE;
         END IF;
-        retries := 0;
-        EXIT WHEN r IN ('indexes', 'done');
+        retries := 0::pg_catalog.int4;
+        EXIT WHEN r OPERATOR(pg_catalog.=) 'indexes'::pg_catalog.text OR r OPERATOR(pg_catalog.=) 'done'::pg_catalog.text;
         -- Throttle the back-fill: rest a share of the time each batch took.
-        IF r = 'backfill' AND throttle > 0 THEN
-            PERFORM pg_catalog.pg_sleep(extract(epoch FROM pg_catalog.clock_timestamp() - t0)::double precision * throttle);
+        IF r OPERATOR(pg_catalog.=) 'backfill'::pg_catalog.text AND throttle OPERATOR(pg_catalog.>) 0::pg_catalog.float4 THEN
+            PERFORM pg_catalog.pg_sleep(pg_catalog.date_part('epoch'::pg_catalog.text,
+                                            pg_catalog.clock_timestamp() OPERATOR(pg_catalog.-) t0)
+                                        OPERATOR(pg_catalog.*) throttle::pg_catalog.float8);
         END IF;
     END LOOP;
-    IF r = 'indexes' THEN
+    IF r OPERATOR(pg_catalog.=) 'indexes'::pg_catalog.text THEN
         RAISE NOTICE 'the back-fill of column "%" of relation "%" is done; its indexes must be built now', col, tbl
             USING HINT = pg_catalog.format('In psql, run SELECT @extschema@.snowflake_convert_online_indexes(%L, %L) \gexec and then CALL @extschema@.snowflake_convert_online(%L, %L) again.',
                                            tbl, col, tbl, col);

@@ -26,9 +26,17 @@ CREATE TABLE snowflake_convert_progress (
 );
 SELECT pg_catalog.pg_extension_config_dump('snowflake_convert_progress', '');
 ALTER TABLE snowflake_convert_progress ENABLE ROW LEVEL SECURITY;
+-- The operators of a policy or a view are bound when it is created, with
+-- the search_path of CREATE EXTENSION (or of the upgrade): its schema,
+-- where a role allowed to create there may have put an operator of
+-- exactly the argument types used here (oid = regclass has none in
+-- pg_catalog). So every operator is pg_catalog's, named, and every
+-- argument has exactly its type; scripts/check_sql_operators.py checks it.
 CREATE POLICY owner_only ON snowflake_convert_progress
     USING (pg_catalog.pg_has_role(current_user,
-               (SELECT c.relowner FROM pg_catalog.pg_class c WHERE c.oid = tbl), 'USAGE'));
+               (SELECT c.relowner FROM pg_catalog.pg_class c
+                 WHERE c.oid OPERATOR(pg_catalog.=) tbl::pg_catalog.oid),
+               'USAGE'::pg_catalog.text));
 GRANT SELECT, INSERT, UPDATE, DELETE ON snowflake_convert_progress TO PUBLIC;
 COMMENT ON TABLE snowflake_convert_progress IS
 'Progress of snowflake_convert_online(): one row per column being widened';
@@ -36,7 +44,9 @@ COMMENT ON TABLE snowflake_convert_progress IS
 CREATE VIEW snowflake_convert_status WITH (security_invoker = true) AS
 SELECT p.tbl AS "table", p.col AS "column", p.rel AS relation, p.rel_col AS relation_column,
        p.phase, p.pages_done, p.pages_total,
-       round(100.0 * p.pages_done / greatest(p.pages_total, 1), 1) AS percent_done,
+       pg_catalog.round((100.0::pg_catalog.numeric OPERATOR(pg_catalog.*) p.pages_done::pg_catalog.numeric)
+                        OPERATOR(pg_catalog./) greatest(p.pages_total, 1::pg_catalog.int8)::pg_catalog.numeric,
+                        1::pg_catalog.int4) AS percent_done,
        p.rows_done, p.batches, p.started_at, p.updated_at
   FROM snowflake_convert_progress p;
 COMMENT ON VIEW snowflake_convert_status IS

@@ -3,7 +3,8 @@
 # SNOWFLAKE_CONVERT_ROWS rows (10M on PostgreSQL 18, 300,000 on the other
 # majors) referenced by two tables
 # (one tenth of that each), while pgbench inserts (an order with an item
-# and a payment), updates, deletes and reads the whole time:
+# and a payment), updates, deletes and reads the whole time; first, on a
+# small pair of tables, a first step that must retry for a lock:
 #  - the procedure is killed (pg_terminate_backend) in the middle of the
 #    back-fill, and the next run resumes from the recorded page;
 #  - the rest is the documented recipe, tests/integration/convert_online.sql;
@@ -55,6 +56,32 @@ ALTER TABLE orders RESET (autovacuum_enabled);
 VACUUM ANALYZE orders, order_items, payments;
 SQL
 log "loaded in $(( $(date +%s) - t0 )) s: $(q -At -c "SELECT pg_size_pretty(pg_total_relation_size('orders'))") of orders"
+# --- 0. a lock that makes the first step wait, on a small pair of tables ----------------
+# The prepare step adds a column to each table; another session's lock on
+# the referencing one makes it time out after the key's column is added
+# (rolled back) and retry: the retry must prepare again from scratch.
+q -c "CREATE TABLE lk (id serial PRIMARY KEY)" \
+  -c "CREATE TABLE lk_ref (id serial PRIMARY KEY, r int NOT NULL REFERENCES lk)" \
+  -c "INSERT INTO lk SELECT FROM generate_series(1, 1000)" -c "INSERT INTO lk_ref (r) SELECT id FROM lk"
+q -c "BEGIN" -c "LOCK TABLE lk_ref IN ACCESS SHARE MODE" -c "SELECT pg_sleep(2)" -c "COMMIT" >/dev/null &
+locker=$!
+for ((i = 0; i < 500; i++)); do
+    [ "$(q -At -c "SELECT count(*) FROM pg_locks WHERE relation = 'lk_ref'::regclass AND granted")" -gt 0 ] && break
+    sleep 0.01
+done
+q -c "CALL snowflake_convert_online('lk', 'id', lock_wait => '10ms', max_retries => 100000)" > "$BASE/lock.out" 2>&1 \
+    || { cat "$BASE/lock.out" >&2; die "the conversion of lk failed while lk_ref was locked"; }
+wait "$locker"
+q > "$BASE/lock2.out" 2>&1 <<'SQL' || { cat "$BASE/lock2.out" >&2; die "the conversion of lk did not finish after its retries"; }
+SELECT snowflake_convert_online_indexes('lk', 'id') \gexec
+CALL snowflake_convert_online('lk', 'id');
+SQL
+[ "$(q -At -c "SELECT string_agg(format_type(atttypid, atttypmod), ',' ORDER BY attrelid::regclass::text)
+               FROM pg_attribute WHERE (attrelid, attname) IN (('lk'::regclass, 'id'), ('lk_ref'::regclass, 'r'))")" = "bigint,bigint" ] \
+    && [ "$(q -At -c "SELECT count(*) FROM lk_ref JOIN lk ON lk.id = lk_ref.r")" = 1000 ] \
+    || die "lk and lk_ref were not converted intact after the prepare step retried"
+log "a lock held during the first step: it retried, and the conversion of lk is intact"
+
 MAXITEM=$(q -At -c "SELECT max(id) FROM order_items")
 MAXPAY=$(q -At -c "SELECT max(id) FROM payments")
 sums() {

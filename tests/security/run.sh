@@ -20,6 +20,14 @@
 #   public_keys.sql  no role but a superuser reads the key of public IDs
 #                    (server files by every function and COPY, settings,
 #                    EXPLAIN VERBOSE, error messages)
+#   fk_validate.sql  issue 39 F1: the online conversion's foreign-key
+#                    validation and SET NOT NULL run the owner's index
+#                    predicates and CHECK constraints as the owner
+#   hostile_install.sql, hostile_online.sql  issue 39 F3 and F2: exact-typed
+#                    operators planted (hostile_ops.sql) before CREATE
+#                    EXTENSION, before an upgrade from 0.7.0, and before
+#                    every step of the online conversion never run as
+#                    another role (each in its own database, hostile_db.sql)
 # Here: the mark file that mallory's code writes when it runs as a
 # superuser must never appear; PGOPTIONS cannot set snowflake_id.*; with
 # RUST_BACKTRACE=1 in the server's environment, a cancelled
@@ -45,7 +53,7 @@ failed=()
 # psql_as FILE DIR PORT: run one section; its output goes to BASE/NAME.out.
 section() {
     local file="$1" dir="$2" port="$3" name; name=$(basename "$file" .sql)
-    if PGHOST="$dir" PGPORT="$port" PGUSER=postgres PGDATABASE=postgres \
+    if PGHOST="$dir" PGPORT="$port" PGUSER=postgres PGDATABASE=postgres PSQL="$(pgbin)/psql" \
         "$(pgbin)/psql" -X -q -v ON_ERROR_STOP=1 -v mark="$MARK" -f "$file" >"$BASE/$name.out" 2>&1; then
         log "security: $name: ok ($(grep -c '^ *ok: \| 42[0-9A-Z]\{3\}: \| 5[57][0-9A-Z]\{3\}: ' "$BASE/$name.out" || true) checks)"
     else
@@ -56,13 +64,20 @@ section() {
 }
 
 PUBLIC_KEY=2b7e151628aed2a6abf7158809cf4f3cef4359d8d580aa4f7f036d6f04fc6a94
+# hostile_install.sql installs the released 0.7.0 and upgrades it: its
+# install script and the upgrade scripts go next to this build's own
+# (which stays as cargo pgrx install wrote it).
+EXTDIR="$("$PG_CONFIG" --sharedir)/extension"
+for f in "$ROOT"/sql/snowflake_id--0.7.0.sql "$ROOT"/sql/snowflake_id--*--*.sql; do
+    $SUDO cp "$f" "$EXTDIR/"
+done
 cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 11" \
     "log_statement = 'all'" "log_min_messages = debug1"
 write_public_keys "$DIR/data" "1:$PUBLIC_KEY"
 cluster_up "$DIR" RUST_BACKTRACE=1
 section "$HERE/setup.sql" "$DIR" "$PORT"
 [ ${#failed[@]} = 0 ] || die "the security layer's setup failed"
-for s in progress owner_code collisions surface public_keys; do
+for s in progress owner_code collisions surface public_keys fk_validate hostile_install hostile_online; do
     section "$HERE/$s.sql" "$DIR" "$PORT"
 done
 

@@ -13,7 +13,6 @@ SELECT sectest.check(count(*) = 0, 'every SQL and PL/pgSQL function pins search_
   JOIN pg_language l ON l.oid = p.prolang
  WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'snowflake_id')
    AND l.lanname IN ('sql', 'plpgsql') AND p.prokind = 'f'
-   AND p.proname <> 'snowflake_convert_new_name'   -- IMMUTABLE, reads no object: left(), ||
    AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false);
 
 -- Non-owners: 42501 from every conversion function, before anything.

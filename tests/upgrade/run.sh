@@ -55,6 +55,14 @@ catalog() {  # the extension's functions as \df+ would show them, plus ACL and c
           JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e'
           JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'snowflake_id'
          ORDER BY c.oid::regclass::text COLLATE \"C\""
+    # ... and the row-level security policies on its tables.
+    pq "$DIR" "$PORT" -d "$1" -At -c "
+        SELECT pol.polrelid::regclass::text, pol.polname, pol.polcmd, pol.polpermissive, pol.polroles::text,
+               pg_get_expr(pol.polqual, pol.polrelid), pg_get_expr(pol.polwithcheck, pol.polrelid)
+          FROM pg_policy pol
+          JOIN pg_depend d ON d.classid = 'pg_class'::regclass AND d.objid = pol.polrelid AND d.deptype = 'e'
+          JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'snowflake_id'
+         ORDER BY 1, 2"
 }
 
 pq "$DIR" "$PORT" -c "CREATE DATABASE fresh"
