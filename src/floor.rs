@@ -233,6 +233,7 @@ pub fn snowflake_raise_floor(id: i64) -> TimestampWithTimeZone {
 /// Read (and with `apply`, raise the floor above) this database's keys:
 /// see the module documentation.
 #[pg_extern(volatile, parallel_unsafe)]
+#[allow(clippy::type_complexity)]
 pub fn snowflake_raise_floor_from_data(
     apply: default!(bool, false),
 ) -> TableIterator<

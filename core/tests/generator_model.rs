@@ -557,7 +557,7 @@ impl Clock for SteppedSystemClock {
                 r.set(r.get() + 1);
                 r.get()
             });
-            if n % 4 == 0 {
+            if n.is_multiple_of(4) {
                 let seen = ticket.load(Ordering::SeqCst);
                 for _ in 0..200 {
                     std::thread::yield_now();
