@@ -119,7 +119,7 @@ for v in "${VERSIONS[@]}"; do
             rm -f "$ROOT/.run/skipped"
             bash "$t"
             if [ -f "$ROOT/.run/skipped" ]; then
-                SUMMARY+=("PG $PG_MAJOR integration $(basename "$t"): SKIPPED ($(cat "$ROOT/.run/skipped"))")
+                SUMMARY+=("PG $PG_MAJOR integration $(basename "$t"): skipped ($(cat "$ROOT/.run/skipped"))")
             else
                 SUMMARY+=("PG $PG_MAJOR integration $(basename "$t"): ok")
             fi

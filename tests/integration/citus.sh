@@ -34,8 +34,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 if [ "$PG_MAJOR" != 18 ]; then
-    log "citus: skipped on PostgreSQL $PG_MAJOR (the Citus layer runs on 18)"
-    exit 0
+    skip_test "runs on 18"
 fi
 if ! ensure_citus; then
     mkdir -p "$ROOT/.run" && printf "%s\n" "$CITUS_WHY" > "$ROOT/.run/skipped"

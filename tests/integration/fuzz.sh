@@ -12,8 +12,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 if [ "$PG_MAJOR" != 18 ]; then
-    log "fuzz: skipped on PostgreSQL $PG_MAJOR (sqlsmith runs on 18)"
-    exit 0
+    skip_test "runs on 18"
 fi
 command -v sqlsmith >/dev/null || die "sqlsmith is not installed (apt install sqlsmith)"
 SECS=${SNOWFLAKE_FUZZ_SECONDS:-180}

@@ -12,8 +12,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 if [ "$PG_MAJOR" != 15 ]; then
-    log "partman: skipped on PostgreSQL $PG_MAJOR (Debian packages pg_partman for 15)"
-    exit 0
+    skip_test "runs on 15: Debian packages pg_partman for its own PostgreSQL"
 fi
 [ -f "$("$PG_CONFIG" --sharedir)/extension/pg_partman.control" ] \
     || die "pg_partman is not installed for PostgreSQL 15 (apt install postgresql-15-partman)"

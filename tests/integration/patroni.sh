@@ -20,8 +20,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 if [ "$PG_MAJOR" != 15 ]; then
-    log "patroni: skipped on PostgreSQL $PG_MAJOR (the Patroni test runs on Debian's 15)"
-    exit 0
+    skip_test "runs on 15"
 fi
 apt_ensure patroni etcd-server
 FT=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1

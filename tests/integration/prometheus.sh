@@ -13,8 +13,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 if [ "$PG_MAJOR" != 15 ]; then
-    log "prometheus: skipped on PostgreSQL $PG_MAJOR (the monitoring test runs on 15)"
-    exit 0
+    skip_test "runs on 15"
 fi
 apt_ensure prometheus prometheus-postgres-exporter
 CONTRIB="$ROOT/contrib/prometheus"
