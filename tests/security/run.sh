@@ -17,6 +17,10 @@
 #   public_keys.sql  no role but a superuser reads the key of public IDs
 #                    (server files by every function and COPY, settings,
 #                    EXPLAIN VERBOSE, error messages)
+#   fleet.sql        the fleet check reads only servers owned by a superuser
+#                    (or by the non-superuser caller): mallory's server with
+#                    a mapping for PUBLIC as postgres never makes her
+#                    SUPERUSER; pg_monitor runs it, seeing only SQLSTATEs
 # Here: the mark file that mallory's code writes when it runs as a
 # superuser must never appear; PGOPTIONS cannot set snowflake_id.*; with
 # RUST_BACKTRACE=1 in the server's environment, a cancelled
@@ -43,7 +47,8 @@ failed=()
 section() {
     local file="$1" dir="$2" port="$3" name; name=$(basename "$file" .sql)
     if PGHOST="$dir" PGPORT="$port" PGUSER=postgres PGDATABASE=postgres \
-        "$(pgbin)/psql" -X -q -v ON_ERROR_STOP=1 -v mark="$MARK" -f "$file" >"$BASE/$name.out" 2>&1; then
+        "$(pgbin)/psql" -X -q -v ON_ERROR_STOP=1 -v mark="$MARK" \
+        -v pghost="$dir" -v pgport="$port" -f "$file" >"$BASE/$name.out" 2>&1; then
         log "security: $name: ok ($(grep -c '^ *ok: \| 42[0-9A-Z]\{3\}: \| 5[57][0-9A-Z]\{3\}: ' "$BASE/$name.out" || true) checks)"
     else
         tail -5 "$BASE/$name.out" >&2
@@ -59,7 +64,7 @@ write_public_keys "$DIR/data" "1:$PUBLIC_KEY"
 cluster_up "$DIR" RUST_BACKTRACE=1
 section "$HERE/setup.sql" "$DIR" "$PORT"
 [ ${#failed[@]} = 0 ] || die "the security layer's setup failed"
-for s in progress owner_code collisions surface public_keys; do
+for s in progress owner_code collisions surface public_keys fleet; do
     section "$HERE/$s.sql" "$DIR" "$PORT"
 done
 
