@@ -7,6 +7,7 @@
 //! | `worker_bits`   | postmaster | 10                       |
 //! | `sequence_bits` | postmaster | 12                       |
 //! | `max_lead`      | sighup     | 1000 ms                  |
+//! | `bulk_lead_share` | sighup   | 50 (%)                   |
 //!
 //! None of them can be set per session, per role or per database: SIGHUP
 //! and POSTMASTER parameters are only read from the configuration files.
@@ -42,13 +43,17 @@ pub static WORKER_BITS: GucSetting<i32> =
 pub static SEQUENCE_BITS: GucSetting<i32> =
     GucSetting::<i32>::new(Layout::DEFAULT_SEQUENCE_BITS as i32);
 pub static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+/// The share of `max_lead`, in percent, that one `snowflake_nextval(count)`
+/// call may take ahead of the clock.
+pub static BULK_LEAD_SHARE: GucSetting<i32> = GucSetting::<i32>::new(50);
 
-const NAMES: [&CStr; 5] = [
+const NAMES: [&CStr; 6] = [
     c"snowflake_id.worker_id",
     c"snowflake_id.epoch",
     c"snowflake_id.worker_bits",
     c"snowflake_id.sequence_bits",
     c"snowflake_id.max_lead",
+    c"snowflake_id.bulk_lead_share",
 ];
 
 /// The value a parameter had in the configuration before we defined it
@@ -184,6 +189,16 @@ pub fn define(preloading: bool) -> Vec<String> {
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
+    GucRegistry::define_int_guc(
+        c"snowflake_id.bulk_lead_share",
+        c"Share of max_lead, in percent, that one snowflake_nextval(count) call may take.",
+        c"A bulk call takes IDs at most this share of snowflake_id.max_lead ahead of the clock, then waits for the clock, so that the rest of the lead stays free for every other caller. 100 lets one call take the whole lead.",
+        &BULK_LEAD_SHARE,
+        1,
+        100,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
 
     // An unknown snowflake_id.* setting is an error.
     // SAFETY: plain C call with a static string.
@@ -220,6 +235,8 @@ fn keeps_configured_value(name: &CStr, configured: &str) -> bool {
         (&WORKER_BITS, 0)
     } else if name == c"snowflake_id.sequence_bits" {
         (&SEQUENCE_BITS, 0)
+    } else if name == c"snowflake_id.bulk_lead_share" {
+        (&BULK_LEAD_SHARE, 0)
     } else {
         (&MAX_LEAD_MS, pg_sys::GUC_UNIT_MS as i32)
     };
@@ -322,6 +339,12 @@ pub fn worker_id() -> Option<u64> {
 #[inline(always)]
 pub fn max_lead_ms() -> u64 {
     int_guc(&MAX_LEAD_MS).max(0) as u64
+}
+
+/// How far ahead of the clock one `snowflake_nextval(count)` call may
+/// take IDs: `bulk_lead_share` percent of `max_lead_ms`, rounded down.
+pub fn bulk_lead_ms(max_lead_ms: u64) -> u64 {
+    max_lead_ms * int_guc(&BULK_LEAD_SHARE).clamp(1, 100) as u64 / 100
 }
 
 /// Set PostgreSQL's setting `name` to `value` for this backend at a new

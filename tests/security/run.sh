@@ -26,7 +26,8 @@
 # RUST_BACKTRACE=1 in the server's environment, a cancelled
 # snowflake_nextval(count) sends no backtrace to the client (it goes to the
 # server log); no log line holds the key of public IDs, with
-# log_statement = 'all'. Every section runs even if an earlier one failed, so that a
+# log_statement = 'all'; a bulk snowflake_nextval(count) leaves the rest
+# of the lead to single-ID callers (no back-pressure wait for them). Every section runs even if an earlier one failed, so that a
 # run against an older version shows each attack that gets through.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
@@ -103,6 +104,64 @@ elif ! grep -q "snowflake_id: Rust backtrace" "$DIR/server.log"; then
 else
     log "security: a cancelled call's backtrace went to the server log only"
 fi
+
+# A bulk call leaves part of the lead to everyone else (issue 39, F7). In
+# 0.7.0 mallory's one snowflake_nextval(100000000) took the whole
+# max_lead for as long as it ran, and every other caller slept on
+# back-pressure. Now one snowflake_nextval(count) call takes IDs only up to
+# snowflake_id.bulk_lead_share of max_lead ahead of the clock (50 % of
+# 1 s here), so while it runs, alice's 200 single-ID statements never
+# reach the lead bound: no back-pressure wait is counted while they run,
+# and none of her IDs is further ahead of the clock than the share. Her
+# statements' time, with and without the bulk call, is reported, never
+# asserted.
+psql_as() { local who="$1"; shift; "$(pgbin)/psql" -X -q -h "$DIR" -p "$PORT" -U "$who" -d postgres -At -v ON_ERROR_STOP=1 "$@"; }
+stat() { psql_as postgres -c "SELECT $1 FROM snowflake_stats()"; }
+singles() {  # alice's 200 single-ID statements: each ID's lead over the clock read after it, in ms
+    for _ in $(seq 200); do
+        echo "SELECT round(extract(epoch FROM snowflake_timestamp(snowflake_nextval()) - clock_timestamp()) * 1000);"
+    done | psql_as alice
+}
+ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+bulk_ok=1
+out=$(psql_as mallory -c "SET snowflake_id.bulk_lead_share = 100" 2>&1 || true)
+if [[ "$out" != *"cannot be changed now"* ]]; then
+    bulk_ok=0; log "security: FAILED: mallory's SET snowflake_id.bulk_lead_share was not refused as a server setting: $out"
+fi
+share=$(psql_as postgres -c "SELECT coalesce(current_setting('snowflake_id.bulk_lead_share', true), '50')")
+max_lead=$(stat max_lead_ms)
+t=$(date +%s%N); singles >/dev/null; alone=$(ms_since "$t")
+psql_as mallory -c "SET statement_timeout = '120s'" -c "SELECT count(*) FROM snowflake_nextval(100000000)" \
+    >"$BASE/bulk.out" 2>&1 &
+BULK=$!
+for _ in $(seq 100); do   # until the bulk call runs ahead of the clock
+    lead=$(stat "coalesce(lead_ms, 0)::int")
+    [ "$lead" -ge 100 ] && break
+    sleep 0.1
+done
+pid=$(psql_as postgres -c "SELECT pid FROM pg_stat_activity WHERE usename = 'mallory' AND state = 'active'
+                             AND query LIKE '%snowflake_nextval(100000000)%'")
+w0=$(stat backpressure_waits)
+t=$(date +%s%N); leads=$(singles); beside=$(ms_since "$t")
+w1=$(stat backpressure_waits)
+running=$(psql_as postgres -c "SELECT count(*) FROM pg_stat_activity WHERE pid = ${pid:-0} AND state = 'active'")
+[ -n "$pid" ] && psql_as postgres -c "SELECT pg_cancel_backend($pid)" >/dev/null
+wait "$BULK" || true
+furthest=$(printf '%s\n' "$leads" | sort -n | tail -1)
+log "security: alice's 200 statements took $alone ms alone and $beside ms beside mallory's bulk call" \
+    "(ratio $(awk -v a="$alone" -v b="$beside" 'BEGIN {printf "%.1f", b / (a > 0 ? a : 1)}')," \
+    "reported only); her IDs ran at most $furthest ms ahead (share $share % of $max_lead ms);" \
+    "back-pressure waits while they ran: $((w1 - w0))"
+if [ -z "$pid" ] || [ "$running" != 1 ]; then
+    bulk_ok=0; log "security: FAILED: the bulk call was not running throughout alice's statements (pid '${pid}'): $(cat "$BASE/bulk.out")"
+fi
+if [ $((w1 - w0)) != 0 ]; then
+    bulk_ok=0; log "security: FAILED: $((w1 - w0)) back-pressure wait(s) while alice's statements ran beside a bulk call"
+fi
+if [ "$furthest" -gt $((max_lead * share / 100 + 5)) ]; then
+    bulk_ok=0; log "security: FAILED: alice's IDs ran $furthest ms ahead of the clock: the bulk call took more than its share"
+fi
+[ "$bulk_ok" = 1 ] || failed+=("bulk-share")
 
 # A server whose synchronous standby never answers.
 cluster_init "$SYNC" $((PORT + 1)) "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 12" \
