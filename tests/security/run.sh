@@ -27,7 +27,10 @@
 # snowflake_nextval(count) sends no backtrace to the client (it goes to the
 # server log); no log line holds the key of public IDs, with
 # log_statement = 'all'; a bulk snowflake_nextval(count) leaves the rest
-# of the lead to single-ID callers (no back-pressure wait for them). Every section runs even if an earlier one failed, so that a
+# of the lead to single-ID callers (no back-pressure wait for them); on a
+# third server, where a REPLICATION role and pg_write_server_files reach
+# the keys of public IDs, and that snowflake_id.public_keys_file keeps
+# them out of their reach. Every section runs even if an earlier one failed, so that a
 # run against an older version shows each attack that gets through.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
@@ -36,7 +39,7 @@ BASE=$(state_dir "$ROOT/.run/security" security)
 PORT=${SNOWFLAKE_SECURITY_PORT:-55880}
 DIR="$BASE/main" SYNC="$BASE/sync"
 MARK="$BASE/pwned-by-mallory"
-cleanup() { cluster_stop "$DIR"; cluster_stop "$SYNC"; }
+cleanup() { cluster_stop "$DIR"; cluster_stop "$SYNC"; cluster_stop "$BASE/keys"; }
 trap cleanup EXIT
 mkdir -p "$DIR" "$SYNC"
 if is_root; then chown postgres:postgres "$DIR" "$SYNC"; fi
@@ -162,6 +165,86 @@ if [ "$furthest" -gt $((max_lead * share / 100 + 5)) ]; then
     bulk_ok=0; log "security: FAILED: alice's IDs ran $furthest ms ahead of the clock: the bulk call took more than its share"
 fi
 [ "$bulk_ok" = 1 ] || failed+=("bulk-share")
+
+# The keys of public IDs and the roles PostgreSQL gives the data
+# directory (issue 39, F8), on a server of their own. With the keys in the
+# data directory (the default), a REPLICATION role's base backup holds them
+# and a member of pg_write_server_files replaces them: both shown here, and
+# documented in docs/security.md. With snowflake_id.public_keys_file
+# naming a file outside the data directory that the server may read but not
+# write, the base backup holds no key, the member of pg_write_server_files
+# can neither replace that file nor make the server use one she wrote into
+# the data directory, and a plain role can neither read nor set the
+# setting (it is read at server start only).
+KEYS="$BASE/keys" KEYDIR="$BASE/keydir" KPORT=$((PORT + 2))
+keys_ok=1
+keyfail() { keys_ok=0; log "security: FAILED: $*"; }
+kq() { local who="$1"; shift; "$(pgbin)/psql" -X -q -h "$KEYS" -p "$KPORT" -U "$who" -d postgres -At -v ON_ERROR_STOP=1 "$@"; }
+public42() { kq mallory -c "SELECT snowflake_to_public(42, 'orders')" 2>&1 || true; }
+holds_key() { grep -rlqi "$PUBLIC_KEY" "$1"; }
+basebackup() {
+    rm -rf "$BASE/backup"
+    as_pg "$(pgbin)/pg_basebackup" -h "$KEYS" -p "$KPORT" -U repl -D "$BASE/backup" -X none -c fast >/dev/null 2>&1 \
+        || keyfail "pg_basebackup as a REPLICATION role failed"
+}
+mkdir -p "$KEYS"; if is_root; then chown postgres:postgres "$KEYS"; fi
+cluster_init "$KEYS" "$KPORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 13"
+write_public_keys "$KEYS/data" "1:$PUBLIC_KEY"
+cluster_up "$KEYS"
+kq postgres -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
+    -c "CREATE ROLE mallory LOGIN" -c "CREATE ROLE repl LOGIN REPLICATION" \
+    -c "CREATE ROLE writer LOGIN IN ROLE pg_write_server_files" >/dev/null
+want=$(public42)
+# 1. In the data directory.
+basebackup
+if holds_key "$BASE/backup"; then
+    log "security: keys in the data directory: a REPLICATION role's base backup holds them (documented)"
+else
+    keyfail "the base backup of a REPLICATION role holds no key, but docs/security.md says it does"
+fi
+kq writer -c "COPY (SELECT '1:' || repeat('ab', 32)) TO '$KEYS/data/snowflake_id.public_keys'" >/dev/null \
+    || keyfail "a member of pg_write_server_files could not write into the data directory"
+if [ "$(public42)" != "$want" ]; then
+    log "security: keys in the data directory: a member of pg_write_server_files replaced them (documented)"
+else
+    keyfail "pg_write_server_files did not replace the keys in the data directory, but docs/security.md says it can"
+fi
+# 2. Outside the data directory, readable but not writable by the server.
+cluster_stop "$KEYS"
+if [ -d "$KEYDIR" ]; then chmod -R u+w "$KEYDIR"; rm -rf "$KEYDIR"; fi
+mkdir -p "$KEYDIR"
+printf '1:%s\n' "$PUBLIC_KEY" > "$KEYDIR/public_keys"
+if is_root; then
+    chown root:postgres "$KEYDIR" "$KEYDIR/public_keys"; chmod 750 "$KEYDIR"; chmod 640 "$KEYDIR/public_keys"
+else
+    chmod 500 "$KEYDIR"; chmod 400 "$KEYDIR/public_keys"
+fi
+as_pg rm -f "$KEYS/data/snowflake_id.public_keys"
+echo "snowflake_id.public_keys_file = '$KEYDIR/public_keys'" | as_pg tee -a "$KEYS/data/postgresql.conf" >/dev/null
+cluster_up "$KEYS"
+got=$(public42)
+[ "$got" = "$want" ] || keyfail "public IDs do not use the keys of snowflake_id.public_keys_file: $got"
+basebackup
+if holds_key "$BASE/backup"; then
+    keyfail "with the keys outside the data directory, a REPLICATION role's base backup still holds them"
+fi
+out=$(kq writer -c "COPY (SELECT '1:' || repeat('ab', 32)) TO '$KEYDIR/public_keys'" 2>&1) \
+    && keyfail "a member of pg_write_server_files replaced the keys outside the data directory"
+grep -q "Permission denied" <<< "$out" || keyfail "writing the keys file was refused, but not by the file system: $out"
+kq writer -c "COPY (SELECT '1:' || repeat('ab', 32)) TO '$KEYS/data/snowflake_id.public_keys'" >/dev/null \
+    || keyfail "a member of pg_write_server_files could not write into the data directory"
+got=$(public42)
+[ "$got" = "$want" ] || keyfail "a keys file written into the data directory replaced the configured one: $got"
+out=$(kq mallory -c "SHOW snowflake_id.public_keys_file" 2>&1) && keyfail "a plain role reads snowflake_id.public_keys_file: $out"
+out=$(kq mallory -c "SET snowflake_id.public_keys_file = '/tmp/mine'" 2>&1) || true
+[[ "$out" == *"cannot be changed without restarting the server"* ]] \
+    || keyfail "SET snowflake_id.public_keys_file was not refused as a server-start setting: $out"
+cluster_stop "$KEYS"
+if [ "$keys_ok" = 1 ]; then
+    log "security: with snowflake_id.public_keys_file outside the data directory: no key in a base backup, pg_write_server_files cannot replace it, a plain role can neither read nor set it"
+else
+    failed+=("public-keys-file")
+fi
 
 # A server whose synchronous standby never answers.
 cluster_init "$SYNC" $((PORT + 1)) "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 12" \
