@@ -25,7 +25,7 @@ use crate::decode::unix_ms_to_timestamptz as tstz;
 /// | `sequence_overflows` | times a millisecond's sequence ran out and the next millisecond was borrowed |
 /// | `clock_steps_back` | backward steps of the wall clock detected |
 /// | `largest_step_back_ms` | the largest of them |
-/// | `backpressure_waits` | sleeps because IDs were `max_lead` ahead of the clock |
+/// | `backpressure_waits` | sleeps because IDs were `max_lead` ahead of the clock (not a `snowflake_nextval(count)` call waiting at its `bulk_lead_share`) |
 /// | `reservation_waits` | calls that had to wait for the reservation to be extended |
 /// | `reservations_written` | durable reservation writes (each an fsync of the state file and a flushed WAL record) |
 /// | `state` | `ok`, `worker_id unset`, `standby: in recovery`, or why generation is disabled |

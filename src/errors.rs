@@ -71,6 +71,17 @@ pub fn invalid_layout(msg: &str) -> ! {
     )
 }
 
+/// A configured `snowflake_id.*` value that its definition rejected: the
+/// server refuses to start rather than use the default.
+pub fn invalid_setting(msg: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        msg.to_string(),
+        None,
+        Some("Fix the value in postgresql.conf (or ALTER SYSTEM's postgresql.auto.conf) and restart the server: the server would otherwise use the default."),
+    )
+}
+
 pub fn generation_blocked(msg: String, detail: String) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
@@ -142,40 +153,40 @@ pub fn lastval_undefined() -> ! {
     )
 }
 
-pub fn no_public_keys() -> ! {
+/// No key: `file` names the keys file as messages show it (see
+/// `public_ids::keys_file`), never its full path.
+pub fn no_public_keys(file: &str) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "no key for public IDs is configured",
-        Some("The file \"snowflake_id.public_keys\" of the data directory does not exist or holds no key.".into()),
+        Some(format!("The file {file} does not exist or holds no key.")),
         Some("Write a line VERSION:KEY to it, with a key of 64 hexadecimal digits (1:$(openssl rand -hex 32)), as the server's OS user with mode 0600; see docs/design.md."),
     )
 }
 
 /// The keys file is malformed; `why` names the entry, never its key.
-pub fn bad_public_keys(path: &str, why: &str) -> ! {
+pub fn bad_public_keys(file: &str, why: &str) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "the keys of public IDs are invalid",
-        Some(format!("In \"{path}\" of the data directory, {why}.")),
+        Some(format!("In {file}, {why}.")),
         Some("Each entry is VERSION:KEY, a version from 0 to 31 and 64 hexadecimal digits, one per line."),
     )
 }
 
-pub fn public_keys_unreadable(path: &str, why: &str) -> ! {
+pub fn public_keys_unreadable(file: &str, why: &str) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_IO_ERROR,
-        format!("could not read the keys of public IDs \"{path}\" of the data directory: {why}"),
+        format!("could not read the keys of public IDs {file}: {why}"),
         None,
         Some("The file must be readable by the server's OS user."),
     )
 }
 
-pub fn public_keys_exposed(path: &str) -> ! {
+pub fn public_keys_exposed(file: &str) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        format!(
-            "the keys of public IDs \"{path}\" of the data directory are readable by every OS user"
-        ),
+        format!("the keys of public IDs {file} are readable by every OS user"),
         None,
         Some("Make the file readable by the server's OS user only: chmod 600."),
     )

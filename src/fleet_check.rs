@@ -5,9 +5,11 @@
 //!
 //! It reads `snowflake_node` on this server, on every other node of a
 //! Citus cluster (through `run_command_on_all_nodes`), and on every
-//! postgres_fdw foreign server with a user mapping (through a temporary
-//! foreign table), in the caller's transaction and with the caller's
-//! rights. It is PL/pgSQL (`src/sql/fleet_check.sql`): catalog lookups
+//! postgres_fdw foreign server owned by a superuser that has a user
+//! mapping (through a temporary foreign table), in the caller's
+//! transaction and with the caller's rights. Superusers and members of
+//! `pg_monitor` may run it (they may read `snowflake_node`); other roles
+//! get 42501. It is PL/pgSQL (`src/sql/fleet_check.sql`): catalog lookups
 //! and remote queries, nothing on a hot path.
 //!
 //! ## `snowflake_fleet_check(max_clock_skew interval DEFAULT '1 second', servers name[] DEFAULT NULL)`
@@ -24,8 +26,20 @@
 //! --  dup  |         1 |             1.2 | worker_id 1 is also used by s1
 //! ```
 //!
-//! `servers` limits the postgres_fdw servers read (all of them when
-//! NULL); a server that cannot be read is reported, not skipped.
+//! `servers` limits the postgres_fdw servers read (all those owned by a
+//! superuser when NULL); a server that cannot be read is reported, not
+//! skipped. A server's owner decides where a connection through it goes
+//! and as which user, and postgres_fdw asks a superuser for no password:
+//! so only servers owned by a superuser are read, and, for a caller who is
+//! not one, servers owned by a role whose privileges it has. Naming any
+//! other is refused before anything is read (42501). Only a server's
+//! owner sees the message of a remote error; other callers see its
+//! SQLSTATE. See docs/security.md, "The fleet check's foreign servers".
+//!
+//! ```sql
+//! -- As a monitoring role (pg_monitor, USAGE on s1 and s2, a user mapping):
+//! SELECT node, problem FROM snowflake_fleet_check(servers => ARRAY['s1', 's2']::name[]);
+//! ```
 //!
 //! ## `snowflake_node`
 //!

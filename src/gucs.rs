@@ -7,9 +7,15 @@
 //! | `worker_bits`   | postmaster | 10                       |
 //! | `sequence_bits` | postmaster | 12                       |
 //! | `max_lead`      | sighup     | 1000 ms                  |
+//! | `bulk_lead_share` | sighup   | 50 (%)                   |
+//! | `public_keys_file` | postmaster, superuser only | empty: `$PGDATA/snowflake_id.public_keys` |
 //!
 //! None of them can be set per session, per role or per database: SIGHUP
 //! and POSTMASTER parameters are only read from the configuration files.
+//! `public_keys_file` is shown only to superusers and members of
+//! `pg_read_all_settings` (where the keys of public IDs are is nobody
+//! else's business), and like the layout it is a SIGHUP parameter when the
+//! library is not preloaded.
 //!
 //! The layout parameters are validated once per process and cached; being
 //! POSTMASTER parameters they cannot change while the process lives.
@@ -42,13 +48,21 @@ pub static WORKER_BITS: GucSetting<i32> =
 pub static SEQUENCE_BITS: GucSetting<i32> =
     GucSetting::<i32>::new(Layout::DEFAULT_SEQUENCE_BITS as i32);
 pub static MAX_LEAD_MS: GucSetting<i32> = GucSetting::<i32>::new(1000);
+/// The share of `max_lead`, in percent, that one `snowflake_nextval(count)`
+/// call may take ahead of the clock.
+pub static BULK_LEAD_SHARE: GucSetting<i32> = GucSetting::<i32>::new(50);
+/// The file with the keys of public IDs, an absolute path outside the data
+/// directory; empty (the default): `$PGDATA/snowflake_id.public_keys`.
+pub static PUBLIC_KEYS_FILE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
-const NAMES: [&CStr; 5] = [
+const NAMES: [&CStr; 7] = [
     c"snowflake_id.worker_id",
     c"snowflake_id.epoch",
     c"snowflake_id.worker_bits",
     c"snowflake_id.sequence_bits",
     c"snowflake_id.max_lead",
+    c"snowflake_id.bulk_lead_share",
+    c"snowflake_id.public_keys_file",
 ];
 
 /// The value a parameter had in the configuration before we defined it
@@ -89,6 +103,44 @@ unsafe extern "C-unwind" fn check_epoch(
             false
         }
     }
+}
+
+/// `public_keys_file`: empty, or an absolute path outside the data
+/// directory (where every base backup would copy it).
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn check_public_keys_file(
+    newval: *mut *mut std::ffi::c_char,
+    _extra: *mut *mut std::ffi::c_void,
+    _source: pg_sys::GucSource::Type,
+) -> bool {
+    // SAFETY: PostgreSQL passes a valid pointer to a (possibly NULL) string.
+    let value = unsafe {
+        (*newval)
+            .as_ref()
+            .map(|p| CStr::from_ptr(p).to_string_lossy().into_owned())
+    };
+    let Some(value) = value.filter(|v| !v.is_empty()) else {
+        return true;
+    };
+    let path = std::path::Path::new(&value);
+    if !path.is_absolute() {
+        set_check_detail("the file of the keys of public IDs must be named by an absolute path");
+        return false;
+    }
+    // SAFETY: DataDir is NULL or a valid string (set before the
+    // configuration file is read, in the postmaster and every backend).
+    let data_dir = unsafe {
+        (!pg_sys::DataDir.is_null()).then(|| {
+            CStr::from_ptr(pg_sys::DataDir)
+                .to_string_lossy()
+                .into_owned()
+        })
+    };
+    if data_dir.is_some_and(|d| path.starts_with(d)) {
+        set_check_detail("it is inside the data directory, where every base backup copies it; name a file outside it");
+        return false;
+    }
+    true
 }
 
 /// Report `msg` as the DETAIL of a rejected value, as a capitalised sentence.
@@ -184,6 +236,31 @@ pub fn define(preloading: bool) -> Vec<String> {
         GucContext::Sighup,
         GucFlags::UNIT_MS,
     );
+    GucRegistry::define_int_guc(
+        c"snowflake_id.bulk_lead_share",
+        c"Share of max_lead, in percent, that one snowflake_nextval(count) call may take.",
+        c"A bulk call takes IDs at most this share of snowflake_id.max_lead ahead of the clock, then waits for the clock, so that the rest of the lead stays free for every other caller. 100 lets one call take the whole lead.",
+        &BULK_LEAD_SHARE,
+        1,
+        100,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+
+    // SAFETY: check_public_keys_file is #[pg_guard]ed.
+    unsafe {
+        GucRegistry::define_string_guc_with_hooks(
+            c"snowflake_id.public_keys_file",
+            c"File with the keys of public IDs, outside the data directory.",
+            c"Set at server start, to an absolute path outside the data directory that the server's OS user can read (and, best, not write). Empty: the file snowflake_id.public_keys of the data directory, which base backups copy.",
+            &PUBLIC_KEYS_FILE,
+            layout_context(),
+            GucFlags::SUPERUSER_ONLY,
+            Some(check_public_keys_file),
+            None,
+            None,
+        );
+    }
 
     // An unknown snowflake_id.* setting is an error.
     // SAFETY: plain C call with a static string.
@@ -207,6 +284,9 @@ pub fn define(preloading: bool) -> Vec<String> {
 /// Did the defined parameter take the configured value? (If PostgreSQL
 /// rejected it, the parameter holds its default instead.)
 fn keeps_configured_value(name: &CStr, configured: &str) -> bool {
+    if name == c"snowflake_id.public_keys_file" {
+        return public_keys_file().unwrap_or_default().as_os_str() == configured;
+    }
     if name == c"snowflake_id.epoch" {
         let now = EPOCH.get().map(|c| c.to_string_lossy().into_owned());
         return match (parse_epoch(configured), now.as_deref().map(parse_epoch)) {
@@ -220,6 +300,8 @@ fn keeps_configured_value(name: &CStr, configured: &str) -> bool {
         (&WORKER_BITS, 0)
     } else if name == c"snowflake_id.sequence_bits" {
         (&SEQUENCE_BITS, 0)
+    } else if name == c"snowflake_id.bulk_lead_share" {
+        (&BULK_LEAD_SHARE, 0)
     } else {
         (&MAX_LEAD_MS, pg_sys::GUC_UNIT_MS as i32)
     };
@@ -322,6 +404,22 @@ pub fn worker_id() -> Option<u64> {
 #[inline(always)]
 pub fn max_lead_ms() -> u64 {
     int_guc(&MAX_LEAD_MS).max(0) as u64
+}
+
+/// The file of the keys of public IDs that `snowflake_id.public_keys_file`
+/// names, or `None` for the default, `$PGDATA/snowflake_id.public_keys`.
+pub fn public_keys_file() -> Option<std::path::PathBuf> {
+    PUBLIC_KEYS_FILE
+        .get()
+        .map(|c| c.to_string_lossy().into_owned())
+        .filter(|s| !s.is_empty())
+        .map(std::path::PathBuf::from)
+}
+
+/// How far ahead of the clock one `snowflake_nextval(count)` call may
+/// take IDs: `bulk_lead_share` percent of `max_lead_ms`, rounded down.
+pub fn bulk_lead_ms(max_lead_ms: u64) -> u64 {
+    max_lead_ms * int_guc(&BULK_LEAD_SHARE).clamp(1, 100) as u64 / 100
 }
 
 /// Set PostgreSQL's setting `name` to `value` for this backend at a new

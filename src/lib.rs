@@ -70,9 +70,10 @@ pub extern "C-unwind" fn _PG_init() {
         return;
     }
     // In the postmaster: refuse to start with a configuration that would
-    // mint IDs with a layout or worker id the operator did not ask for.
+    // mint IDs with a layout or worker id the operator did not ask for, or
+    // read the keys of public IDs from another file.
     if let Some(p) = problems.first() {
-        errors::invalid_layout(p);
+        errors::invalid_setting(p);
     }
     // Validate and freeze the layout in the postmaster; every backend
     // inherits it.

@@ -83,10 +83,13 @@ pub const MAX_COUNT: i64 = i32::MAX as i64;
 /// `count` calls of `snowflake_nextval()` could return, increasing, but
 /// taken from the shared generator as whole blocks, each with one
 /// compare-and-swap, instead of one ID per call. A block is as large as
-/// the lead bound (`snowflake_id.max_lead`) allows: up to 4096 IDs per
-/// millisecond of lead with the default layout, so with the default 1 s a
-/// million IDs are one block. Larger requests wait for the clock like
-/// `snowflake_nextval()` does.
+/// the call's share of the lead allows: IDs at most
+/// `snowflake_id.bulk_lead_share` (default 50 %) of `snowflake_id.max_lead`
+/// ahead of the clock, up to 4096 IDs per millisecond of it with the
+/// default layout, so with the default 1 s two million IDs are one block.
+/// Larger requests wait for the clock; the rest of the lead stays free for
+/// every other caller, so a bulk load never makes single-ID callers sleep
+/// (its own waits are not counted in `snowflake_stats().backpressure_waits`).
 ///
 /// `count` is a `bigint`, so that drivers that bind a 64-bit integer
 /// (Rust's sqlx, diesel and tokio-postgres, Go's pgx) call it directly; an
@@ -111,13 +114,14 @@ pub fn snowflake_nextval_bulk(count: i64) -> SetOfIterator<'static, i64> {
         errors::count_too_large(count, MAX_COUNT);
     }
     let (state, cfg) = generator();
+    let share_ms = gucs::bulk_lead_ms(cfg.max_lead_ms);
     let mut blocks: Vec<Block> = Vec::new();
     let mut left = count as u64;
     let mut ev = Events::default();
     let mut failure = None;
     while left > 0 {
         match until_issued(state, &cfg, || {
-            state.try_next_block(&cfg, &SystemClock, &mut ev, left)
+            state.try_next_block_within(&cfg, &SystemClock, &mut ev, left, share_ms)
         }) {
             Ok(b) => {
                 left -= b.count;

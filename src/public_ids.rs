@@ -1,21 +1,26 @@
 //! Public IDs: `snowflake_to_public` and `snowflake_from_public`, the keyed,
 //! reversible form of an ID to show users (core: `snowflake_id_core::public`).
 //!
-//! The keys are in a file of the data directory,
-//! `$PGDATA/snowflake_id.public_keys`, not in a setting: PostgreSQL logs a
-//! setting's new value when a reload changes it, and ALTER SYSTEM puts it
-//! in the statement log. Only the server's OS user and superusers (or
-//! members of pg_read_server_files) can read the file. Each backend reads
-//! it again when its modification time, size or inode changed, checked at
-//! most once per transaction, so a new file takes effect without a reload.
+//! The keys are in a file, not in a setting: PostgreSQL logs a setting's
+//! new value when a reload changes it, and ALTER SYSTEM puts it in the
+//! statement log. The file is `$PGDATA/snowflake_id.public_keys`, or the
+//! one `snowflake_id.public_keys_file` names (set at server start, an
+//! absolute path outside the data directory): a base backup, which a role
+//! with REPLICATION may take, copies every file of the data directory, and
+//! a member of pg_write_server_files may write any file the server may.
+//! Only the server's OS user and superusers (or members of
+//! pg_read_server_files) can read the file. Each backend reads it again
+//! when its modification time, size or inode changed, checked at most once
+//! per transaction, so a new file takes effect without a reload.
 
 use crate::datadir::{self, PUBLIC_KEYS_FILE};
-use crate::errors;
+use crate::{errors, gucs};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use snowflake_id_core::public::PublicKeys;
 use std::cell::RefCell;
 use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 
 /// What identifies a version of the keys file.
 #[derive(PartialEq, Eq, Clone, Copy)]
@@ -47,14 +52,34 @@ fn with_keys<T>(f: impl FnOnce(&PublicKeys) -> T) -> T {
         }
         cache.as_ref().and_then(|c| c.keys.as_ref()).map(f)
     });
-    result.unwrap_or_else(|| errors::no_public_keys())
+    result.unwrap_or_else(|| errors::no_public_keys(&keys_file().1))
+}
+
+/// The keys file, and how messages name it: never by its full path
+/// (plain roles see the messages; the setting is for superusers).
+fn keys_file() -> (PathBuf, String) {
+    match gucs::public_keys_file() {
+        Some(path) => {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (
+                path,
+                format!("\"{name}\" named by snowflake_id.public_keys_file"),
+            )
+        }
+        None => (
+            datadir::public_keys_path(),
+            format!("\"{PUBLIC_KEYS_FILE}\" of the data directory"),
+        ),
+    }
 }
 
 /// Read the keys file again if it changed since this backend last read it.
 fn refresh(cache: &mut Option<Cache>, xact_start: pg_sys::TimestampTz) {
-    let path = datadir::public_keys_path();
-    // Messages name the file relative to the data directory.
-    let shown = PUBLIC_KEYS_FILE;
+    let (path, shown) = keys_file();
+    let shown = shown.as_str();
     let meta = match std::fs::metadata(&path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -95,7 +120,9 @@ fn refresh(cache: &mut Option<Cache>, xact_start: pg_sys::TimestampTz) {
 /// The public form of `id`: 15 Crockford base32 symbols that reveal
 /// nothing about the ID (not its time, worker or sequence, nor its
 /// neighbours) without the server's key. FF1 (NIST SP 800-38G) with
-/// AES-256 under the first key of `$PGDATA/snowflake_id.public_keys`;
+/// AES-256 under the first key of `$PGDATA/snowflake_id.public_keys` (or
+/// of the file `snowflake_id.public_keys_file` names, outside the data
+/// directory);
 /// `domain` is the cipher's tweak, so that the same number gets unrelated
 /// public forms in different domains (tables). Public forms do not sort
 /// like the IDs. No key configured: 55000. STABLE (the keys can change

@@ -3,7 +3,7 @@
 
 -- What one server tells the fleet check about itself. A view, so that
 -- postgres_fdw can read it as a foreign table.
-CREATE VIEW snowflake_node AS
+CREATE OR REPLACE VIEW snowflake_node AS
 SELECT s.worker_id,
        s.epoch,
        s.timestamp_bits,
@@ -17,6 +17,10 @@ SELECT s.worker_id,
 
 COMMENT ON VIEW snowflake_node IS
 'This server''s snowflake_id worker id, layout, state and clock, as snowflake_fleet_check() reads it from every node';
+
+-- Monitoring roles read it (and so run the fleet check) without being
+-- superusers: the exporter of contrib/prometheus. Other roles get 42501.
+GRANT SELECT ON snowflake_node TO pg_monitor;
 
 CREATE FUNCTION snowflake_fleet_check(
     max_clock_skew interval DEFAULT interval '1 second',
@@ -41,6 +45,7 @@ DECLARE
     j          json;
     ft         text;
     skew_ms    double precision := extract(epoch FROM max_clock_skew) * 1000;
+    caller_su  constant boolean := (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user);
 BEGIN
     IF max_clock_skew < interval '0' THEN
         RAISE EXCEPTION 'max_clock_skew must not be negative'
@@ -90,12 +95,42 @@ BEGIN
         END LOOP;
     END IF;
 
-    -- Every postgres_fdw server (or the ones named) with a user mapping.
-    FOR r IN SELECT s.srvname
+    -- The postgres_fdw servers whose owner the caller can trust: the owner
+    -- of a server decides where a connection through it goes and, with a
+    -- user mapping for PUBLIC, as which user. postgres_fdw asks a
+    -- superuser for no password, so a server owned by anyone but a
+    -- superuser would let its owner run her code as a superuser caller
+    -- (issue 39, F4). Trusted: servers owned by a superuser, and, for a
+    -- caller who is not one, servers owned by a role whose privileges it
+    -- has (postgres_fdw makes it connect with credentials it was given).
+    -- Without names, the others are skipped; a named one is refused.
+    SELECT s.srvname, o.rolname INTO r
+      FROM pg_foreign_server s
+      JOIN pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+      JOIN pg_roles o ON o.oid = s.srvowner
+     WHERE w.fdwname = 'postgres_fdw' AND s.srvname = ANY (servers)
+       AND NOT (o.rolsuper OR (NOT caller_su AND pg_has_role(current_user, s.srvowner, 'USAGE')))
+     ORDER BY s.srvname
+     LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'permission denied to check the fleet through foreign server "%"', r.srvname
+              USING ERRCODE = 'insufficient_privilege',
+                    DETAIL = CASE WHEN caller_su
+                        THEN format('Its owner, role "%s", is not a superuser, and decides where a connection through it goes and as which user; postgres_fdw asks a superuser for no password.', r.rolname)
+                        ELSE format('Its owner, role "%s", is neither a superuser nor a role whose privileges you have.', r.rolname) END,
+                    HINT = 'Have a superuser own the servers of the fleet (ALTER SERVER ... OWNER TO), or leave this one out.';
+    END IF;
+
+    -- Every trusted postgres_fdw server (or the ones named) with a user
+    -- mapping. Only the server's owner (and superusers) see the message of
+    -- an error: it can come from any host the server names.
+    FOR r IN SELECT s.srvname, pg_has_role(current_user, s.srvowner, 'USAGE') AS owner
                FROM pg_foreign_server s
                JOIN pg_foreign_data_wrapper w ON w.oid = s.srvfdw
+               JOIN pg_roles o ON o.oid = s.srvowner
               WHERE w.fdwname = 'postgres_fdw'
                 AND (servers IS NULL OR s.srvname = ANY (servers))
+                AND (o.rolsuper OR (NOT caller_su AND pg_has_role(current_user, s.srvowner, 'USAGE')))
               ORDER BY s.srvname
     LOOP
         ft := 'snowflake_fleet_' || md5(r.srvname);
@@ -112,7 +147,9 @@ BEGIN
             EXECUTE format('DROP FOREIGN TABLE pg_temp.%I', ft);
         EXCEPTION WHEN OTHERS THEN
             INSERT INTO snowflake_fleet_nodes (node, source, error)
-            VALUES (r.srvname, 'postgres_fdw', 'cannot read snowflake_node: ' || SQLERRM);
+            VALUES (r.srvname, 'postgres_fdw',
+                    CASE WHEN r.owner THEN 'cannot read snowflake_node: ' || SQLERRM
+                         ELSE format('cannot read snowflake_node (SQLSTATE %s; the message is shown to the server''s owner)', SQLSTATE) END);
         END;
     END LOOP;
     IF servers IS NOT NULL THEN

@@ -3,7 +3,9 @@
 #  1. A custom layout (epoch 2020-01-01, 5 worker bits, 16 sequence bits)
 #     mints and decodes IDs in that layout.
 #  2. Invalid configurations refuse to start, with a clear log message:
-#     no layout or worker id is ever silently replaced by a default.
+#     no layout or worker id is ever silently replaced by a default, nor
+#     the file of the keys of public IDs (a relative path, or one inside
+#     the data directory).
 #  3. An epoch in the future: snowflake_nextval() fails with 22008.
 #  4. The burst lead bound: with max_lead = 50ms, 2M IDs in one statement
 #     end no more than ~50 ms ahead of the clock, and took at least as long
@@ -61,6 +63,11 @@ refuses 'invalid value "yesterday" for parameter "snowflake_id.epoch"' \
 refuses 'invalid value "5000" for parameter "snowflake_id.worker_id"' "snowflake_id.worker_id = 5000"
 refuses 'invalid value "40" for parameter "snowflake_id.worker_bits"' \
     "snowflake_id.worker_id = 1" "snowflake_id.worker_bits = 40"
+# The keys of public IDs: never silently the data directory's file instead.
+refuses 'invalid value "relative/keys" for parameter "snowflake_id.public_keys_file"' \
+    "snowflake_id.worker_id = 1" "snowflake_id.public_keys_file = 'relative/keys'"
+refuses 'It is inside the data directory, where every base backup copies it' \
+    "snowflake_id.worker_id = 1" "snowflake_id.public_keys_file = '$DIR/data/keys'"
 
 # 3. Epoch in the future.
 cluster_init "$DIR" "$PORT" "$PRELOAD" "snowflake_id.worker_id = 1" "snowflake_id.epoch = '2090-01-01'"

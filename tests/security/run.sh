@@ -28,12 +28,20 @@
 #                    EXTENSION, before an upgrade from 0.7.0, and before
 #                    every step of the online conversion never run as
 #                    another role (each in its own database, hostile_db.sql)
+#   fleet.sql        the fleet check reads only servers owned by a superuser
+#                    (or by the non-superuser caller): mallory's server with
+#                    a mapping for PUBLIC as postgres never makes her
+#                    SUPERUSER; pg_monitor runs it, seeing only SQLSTATEs
 # Here: the mark file that mallory's code writes when it runs as a
 # superuser must never appear; PGOPTIONS cannot set snowflake_id.*; with
 # RUST_BACKTRACE=1 in the server's environment, a cancelled
 # snowflake_nextval(count) sends no backtrace to the client (it goes to the
 # server log); no log line holds the key of public IDs, with
-# log_statement = 'all'. Every section runs even if an earlier one failed, so that a
+# log_statement = 'all'; a bulk snowflake_nextval(count) leaves the rest
+# of the lead to single-ID callers (no back-pressure wait for them); on a
+# third server, where a REPLICATION role and pg_write_server_files reach
+# the keys of public IDs, and that snowflake_id.public_keys_file keeps
+# them out of their reach. Every section runs even if an earlier one failed, so that a
 # run against an older version shows each attack that gets through.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
@@ -42,7 +50,7 @@ BASE=$(state_dir "$ROOT/.run/security" security)
 PORT=${SNOWFLAKE_SECURITY_PORT:-55880}
 DIR="$BASE/main" SYNC="$BASE/sync"
 MARK="$BASE/pwned-by-mallory"
-cleanup() { cluster_stop "$DIR"; cluster_stop "$SYNC"; }
+cleanup() { cluster_stop "$DIR"; cluster_stop "$SYNC"; cluster_stop "$BASE/keys"; }
 trap cleanup EXIT
 mkdir -p "$DIR" "$SYNC"
 if is_root; then chown postgres:postgres "$DIR" "$SYNC"; fi
@@ -54,7 +62,8 @@ failed=()
 section() {
     local file="$1" dir="$2" port="$3" name; name=$(basename "$file" .sql)
     if PGHOST="$dir" PGPORT="$port" PGUSER=postgres PGDATABASE=postgres PSQL="$(pgbin)/psql" \
-        "$(pgbin)/psql" -X -q -v ON_ERROR_STOP=1 -v mark="$MARK" -f "$file" >"$BASE/$name.out" 2>&1; then
+        "$(pgbin)/psql" -X -q -v ON_ERROR_STOP=1 -v mark="$MARK" \
+        -v pghost="$dir" -v pgport="$port" -f "$file" >"$BASE/$name.out" 2>&1; then
         log "security: $name: ok ($(grep -c '^ *ok: \| 42[0-9A-Z]\{3\}: \| 5[57][0-9A-Z]\{3\}: ' "$BASE/$name.out" || true) checks)"
     else
         tail -5 "$BASE/$name.out" >&2
@@ -77,7 +86,7 @@ write_public_keys "$DIR/data" "1:$PUBLIC_KEY"
 cluster_up "$DIR" RUST_BACKTRACE=1
 section "$HERE/setup.sql" "$DIR" "$PORT"
 [ ${#failed[@]} = 0 ] || die "the security layer's setup failed"
-for s in progress owner_code collisions surface public_keys fk_validate hostile_install hostile_online; do
+for s in progress owner_code collisions surface public_keys fk_validate hostile_install hostile_online fleet; do
     section "$HERE/$s.sql" "$DIR" "$PORT"
 done
 
@@ -122,6 +131,144 @@ if bash "$HERE/high_water.sh"; then
     log "security: high_water.sh: ok"
 else
     failed+=("high_water"); log "security: high_water.sh: FAILED"
+fi
+
+# A bulk call leaves part of the lead to everyone else (issue 39, F7). In
+# 0.7.0 mallory's one snowflake_nextval(100000000) took the whole
+# max_lead for as long as it ran, and every other caller slept on
+# back-pressure. Now one snowflake_nextval(count) call takes IDs only up to
+# snowflake_id.bulk_lead_share of max_lead ahead of the clock (50 % of
+# 1 s here), so while it runs, alice's 200 single-ID statements never
+# reach the lead bound: no back-pressure wait is counted while they run,
+# and none of her IDs is further ahead of the clock than the share. Her
+# statements' time, with and without the bulk call, is reported, never
+# asserted.
+psql_as() { local who="$1"; shift; "$(pgbin)/psql" -X -q -h "$DIR" -p "$PORT" -U "$who" -d postgres -At -v ON_ERROR_STOP=1 "$@"; }
+stat() { psql_as postgres -c "SELECT $1 FROM snowflake_stats()"; }
+singles() {  # alice's 200 single-ID statements: each ID's lead over the clock read after it, in ms
+    for _ in $(seq 200); do
+        echo "SELECT round(extract(epoch FROM snowflake_timestamp(snowflake_nextval()) - clock_timestamp()) * 1000);"
+    done | psql_as alice
+}
+ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
+bulk_ok=1
+out=$(psql_as mallory -c "SET snowflake_id.bulk_lead_share = 100" 2>&1 || true)
+if [[ "$out" != *"cannot be changed now"* ]]; then
+    bulk_ok=0; log "security: FAILED: mallory's SET snowflake_id.bulk_lead_share was not refused as a server setting: $out"
+fi
+share=$(psql_as postgres -c "SELECT coalesce(current_setting('snowflake_id.bulk_lead_share', true), '50')")
+max_lead=$(stat max_lead_ms)
+t=$(date +%s%N); singles >/dev/null; alone=$(ms_since "$t")
+psql_as mallory -c "SET statement_timeout = '120s'" -c "SELECT count(*) FROM snowflake_nextval(100000000)" \
+    >"$BASE/bulk.out" 2>&1 &
+BULK=$!
+for _ in $(seq 100); do   # until the bulk call runs ahead of the clock
+    lead=$(stat "coalesce(lead_ms, 0)::int")
+    [ "$lead" -ge 100 ] && break
+    sleep 0.1
+done
+pid=$(psql_as postgres -c "SELECT pid FROM pg_stat_activity WHERE usename = 'mallory' AND state = 'active'
+                             AND query LIKE '%snowflake_nextval(100000000)%'")
+w0=$(stat backpressure_waits)
+t=$(date +%s%N); leads=$(singles); beside=$(ms_since "$t")
+w1=$(stat backpressure_waits)
+running=$(psql_as postgres -c "SELECT count(*) FROM pg_stat_activity WHERE pid = ${pid:-0} AND state = 'active'")
+[ -n "$pid" ] && psql_as postgres -c "SELECT pg_cancel_backend($pid)" >/dev/null
+wait "$BULK" || true
+furthest=$(printf '%s\n' "$leads" | sort -n | tail -1)
+log "security: alice's 200 statements took $alone ms alone and $beside ms beside mallory's bulk call" \
+    "(ratio $(awk -v a="$alone" -v b="$beside" 'BEGIN {printf "%.1f", b / (a > 0 ? a : 1)}')," \
+    "reported only); her IDs ran at most $furthest ms ahead (share $share % of $max_lead ms);" \
+    "back-pressure waits while they ran: $((w1 - w0))"
+if [ -z "$pid" ] || [ "$running" != 1 ]; then
+    bulk_ok=0; log "security: FAILED: the bulk call was not running throughout alice's statements (pid '${pid}'): $(cat "$BASE/bulk.out")"
+fi
+if [ $((w1 - w0)) != 0 ]; then
+    bulk_ok=0; log "security: FAILED: $((w1 - w0)) back-pressure wait(s) while alice's statements ran beside a bulk call"
+fi
+if [ "$furthest" -gt $((max_lead * share / 100 + 5)) ]; then
+    bulk_ok=0; log "security: FAILED: alice's IDs ran $furthest ms ahead of the clock: the bulk call took more than its share"
+fi
+[ "$bulk_ok" = 1 ] || failed+=("bulk-share")
+
+# The keys of public IDs and the roles PostgreSQL gives the data
+# directory (issue 39, F8), on a server of their own. With the keys in the
+# data directory (the default), a REPLICATION role's base backup holds them
+# and a member of pg_write_server_files replaces them: both shown here, and
+# documented in docs/security.md. With snowflake_id.public_keys_file
+# naming a file outside the data directory that the server may read but not
+# write, the base backup holds no key, the member of pg_write_server_files
+# can neither replace that file nor make the server use one she wrote into
+# the data directory, and a plain role can neither read nor set the
+# setting (it is read at server start only).
+KEYS="$BASE/keys" KEYDIR="$BASE/keydir" KPORT=$((PORT + 2))
+keys_ok=1
+keyfail() { keys_ok=0; log "security: FAILED: $*"; }
+kq() { local who="$1"; shift; "$(pgbin)/psql" -X -q -h "$KEYS" -p "$KPORT" -U "$who" -d postgres -At -v ON_ERROR_STOP=1 "$@"; }
+public42() { kq mallory -c "SELECT snowflake_to_public(42, 'orders')" 2>&1 || true; }
+holds_key() { grep -rlqi "$PUBLIC_KEY" "$1"; }
+basebackup() {
+    rm -rf "$BASE/backup"
+    as_pg "$(pgbin)/pg_basebackup" -h "$KEYS" -p "$KPORT" -U repl -D "$BASE/backup" -X none -c fast >/dev/null 2>&1 \
+        || keyfail "pg_basebackup as a REPLICATION role failed"
+}
+mkdir -p "$KEYS"; if is_root; then chown postgres:postgres "$KEYS"; fi
+cluster_init "$KEYS" "$KPORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 13"
+write_public_keys "$KEYS/data" "1:$PUBLIC_KEY"
+cluster_up "$KEYS"
+kq postgres -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
+    -c "CREATE ROLE mallory LOGIN" -c "CREATE ROLE repl LOGIN REPLICATION" \
+    -c "CREATE ROLE writer LOGIN IN ROLE pg_write_server_files" >/dev/null
+want=$(public42)
+# 1. In the data directory.
+basebackup
+if holds_key "$BASE/backup"; then
+    log "security: keys in the data directory: a REPLICATION role's base backup holds them (documented)"
+else
+    keyfail "the base backup of a REPLICATION role holds no key, but docs/security.md says it does"
+fi
+kq writer -c "COPY (SELECT '1:' || repeat('ab', 32)) TO '$KEYS/data/snowflake_id.public_keys'" >/dev/null \
+    || keyfail "a member of pg_write_server_files could not write into the data directory"
+if [ "$(public42)" != "$want" ]; then
+    log "security: keys in the data directory: a member of pg_write_server_files replaced them (documented)"
+else
+    keyfail "pg_write_server_files did not replace the keys in the data directory, but docs/security.md says it can"
+fi
+# 2. Outside the data directory, readable but not writable by the server.
+cluster_stop "$KEYS"
+if [ -d "$KEYDIR" ]; then chmod -R u+w "$KEYDIR"; rm -rf "$KEYDIR"; fi
+mkdir -p "$KEYDIR"
+printf '1:%s\n' "$PUBLIC_KEY" > "$KEYDIR/public_keys"
+if is_root; then
+    chown root:postgres "$KEYDIR" "$KEYDIR/public_keys"; chmod 750 "$KEYDIR"; chmod 640 "$KEYDIR/public_keys"
+else
+    chmod 500 "$KEYDIR"; chmod 400 "$KEYDIR/public_keys"
+fi
+as_pg rm -f "$KEYS/data/snowflake_id.public_keys"
+echo "snowflake_id.public_keys_file = '$KEYDIR/public_keys'" | as_pg tee -a "$KEYS/data/postgresql.conf" >/dev/null
+cluster_up "$KEYS"
+got=$(public42)
+[ "$got" = "$want" ] || keyfail "public IDs do not use the keys of snowflake_id.public_keys_file: $got"
+basebackup
+if holds_key "$BASE/backup"; then
+    keyfail "with the keys outside the data directory, a REPLICATION role's base backup still holds them"
+fi
+out=$(kq writer -c "COPY (SELECT '1:' || repeat('ab', 32)) TO '$KEYDIR/public_keys'" 2>&1) \
+    && keyfail "a member of pg_write_server_files replaced the keys outside the data directory"
+grep -q "Permission denied" <<< "$out" || keyfail "writing the keys file was refused, but not by the file system: $out"
+kq writer -c "COPY (SELECT '1:' || repeat('ab', 32)) TO '$KEYS/data/snowflake_id.public_keys'" >/dev/null \
+    || keyfail "a member of pg_write_server_files could not write into the data directory"
+got=$(public42)
+[ "$got" = "$want" ] || keyfail "a keys file written into the data directory replaced the configured one: $got"
+out=$(kq mallory -c "SHOW snowflake_id.public_keys_file" 2>&1) && keyfail "a plain role reads snowflake_id.public_keys_file: $out"
+out=$(kq mallory -c "SET snowflake_id.public_keys_file = '/tmp/mine'" 2>&1) || true
+[[ "$out" == *"cannot be changed without restarting the server"* ]] \
+    || keyfail "SET snowflake_id.public_keys_file was not refused as a server-start setting: $out"
+cluster_stop "$KEYS"
+if [ "$keys_ok" = 1 ]; then
+    log "security: with snowflake_id.public_keys_file outside the data directory: no key in a base backup, pg_write_server_files cannot replace it, a plain role can neither read nor set it"
+else
+    failed+=("public-keys-file")
 fi
 
 # A server whose synchronous standby never answers.

@@ -387,10 +387,35 @@ impl GeneratorState {
         ev: &mut Events,
         want: u64,
     ) -> Result<BlockAttempt, GenError> {
+        self.try_next_block_within(cfg, clock, ev, want, u64::MAX)
+    }
+
+    /// [`Self::try_next_block`] for a call that may take IDs only up to
+    /// `share_ms` ahead of the reference clock, its share of the lead
+    /// (`snowflake_nextval(count)`: `snowflake_id.bulk_lead_share`), so
+    /// that the rest of `max_lead` stays free for every other caller. A
+    /// block stops at the share. Held back by its share alone, the call
+    /// waits for the clock (at most [`MAX_WAIT_MS`] at a time, and longer
+    /// waits are not taken for a clock jump): that is the call pacing
+    /// itself, not back-pressure, so it is not counted (neither in
+    /// [`Events::waits`] nor in [`Counters::backpressure_waits`]), and it
+    /// never holds others to a lower bound (the lead cap). With
+    /// `share_ms` = `u64::MAX` this is exactly `try_next_block` (and the
+    /// compiled single-ID path is the same instructions).
+    #[inline(always)]
+    pub fn try_next_block_within(
+        &self,
+        cfg: &Config,
+        clock: &impl Clock,
+        ev: &mut Events,
+        want: u64,
+        share_ms: u64,
+    ) -> Result<BlockAttempt, GenError> {
         let layout = &cfg.layout;
         let want = want.max(1);
         loop {
             let max_lead = self.max_lead_ms(cfg);
+            let share = max_lead.min(share_ms);
             let last = self.last_id.load(Ordering::Acquire);
             let wall = clock.wall_ns();
             let unix_ms = wall.div_euclid(1_000_000);
@@ -429,10 +454,11 @@ impl GeneratorState {
                 .min(layout.max_position());
             let mut end_ts = end_pos >> layout.sequence_bits();
             // The reference clock is never behind the wall clock, so a block
-            // that ends within max_lead of the wall clock is within the
-            // bound without reading the monotonic clock: a burst ahead of
-            // the clock costs one clock read per ID, like any other call.
-            if end_ts > now.saturating_add(max_lead) {
+            // that ends within max_lead (or the call's share) of the wall
+            // clock is within the bound without reading the monotonic
+            // clock: a burst ahead of the clock costs one clock read per
+            // ID, like any other call.
+            if end_ts > now.saturating_add(share) {
                 let m = mono.unwrap_or_else(|| clock.mono_ns());
                 // A block that opens a fresh wall-clock millisecond is sized
                 // against the wall clock itself: its CAS repays any debt of
@@ -477,9 +503,22 @@ impl GeneratorState {
                     ev.reanchored = true;
                     continue;
                 }
-                if end_ts as i64 > limit {
-                    // A block stops at the bound (limit >= cand_ts here).
-                    end_ts = limit as u64;
+                let share_limit = reference.saturating_add(share as i64);
+                if cand_ts as i64 > share_limit {
+                    // Within max_lead, beyond this call's share: the rest
+                    // of the lead is left to the others. Wait until the
+                    // reference clock reaches cand_ts - share.
+                    let admit_ns = (cand_ts as i64 - share as i64 + layout.epoch_ms())
+                        .saturating_mul(1_000_000);
+                    let wait_ns = admit_ns
+                        .saturating_sub(reference_ns)
+                        .clamp(1, MAX_WAIT_MS as i64 * 1_000_000);
+                    return Ok(BlockAttempt::Wait((wait_ns as u64).div_ceil(1_000)));
+                }
+                if end_ts as i64 > share_limit {
+                    // A block stops at the bound, or at the call's share
+                    // (share_limit >= cand_ts here).
+                    end_ts = share_limit as u64;
                     end_pos = ((end_ts + 1) << layout.sequence_bits()) - 1;
                 }
             }

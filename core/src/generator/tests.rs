@@ -589,6 +589,83 @@ fn block_stops_at_the_lead_bound() {
     assert!(b2.first > b.last(&c.layout));
 }
 
+/// A bulk call held to its share of the lead (issue 39, F7): it stops at
+/// the share, waits for the clock without counting back-pressure or
+/// capping the lead, and the callers of single IDs keep the rest of
+/// `max_lead` without waiting. With no share (`try_next_block`), the same
+/// bulk call takes the whole lead and the single ID must wait.
+#[test]
+fn block_within_its_share_leaves_the_rest_of_the_lead() {
+    let c = cfg(10);
+    // Unshared: the whole lead, and a single ID must wait.
+    let st = GeneratorState::new();
+    let clock = ManualClock::new(T0, M0);
+    let BlockAttempt::Issued(b) = block(&st, &c, &clock, 100_000_000) else {
+        panic!("block not issued")
+    };
+    assert_eq!(
+        c.layout.decode(b.last(&c.layout)).unwrap().unix_ms,
+        T0 / MS + 10
+    );
+    assert!(matches!(
+        st.try_next(&c, &clock, &mut Events::default()).unwrap(),
+        Attempt::Wait(_)
+    ));
+
+    // Within a share of 5 ms: it stops at now + 5 ms.
+    let st = GeneratorState::new();
+    let clock = ManualClock::new(T0, M0);
+    let mut ev = Events::default();
+    let BlockAttempt::Issued(b) = st
+        .try_next_block_within(&c, &clock, &mut ev, 100_000_000, 5)
+        .unwrap()
+    else {
+        panic!("block not issued")
+    };
+    let last = c.layout.decode(b.last(&c.layout)).unwrap();
+    assert_eq!((last.unix_ms, last.sequence), (T0 / MS + 5, 4095));
+    // Its next attempt waits for the clock (to the next millisecond), as
+    // the call pacing itself: no back-pressure counted, no lead cap.
+    let mut ev = Events::default();
+    assert!(matches!(
+        st.try_next_block_within(&c, &clock, &mut ev, 100_000_000, 5)
+            .unwrap(),
+        BlockAttempt::Wait(1000)
+    ));
+    assert_eq!(ev.waits, 0);
+    assert_eq!(st.counters.backpressure_waits.load(Ordering::Relaxed), 0);
+    assert_eq!(st.lead_cap_ms.load(Ordering::Relaxed), NO_CAP);
+    // Single IDs go on without waiting, up to max_lead.
+    for _ in 0..4 * 4096 {
+        let (_, ev) = issue(&st, &c, &clock);
+        assert_eq!(ev.waits, 0);
+    }
+    assert_eq!(st.counters.backpressure_waits.load(Ordering::Relaxed), 0);
+    // The clock moves one millisecond: the bulk call takes one more
+    // millisecond's worth only if the single IDs left it room below its
+    // share, here none (they ran to now + 9 ms): it waits, and never for
+    // more than MAX_WAIT_MS at a time.
+    clock.advance(MS);
+    let mut ev = Events::default();
+    let BlockAttempt::Wait(us) = st
+        .try_next_block_within(&c, &clock, &mut ev, 100_000_000, 5)
+        .unwrap()
+    else {
+        panic!("a bulk call took IDs beyond its share")
+    };
+    assert!(us > 1000 && us <= MAX_WAIT_MS * 1000, "{us}");
+    // With a share of the whole lead (or more), it is try_next_block.
+    let a = GeneratorState::new();
+    let b = GeneratorState::new();
+    let clock = ManualClock::new(T0, M0);
+    for want in [1, 7, 5000, 100_000, 1_000_000] {
+        let x = a.try_next_block(&c, &clock, &mut Events::default(), want);
+        let y = b.try_next_block_within(&c, &clock, &mut Events::default(), want, 10);
+        assert_eq!(format!("{x:?}"), format!("{y:?}"));
+        clock.advance(MS / 2);
+    }
+}
+
 #[test]
 fn block_waits_for_a_reservation_covering_its_end() {
     let st = GeneratorState::new();

@@ -73,6 +73,16 @@ ALTER SYSTEM SET snowflake_id.max_lead = -1;
 \echo SQLSTATE :SQLSTATE
 ALTER SYSTEM SET snowflake_id.max_lead = '2h';
 \echo SQLSTATE :SQLSTATE
+ALTER SYSTEM SET snowflake_id.bulk_lead_share = 0;
+\echo SQLSTATE :SQLSTATE
+-- The keys of public IDs: an absolute path, outside the data directory.
+ALTER SYSTEM SET snowflake_id.public_keys_file = 'relative/keys';
+\echo SQLSTATE :SQLSTATE
+SELECT current_setting('data_directory') || '/keys' AS inside \gset
+\set VERBOSITY sqlstate
+ALTER SYSTEM SET snowflake_id.public_keys_file = :'inside';
+\set VERBOSITY default
+\echo SQLSTATE :SQLSTATE
 -- Nothing was written.
 SELECT count(*) AS auto_conf_settings FROM pg_file_settings
  WHERE name LIKE 'snowflake\_id.%' AND sourcefile LIKE '%postgresql.auto.conf';

@@ -18,6 +18,7 @@ SELECT snowflake_worker_id(snowflake_nextval()) AS worker;
 SELECT worker_id, state FROM snowflake_stats();
 SET snowflake_id.worker_id = 7;
 SET snowflake_id.max_lead = 10;
+SET snowflake_id.bulk_lead_share = 100;
 SET snowflake_id.epoch = '2020-01-01';
 ALTER ROLE snowflake_app SET snowflake_id.worker_id = 7;
 ALTER DATABASE postgres SET snowflake_id.worker_id = 7;
