@@ -204,11 +204,14 @@ log "pg_terminate_backend of the renewing caller: a waiting caller took over the
 
 # Fast shutdown while the reservation worker waits for the standby.
 q -c "ALTER SYSTEM SET synchronous_standby_names = 'nobody'" -c "SELECT pg_reload_conf()" >/dev/null
-# The worker has no pg_stat_activity row (it connects to no database): it
-# is the one renewing when the only caller waits for the lock.
+# The reservation worker has no pg_stat_activity row (it connects to no
+# database): it is the one renewing when the only caller waits for the
+# lock, and no client backend waits for the standby. (The high-water
+# writers, background workers, commit their marks like any commit, so
+# they wait for the standby too.)
 b=$(start_burst bw) || die "burst did not start"
 wait_event_of "$b" "$WAITING" >/dev/null || die "the burst never waited for the reservation worker's renewal"
-[ "$(q -At -c "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'")" = 0 ] \
+[ "$(q -At -c "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep' AND backend_type = 'client backend'")" = 0 ] \
     || die "a backend, not the reservation worker, is renewing"
 t0=$(date +%s.%N)
 as_pg "$(pgbin)/pg_ctl" -D "$DIR/data" -m fast -w -t 20 stop >/dev/null 2>&1 \
