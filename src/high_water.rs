@@ -17,9 +17,13 @@
 //! - **The invariant.** No reservation passes the published mark
 //!   (`crate::reservation`): every ID this server handed out, stored or
 //!   not, is below the mark in every database. A round runs when the
-//!   frontier comes within [`ROUND_BELOW_MS`] of the mark while IDs are
+//!   frontier comes within [`ROUND_BELOW_PERCENT`] % of [`AHEAD_MS`] of the mark while IDs are
 //!   being minted, or when a caller needs it; an idle server writes
-//!   nothing.
+//!   nothing. Rounds leave out, for [`RECHECK_WITHOUT`], the databases
+//!   found without the extension's table (an install or upgrade anywhere
+//!   brings them back at once), and when rounds are slow (many
+//!   databases), the mark runs further ahead: three times as far as the
+//!   last round took.
 //! - **Start-up, crash restart, promotion.** Generation waits
 //!   ([`ensure_ready`], at most [`WAIT_MS`], then 55000) for the first
 //!   round, which raises the generator above the largest mark any
@@ -63,12 +67,20 @@ use pgrx::{pg_sys, PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::{format_epoch, Clock, GeneratorState, Layout, SystemClock};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// How far beyond the generator's frontier a round raises the mark.
+/// How far beyond the generator's frontier a round raises the mark, at
+/// least: three times as far as the last round took, when rounds are
+/// slower than that (many databases), so that minting never waits for
+/// them.
 pub const AHEAD_MS: i64 = 5_000;
-/// A round runs when less than this is left between the frontier and the
-/// mark (and IDs were minted within [`ACTIVE_MS`]). More than the
+/// A round runs when less than this share (in %) of the distance it
+/// raises the mark by is left between the frontier and the mark (and IDs
+/// were minted within [`ACTIVE_MS`]): 3.5 s of the 5 s, more than the
 /// reservation window (2 s), so a renewal rarely waits for a round.
-pub const ROUND_BELOW_MS: i64 = 3_500;
+pub const ROUND_BELOW_PERCENT: i64 = 70;
+/// A database found without the extension's table is visited again after
+/// this long, or at once after a `CREATE EXTENSION` or an upgrade
+/// anywhere (`snowflake_write_high_water()` asks for it).
+pub const RECHECK_WITHOUT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Rounds run while an ID was issued within this many ms.
 pub const ACTIVE_MS: i64 = 10_000;
 /// How long a caller waits for a round before 55000.
@@ -83,9 +95,25 @@ const TABLE_SQL: &str = include_str!("sql/high_water_table.sql");
 const READ_SQL: &str = include_str!("sql/high_water_read.sql");
 const WRITE_SQL: &str = include_str!("sql/high_water_write.sql");
 
+/// What the launcher remembers between rounds (process-local).
+#[derive(Default)]
+struct LauncherMemory {
+    /// A failed round is retried no sooner than this.
+    retry_after: Option<std::time::Instant>,
+    /// How long the last published round took, in ms.
+    last_round_ms: i64,
+    /// Databases found without the extension's table, and until when
+    /// rounds leave them out.
+    without: std::collections::HashMap<u32, std::time::Instant>,
+}
+
 thread_local! {
-    /// The launcher retries a failed round no sooner than this.
-    static RETRY_AFTER: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
+    static MEMORY: std::cell::RefCell<LauncherMemory> = std::cell::RefCell::new(LauncherMemory::default());
+}
+
+/// How far a round raises the mark beyond the frontier (see [`AHEAD_MS`]).
+fn ahead_ms() -> i64 {
+    MEMORY.with(|m| AHEAD_MS.max(m.borrow().last_round_ms.saturating_mul(3)))
 }
 
 /// Set once this backend has seen the first round done.
@@ -199,8 +227,9 @@ pub fn launcher_tick(state: &GeneratorState, layout: &Layout) -> bool {
     let mark = t.mark_ms.load(Ordering::Acquire);
     let due = !t.mark_ready.load(Ordering::Acquire)
         || t.mark_wanted.load(Ordering::Acquire)
-        || (active && mark.saturating_sub(frontier) < ROUND_BELOW_MS);
-    if !due || RETRY_AFTER.with(|r| r.get().is_some_and(|at| std::time::Instant::now() < at)) {
+        || (active && mark.saturating_sub(frontier) < ahead_ms() * ROUND_BELOW_PERCENT / 100);
+    let now = std::time::Instant::now();
+    if !due || MEMORY.with(|m| m.borrow().retry_after.is_some_and(|at| now < at)) {
         return false;
     }
     // Two passes at most: a first round that finds a higher mark raises
@@ -210,14 +239,15 @@ pub fn launcher_tick(state: &GeneratorState, layout: &Layout) -> bool {
             Round::Published => {
                 t.mark_wanted.store(false, Ordering::Release);
                 shmem::wake_waiters();
+                let took = now.elapsed().as_millis() as i64;
+                MEMORY.with(|m| m.borrow_mut().last_round_ms = took);
                 return true;
             }
             Round::Raised => continue,
             Round::Failed => {
-                RETRY_AFTER.with(|r| {
-                    r.set(Some(
-                        std::time::Instant::now() + std::time::Duration::from_secs(1),
-                    ))
+                MEMORY.with(|m| {
+                    m.borrow_mut().retry_after =
+                        Some(std::time::Instant::now() + std::time::Duration::from_secs(1))
                 });
                 return false;
             }
@@ -243,17 +273,34 @@ fn round(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) -> Round 
     let frontier = state.frontier_ms(layout, clock.wall_ns(), clock.mono_ns());
     let published = t.mark_ms.load(Ordering::Acquire);
     let target = frontier
-        .saturating_add(AHEAD_MS)
+        .saturating_add(ahead_ms())
         .min(layout.last_unix_ms())
         .max(published);
+    // Databases known to lack the table are left out for a while, unless
+    // an install or upgrade asked for all of them.
+    let rescan = t.mark_rescan.swap(false, Ordering::AcqRel);
+    let now = std::time::Instant::now();
+    let skip: Vec<u32> = MEMORY.with(|m| {
+        let mut m = m.borrow_mut();
+        if rescan {
+            m.without.clear();
+        }
+        m.without.retain(|_, until| *until > now);
+        m.without.keys().copied().collect()
+    });
     let dbs = databases();
     // Whatever this round writes is this server's own mark from now on,
     // even where the round fails half-way.
     let own = t.mark_tried_ms.fetch_max(target, Ordering::AcqRel);
     let mut found = i64::MIN;
     let mut found_in = String::new();
-    for db in &dbs {
+    for db in dbs.iter().filter(|d| !skip.contains(&d.oid.to_u32())) {
         match write_in(db.oid, target) {
+            Some((WRITER_NO_TABLE, _)) => MEMORY.with(|m| {
+                m.borrow_mut()
+                    .without
+                    .insert(db.oid.to_u32(), now + RECHECK_WITHOUT);
+            }),
             Some((_, f)) => {
                 if f > found {
                     found = f;
@@ -439,6 +486,9 @@ pub fn snowflake_write_high_water() -> Option<TimestampWithTimeZone> {
         errors::must_be_superuser("write the snowflake_id high-water mark");
     }
     let t = shmem::tracking()?;
+    // This database has the table now: the next round visits it, even if
+    // an earlier one found it without.
+    t.mark_rescan.store(true, Ordering::Release);
     let ms = t.mark_ms.load(Ordering::Acquire);
     if ms == i64::MIN || shmem::in_recovery() || gucs::worker_id().is_none() {
         return None;

@@ -39,6 +39,9 @@ pub struct Tracking {
     /// The largest target a round has tried to write since start-up: the
     /// marks above the published one that this server wrote itself.
     pub mark_tried_ms: AtomicI64,
+    /// An install or upgrade created the table somewhere: the next round
+    /// visits every database.
+    pub mark_rescan: AtomicBool,
     /// A caller waits for a round (the mark is too low, or not read yet).
     pub mark_wanted: AtomicBool,
     /// The launcher's latch (a `*mut Latch` in shared memory), 0 when it
@@ -62,6 +65,7 @@ impl Default for Tracking {
             mark_ready: AtomicBool::new(false),
             mark_found_ms: AtomicI64::new(i64::MIN),
             mark_tried_ms: AtomicI64::new(i64::MIN),
+            mark_rescan: AtomicBool::new(false),
             mark_wanted: AtomicBool::new(false),
             launcher_latch: AtomicUsize::new(0),
             mark_failures: AtomicU64::new(0),
