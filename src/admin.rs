@@ -67,7 +67,8 @@ pub fn snowflake_stats() -> TableIterator<
     let last_ms = last.map(|id| layout.epoch_ms() + layout.timestamp_of(id as u64) as i64);
     let reserved = st.reserved_until_ms.load(Ordering::Acquire);
     let c = &st.counters;
-    let state = match st.blocked.load(Ordering::Acquire) {
+    let blocked = st.blocked.load(Ordering::Acquire);
+    let state = match blocked & reservation::BLOCKED_MASK {
         reservation::BLOCKED_CONFIG_CHANGED => "disabled: configuration changed".to_string(),
         reservation::BLOCKED_STATE_FILE => "disabled: state file unusable".to_string(),
         reservation::BLOCKED_FOREIGN_FILE => "disabled: state file of another cluster".to_string(),
@@ -75,6 +76,9 @@ pub fn snowflake_stats() -> TableIterator<
         _ if gucs::worker_id().is_none() => "worker_id unset".to_string(),
         _ if shmem::tracking().is_some_and(|t| !t.mark_ready.load(Ordering::Acquire)) => {
             "waiting for the high-water mark".to_string()
+        }
+        _ if crate::high_water::this_database_lags() => {
+            "disabled here: high-water mark not writable in this database".to_string()
         }
         _ => "ok".to_string(),
     };
@@ -127,7 +131,7 @@ pub fn snowflake_accept_configuration() -> String {
     if gucs::worker_id().is_none() {
         errors::worker_id_unset();
     }
-    let was = st.blocked.load(Ordering::Acquire);
+    let was = st.blocked.load(Ordering::Acquire) & reservation::BLOCKED_MASK;
     // The generator is above every database's high-water mark before
     // anything is minted again.
     crate::high_water::ensure_ready();
@@ -136,7 +140,8 @@ pub fn snowflake_accept_configuration() -> String {
         .filter(|&ms| ms != i64::MIN);
     let reserved =
         reservation::renew(st, &layout, i64::MIN, || true).expect("always renews when asked to");
-    st.blocked.store(0, Ordering::Release);
+    st.blocked
+        .fetch_and(!reservation::BLOCKED_MASK, Ordering::AcqRel);
     let what = match was {
         reservation::BLOCKED_CONFIG_CHANGED => "configuration change accepted",
         reservation::BLOCKED_STATE_FILE => "unusable state file replaced",

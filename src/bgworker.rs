@@ -125,10 +125,17 @@ pub extern "C-unwind" fn snowflake_id_high_water_writer_main(arg: pg_sys::Datum)
         return;
     };
     let db = pg_sys::Oid::from(arg.value() as u32);
-    // SAFETY: connecting as the bootstrap superuser (no user named), then
-    // overriding the database's settings for this process.
+    // SAFETY: connecting as the bootstrap superuser, named: a worker that
+    // names no user is initialised without session_authorization pinned,
+    // so a database's `ALTER DATABASE ... SET session_authorization` (its
+    // owner may set it) would make the writer that role. Then overriding
+    // the database's settings for this process.
     unsafe {
-        pg_sys::BackgroundWorkerInitializeConnectionByOid(db, pg_sys::InvalidOid, 0);
+        pg_sys::BackgroundWorkerInitializeConnectionByOid(
+            db,
+            pg_sys::Oid::from(pg_sys::BOOTSTRAP_SUPERUSERID),
+            0,
+        );
         for (name, value) in WRITER_SETTINGS {
             pg_sys::SetConfigOption(
                 name.as_ptr(),
@@ -180,7 +187,7 @@ pub extern "C-unwind" fn snowflake_id_reserver_main(_arg: pg_sys::Datum) {
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
         // A standby replays reservations; it makes none of its own.
-        if state.blocked.load(Ordering::Acquire) != 0
+        if state.blocked.load(Ordering::Acquire) & reservation::BLOCKED_MASK != 0
             || gucs::worker_id().is_none()
             || shmem::in_recovery()
             || shmem::binary_upgrade()

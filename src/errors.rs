@@ -471,3 +471,14 @@ pub fn high_water_unavailable(detail: String) -> ! {
         Some("No ID is handed out until every database that has the extension holds a high-water mark above it. See the server log for the \"snowflake_id high-water\" processes' errors; run ALTER EXTENSION snowflake_id UPDATE in databases that still have version 0.7.0."),
     )
 }
+
+/// This database's high-water mark could not be written: no ID is handed
+/// out in it, so that a dump of it never lacks one (`crate::high_water`).
+pub fn high_water_lags_here() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowflake_id high-water mark cannot be written in this database",
+        Some("The last round of the high-water launcher failed in this database, so IDs handed out here now might not be carried by a dump of it. Other databases go on.".into()),
+        Some("See the \"snowflake_id high-water writer\" errors in the server log, such as a lock held on snowflake_id_internal.snowflake_high_water; IDs are handed out again once a round succeeds."),
+    )
+}

@@ -86,6 +86,10 @@ pub const ACTIVE_MS: i64 = 10_000;
 /// How long a caller waits for a round before 55000.
 pub const WAIT_MS: i64 = 10_000;
 
+/// A flag in `GeneratorState::blocked` (above `reservation::BLOCKED_MASK`):
+/// some database lags behind the mark, and calls check whether theirs does.
+pub const LAGGING_FLAG: u64 = 0x100;
+
 /// What a writer tells its launcher (`shmem::Tracking::writer_status`).
 pub const WRITER_NONE: u32 = 0;
 pub const WRITER_WRITTEN: u32 = 1;
@@ -294,31 +298,60 @@ fn round(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) -> Round 
     let own = t.mark_tried_ms.fetch_max(target, Ordering::AcqRel);
     let mut found = i64::MIN;
     let mut found_in = String::new();
+    // Forget databases that lagged and are gone.
+    for s in &t.lagging {
+        let v = s.load(Ordering::Acquire);
+        if v != 0 && !dbs.iter().any(|d| d.oid.to_u32() == v) {
+            unmark_lagging(t, v);
+        }
+    }
     for db in dbs.iter().filter(|d| !skip.contains(&d.oid.to_u32())) {
         match write_in(db.oid, target) {
-            Some((WRITER_NO_TABLE, _)) => MEMORY.with(|m| {
-                m.borrow_mut()
-                    .without
-                    .insert(db.oid.to_u32(), now + RECHECK_WITHOUT);
-            }),
-            Some((_, f)) => {
+            Ok((WRITER_NO_TABLE, _)) => {
+                unmark_lagging(t, db.oid.to_u32());
+                MEMORY.with(|m| {
+                    m.borrow_mut()
+                        .without
+                        .insert(db.oid.to_u32(), now + RECHECK_WITHOUT);
+                })
+            }
+            Ok((_, f)) => {
+                unmark_lagging(t, db.oid.to_u32());
                 if f > found {
                     found = f;
                     found_in.clone_from(&db.name);
                 }
             }
-            None => {
+            Err(WriteFail::InDatabase) if mark_lagging(t, db.oid.to_u32()) => {
+                // This database alone stops handing out IDs; the rest go on.
                 t.mark_failures.fetch_add(1, Ordering::Relaxed);
                 t.mark_failed_db.store(db.oid.to_u32(), Ordering::Release);
                 errors::report(
                     PgLogLevel::WARNING,
                     PgSqlErrorCode::ERRCODE_WARNING,
                     format!(
-                        "snowflake_id: could not write the high-water mark in database \"{}\"",
+                        "snowflake_id: could not write the high-water mark in database \"{}\"; no ID is handed out there until it can",
+                        db.name
+                    ),
+                    Some("Other databases go on. A dump of this database carries the mark it held when its writer last succeeded.".into()),
+                    Some("See the error of the \"snowflake_id high-water writer\" above in the server log: a lock held on snowflake_id_internal.snowflake_high_water, say."),
+                );
+            }
+            Err(why) => {
+                t.mark_failures.fetch_add(1, Ordering::Relaxed);
+                let what = match why {
+                    WriteFail::Start => "no background worker slot was free (max_worker_processes)",
+                    WriteFail::InDatabase => "too many databases lag behind it already",
+                };
+                errors::report(
+                    PgLogLevel::WARNING,
+                    PgSqlErrorCode::ERRCODE_WARNING,
+                    format!(
+                        "snowflake_id: could not write the high-water mark in database \"{}\": {what}",
                         db.name
                     ),
                     Some("No reservation passes a mark until every database that has the extension holds it; snowflake_nextval() waits, then fails with SQLSTATE 55000.".into()),
-                    Some("See the error of the \"snowflake_id high-water writer\" above in the server log."),
+                    Some("Keep max_worker_processes above what parallel queries and other workers use (docs/operations.md)."),
                 );
                 return Round::Failed;
             }
@@ -396,10 +429,21 @@ fn databases() -> Vec<Database> {
     out
 }
 
+/// Why a writer did not write.
+enum WriteFail {
+    /// It could not be started (no background worker slot free): nothing
+    /// to do with its database.
+    Start,
+    /// It ran in its database and failed there.
+    InDatabase,
+}
+
 /// Start a writer in database `db` for `target` and wait for it. Returns
-/// its status and the largest mark it read, or `None` when it failed.
-fn write_in(db: pg_sys::Oid, target: i64) -> Option<(u32, i64)> {
-    let t = shmem::tracking()?;
+/// its status and the largest mark it read.
+fn write_in(db: pg_sys::Oid, target: i64) -> Result<(u32, i64), WriteFail> {
+    let Some(t) = shmem::tracking() else {
+        return Err(WriteFail::Start);
+    };
     t.writer_status.store(WRITER_NONE, Ordering::Release);
     t.writer_found_ms.store(i64::MIN, Ordering::Release);
     // SAFETY: reading this process's pid.
@@ -414,11 +458,58 @@ fn write_in(db: pg_sys::Oid, target: i64) -> Option<(u32, i64)> {
         .set_notify_pid(me)
         .set_restart_time(None)
         .load_dynamic()
-        .ok()?;
-    handle.wait_for_shutdown().ok()?;
+        .map_err(|_| WriteFail::Start)?;
+    handle.wait_for_shutdown().map_err(|_| WriteFail::Start)?;
     match t.writer_status.load(Ordering::Acquire) {
-        WRITER_NONE => None,
-        s => Some((s, t.writer_found_ms.load(Ordering::Acquire))),
+        WRITER_NONE => Err(WriteFail::InDatabase),
+        s => Ok((s, t.writer_found_ms.load(Ordering::Acquire))),
+    }
+}
+
+/// Record that database `db` lags behind the mark: no ID is handed out
+/// in it ([`refuse_if_this_database_lags`]) until its writer succeeds.
+/// Returns false when there is no room to record it.
+fn mark_lagging(t: &shmem::Tracking, db: u32) -> bool {
+    let mut recorded = t.lagging.iter().any(|s| s.load(Ordering::Acquire) == db);
+    if !recorded {
+        recorded = t.lagging.iter().any(|s| {
+            s.compare_exchange(0, db, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        });
+    }
+    if recorded {
+        if let Some(st) = shmem::state() {
+            st.blocked.fetch_or(LAGGING_FLAG, Ordering::AcqRel);
+        }
+    }
+    recorded
+}
+
+/// Database `db` holds the mark again (or is gone): forget that it lagged.
+fn unmark_lagging(t: &shmem::Tracking, db: u32) {
+    for s in &t.lagging {
+        let _ = s.compare_exchange(db, 0, Ordering::AcqRel, Ordering::Acquire);
+    }
+    if t.lagging.iter().all(|s| s.load(Ordering::Acquire) == 0) {
+        if let Some(st) = shmem::state() {
+            st.blocked.fetch_and(!LAGGING_FLAG, Ordering::AcqRel);
+        }
+    }
+}
+
+/// Whether this backend's database lags behind the mark.
+pub fn this_database_lags() -> bool {
+    // SAFETY: reading this backend's database.
+    let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    shmem::tracking().is_some_and(|t| t.lagging.iter().any(|s| s.load(Ordering::Acquire) == db))
+}
+
+/// ERROR (55000) when this backend's database lags behind the mark: its
+/// writer could not write it (its owner holds a lock on the table, say),
+/// so a dump of it would not carry the IDs handed out meanwhile.
+pub fn refuse_if_this_database_lags() {
+    if this_database_lags() {
+        errors::high_water_lags_here();
     }
 }
 

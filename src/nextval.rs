@@ -186,8 +186,7 @@ fn generator() -> (&'static GeneratorState, Config) {
     }
     let blocked = state.blocked.load(Ordering::Acquire);
     if blocked != 0 {
-        let (msg, detail) = reservation::blocked_reason(blocked, &layout);
-        errors::generation_blocked(msg, detail);
+        refuse_if_blocked(blocked, &layout);
     }
     high_water::ensure_ready();
     let cfg = Config {
@@ -196,6 +195,19 @@ fn generator() -> (&'static GeneratorState, Config) {
         max_lead_ms: gucs::max_lead_ms(),
     };
     (state, cfg)
+}
+
+/// ERROR (55000) when generation is disabled for the server, or for this
+/// database (its high-water mark could not be written: `crate::high_water`).
+#[cold]
+#[inline(never)]
+fn refuse_if_blocked(blocked: u64, layout: &snowflake_id_core::Layout) {
+    let code = blocked & reservation::BLOCKED_MASK;
+    if code != 0 {
+        let (msg, detail) = reservation::blocked_reason(code, layout);
+        errors::generation_blocked(msg, detail);
+    }
+    high_water::refuse_if_this_database_lags();
 }
 
 /// Set once this backend has seen recovery over. Recovery never starts

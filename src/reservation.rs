@@ -29,6 +29,9 @@ pub const THRESHOLD_MS: i64 = 1_000;
 pub const BLOCKED_CONFIG_CHANGED: u64 = 1;
 pub const BLOCKED_STATE_FILE: u64 = 2;
 pub const BLOCKED_FOREIGN_FILE: u64 = 3;
+/// The bits of `GeneratorState::blocked` that hold the codes above; the
+/// rest are flags of `crate::high_water` that block only some databases.
+pub const BLOCKED_MASK: u64 = 0xFF;
 
 fn log(level: PgLogLevel, msg: String, detail: Option<String>, hint: Option<&str>) {
     errors::report(

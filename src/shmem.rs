@@ -20,6 +20,10 @@ static STATE: PgAtomic<AssertPGRXSharedMemory<GeneratorState>> =
     // SAFETY: the name is unique to this extension.
     unsafe { PgAtomic::new(c"snowflake_id generator state") };
 
+/// How many databases can lag behind the high-water mark at once before
+/// a failing writer holds up the whole server (`crate::high_water`).
+pub const LAGGING_DATABASES: usize = 64;
+
 /// What the extension tracks in shared memory besides the generator. New
 /// at every start-up and crash restart, like the generator.
 pub struct Tracking {
@@ -47,6 +51,10 @@ pub struct Tracking {
     /// The launcher's latch (a `*mut Latch` in shared memory), 0 when it
     /// is not running.
     pub launcher_latch: AtomicUsize,
+    /// Databases whose writer failed (OIDs; 0 is a free slot): no ID is
+    /// handed out in them until their mark is written again
+    /// (`crate::high_water`).
+    pub lagging: [AtomicU32; LAGGING_DATABASES],
     /// Rounds that could not write some database's mark, and the last
     /// such database (its OID).
     pub mark_failures: AtomicU64,
@@ -68,6 +76,7 @@ impl Default for Tracking {
             mark_rescan: AtomicBool::new(false),
             mark_wanted: AtomicBool::new(false),
             launcher_latch: AtomicUsize::new(0),
+            lagging: std::array::from_fn(|_| AtomicU32::new(0)),
             mark_failures: AtomicU64::new(0),
             mark_failed_db: AtomicU32::new(0),
             writer_status: AtomicU32::new(0),

@@ -236,7 +236,7 @@ res=$(q "$A" "$PORT" -c "SELECT snowflake_accept_configuration()" 2>&1)
 [[ "$res" != *"no floor but the clock"* ]] || die "7: the high-water mark was not taken as a floor: $res"
 after "$A" "$PORT" "garbage file accepted" "$ISSUED"
 E=$(fresh e); init "$E" $((PORT + 6)); start "$E"
-q "$E" $((PORT + 6)) -c "CREATE EXTENSION snowflake_id" -c "DELETE FROM snowflake_high_water"
+q "$E" $((PORT + 6)) -c "CREATE EXTENSION snowflake_id" -c "DELETE FROM snowflake_id_internal.snowflake_high_water"
 cluster_stop "$E"; echo garbage | as_pg tee "$E/data/snowflake_id.state" >/dev/null; start "$E"
 res=$(q "$E" $((PORT + 6)) -c "SELECT snowflake_accept_configuration()" 2>&1)
 [[ "$res" == *"WARNING:  snowflake_id: accepted with no floor but the clock"* && "$res" == *"no floor but the clock; state file"* ]] \
@@ -283,10 +283,10 @@ q "$P" $((PORT + 7)) -c "INSERT INTO keys (v) SELECT g FROM generate_series(1, 1
 q "$S" $((PORT + 8)) -c "CREATE SUBSCRIPTION s CONNECTION 'host=$P port=$((PORT + 7)) user=postgres dbname=postgres' PUBLICATION everything" >/dev/null 2>&1
 for _ in $(seq 1 100); do
     [ "$(q "$S" $((PORT + 8)) -c "SELECT count(*) FROM keys")" = 1000 ] \
-        && [ "$(q "$S" $((PORT + 8)) -c "SELECT count(*) FROM snowflake_high_water WHERE worker_id = 9")" -ge 1 ] && break
+        && [ "$(q "$S" $((PORT + 8)) -c "SELECT count(*) FROM snowflake_id_internal.snowflake_high_water WHERE worker_id = 9")" -ge 1 ] && break
     sleep 0.2
 done
-[ "$(q "$S" $((PORT + 8)) -c "SELECT count(*) FROM snowflake_high_water WHERE worker_id = 9")" -ge 1 ] \
+[ "$(q "$S" $((PORT + 8)) -c "SELECT count(*) FROM snowflake_id_internal.snowflake_high_water WHERE worker_id = 9")" -ge 1 ] \
     || die "9: the publisher's high-water mark did not reach the subscriber"
 id=$(q "$S" $((PORT + 8)) -c "SELECT snowflake_nextval()")
 [ "$(q "$S" $((PORT + 8)) -c "SELECT snowflake_timestamp($id) < now() + interval '1 minute'")" = t ] \

@@ -16,8 +16,15 @@
 #   S32 db32  her open session holds a TEMP table with a key default
 #   S33 db33  her open transaction holds LOCK TABLE on her key table
 #   dbm       a database she owns, with the extension: her ALTER DATABASE
-#             settings (role, read-only transactions, timeouts) must not
-#             stop the high-water writer there, nor minting elsewhere
+#             settings (role, session_authorization, read-only
+#             transactions, timeouts) must not stop the high-water writer
+#             there, nor minting elsewhere; and when she holds up the
+#             writer there with a queued lock on the table (her own
+#             database: she may read the table), only her database stops
+#             handing out IDs (55000), the others go on
+#   eve       a role with no privilege: she cannot even name the table,
+#             so she cannot queue a lock on it (CREATE RULE locks before
+#             it checks ownership)
 # Run by tests/security/run.sh; also alone: bash tests/security/high_water.sh
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
@@ -96,6 +103,7 @@ as mallory db31 -c "INSERT INTO mal.keys (id, v) VALUES ($FUTURE, 2)" >/dev/null
 as postgres postgres -c "CREATE DATABASE dbm OWNER mallory" >/dev/null
 as postgres dbm -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" >/dev/null
 as mallory dbm -c "ALTER DATABASE dbm SET role = 'mallory'" \
+    -c "ALTER DATABASE dbm SET session_authorization = 'mallory'" \
     -c "ALTER DATABASE dbm SET default_transaction_read_only = on" \
     -c "ALTER DATABASE dbm SET statement_timeout = '1ms'" -c "ALTER DATABASE dbm SET lock_timeout = '1ms'" \
     -c "ALTER DATABASE dbm SET search_path = mal_nowhere" >/dev/null
@@ -187,12 +195,68 @@ else
     fail dbm "minting stopped: $last"
 fi
 held=$(PGOPTIONS="-c role=none -c statement_timeout=0 -c lock_timeout=0 -c search_path=public" \
-       as postgres dbm -c "SELECT max(mark_ms) FROM snowflake_high_water" 2>&1 || true)
+       as postgres dbm -c "SELECT max(mark_ms) FROM snowflake_id_internal.snowflake_high_water" 2>&1 || true)
 want=$(as postgres db29 -c "SELECT (extract(epoch FROM snowflake_timestamp(${last:-0})) * 1000)::bigint" 2>/dev/null || echo x)
 if [[ "$held" =~ ^[0-9]+$ && "$want" =~ ^[0-9]+$ ]] && [ "$held" -ge "$want" ]; then
     ok "dbm: her database holds a mark above the last ID"
 else
     fail dbm "her database holds no mark above the last ID (holds $held, needs $want)"
+fi
+
+# eve: no privilege at all; she cannot name the table to queue a lock.
+as postgres postgres -c "CREATE ROLE eve LOGIN" >/dev/null
+out=$(as eve db29 -c "CREATE RULE r AS ON INSERT TO snowflake_id_internal.snowflake_high_water DO INSTEAD NOTHING" 2>&1) \
+    && fail eve "eve created a rule on the table"
+if [[ "$out" == *"permission denied for schema snowflake_id_internal"* ]]; then
+    ok "eve: cannot name the table, so cannot queue a lock on it"
+else
+    fail eve "eve's CREATE RULE was not refused before locking: $out"
+fi
+
+# mallory holds up the writer in her own database: a lock she holds, and
+# an ACCESS EXCLUSIVE request queued behind it. Her database stops handing
+# out IDs; bob's goes on for longer than the mark and the wait allow.
+PGOPTIONS="-c role=mallory -c statement_timeout=0 -c lock_timeout=0 -c default_transaction_read_only=off" as mallory dbm -c "BEGIN" \
+    -c "SELECT count(*) FROM snowflake_id_internal.snowflake_high_water" -c "SELECT pg_sleep(60)" >/dev/null 2>&1 & holders+=($!)
+sleep 0.5
+PGOPTIONS="-c role=mallory -c statement_timeout=0 -c lock_timeout=0 -c default_transaction_read_only=off" as mallory dbm -c "BEGIN" \
+    -c "CREATE RULE r AS ON INSERT TO snowflake_id_internal.snowflake_high_water DO INSTEAD NOTHING" >/dev/null 2>&1 & holders+=($!)
+queued=0
+for _ in $(seq 1 100); do
+    queued=$(as postgres postgres -c "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+                                       WHERE d.datname = 'dbm' AND NOT l.granted AND l.mode = 'AccessExclusiveLock'")
+    [ "$queued" -ge 1 ] && break; sleep 0.1
+done
+[ "$queued" -ge 1 ] || die "mallory's lock request did not queue"
+bob_ok=1
+for _ in $(seq 1 30); do
+    as bob db29 -c "SELECT snowflake_nextval()" >/dev/null 2>&1 || { bob_ok=0; break; }
+    sleep 0.5
+done
+if [ $bob_ok = 1 ]; then
+    ok "dbm: with the writer held up in her database, bob minted for 15 s in his"
+else
+    fail dbm "the writer held up in her database stopped bob's minting in his"
+fi
+out=$(PGOPTIONS="-c role=none -c statement_timeout=0" as postgres dbm -c "SELECT public.snowflake_nextval()" 2>&1) \
+    && fail dbm "an ID was handed out in her database while its mark could not be written: $out"
+if [[ "$out" == *"cannot be written in this database"* ]]; then
+    ok "dbm: her own database hands out no ID while its mark cannot be written"
+else
+    fail dbm "her database did not refuse as expected: $out"
+fi
+for p in "${holders[@]}"; do kill "$p" 2>/dev/null || true; done
+as postgres postgres -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'mallory'" >/dev/null 2>&1
+resumed=0
+for _ in $(seq 1 100); do
+    PGOPTIONS="-c role=none -c statement_timeout=0" as postgres dbm -c "SELECT public.snowflake_nextval()" >/dev/null 2>&1 \
+        && { resumed=1; break; }
+    sleep 0.2
+done
+if [ $resumed = 1 ]; then
+    ok "dbm: once her locks were gone, her database handed out IDs again"
+else
+    fail dbm "her database did not resume handing out IDs"
 fi
 
 [ ${#failed[@]} = 0 ] || die "the high-water-mark attacks got through: ${failed[*]}"

@@ -110,5 +110,5 @@ DROP TABLE floor_keys, floor_unindexed;
 -- The high-water mark: published, and this database holds it.
 SELECT snowflake_high_water() IS NOT NULL AS has_a_mark,
        snowflake_high_water() >= snowflake_timestamp(snowflake_nextval()) AS above_the_last_id;
-SELECT count(*) > 0 AS this_database_holds_it FROM snowflake_high_water
+SELECT count(*) > 0 AS this_database_holds_it FROM snowflake_id_internal.snowflake_high_water
  WHERE worker_id = 42 AND mark_ms >= (extract(epoch FROM snowflake_timestamp(snowflake_nextval())) * 1000)::bigint - 10000;

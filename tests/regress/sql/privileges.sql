@@ -27,22 +27,27 @@ SELECT snowflake_accept_configuration();
 -- Raising the floor could use up the ID space: superusers only.
 SELECT snowflake_raise_floor(snowflake_compose(now() + interval '1000 years', 0, 0));
 SELECT * FROM snowflake_raise_floor_from_data();
--- The high-water mark: anyone reads it; only a superuser writes it, or
--- owns anything on it.
-SELECT count(*) >= 0 AS can_read FROM snowflake_high_water;
+-- The high-water mark: no plain role can read, write or even name its
+-- table (a role that can name a table can queue a lock on it: CREATE RULE
+-- locks before it checks ownership), nor own anything on it; everyone
+-- reads the mark through snowflake_high_water().
 SELECT snowflake_high_water() IS NOT NULL AS sees_the_mark;
-INSERT INTO snowflake_high_water (worker_id, epoch_ms, worker_bits, sequence_bits, mark_ms)
+SELECT count(*) FROM snowflake_id_internal.snowflake_high_water;
+INSERT INTO snowflake_id_internal.snowflake_high_water (worker_id, epoch_ms, worker_bits, sequence_bits, mark_ms)
 VALUES (42, 1704067200000, 10, 12, 9000000000000);
-UPDATE snowflake_high_water SET mark_ms = mark_ms + 86400000;
-DELETE FROM snowflake_high_water;
-TRUNCATE snowflake_high_water;
+UPDATE snowflake_id_internal.snowflake_high_water SET mark_ms = mark_ms + 86400000;
+DELETE FROM snowflake_id_internal.snowflake_high_water;
+TRUNCATE snowflake_id_internal.snowflake_high_water;
 BEGIN;
-LOCK TABLE snowflake_high_water IN SHARE MODE;
+LOCK TABLE snowflake_id_internal.snowflake_high_water IN SHARE MODE;
 ROLLBACK;
-CREATE INDEX ON snowflake_high_water (mark_ms);
-CREATE TRIGGER t BEFORE INSERT ON snowflake_high_water FOR EACH ROW EXECUTE FUNCTION snowflake_high_water_restored();
-CREATE POLICY p ON snowflake_high_water USING (true);
-CREATE RULE r AS ON INSERT TO snowflake_high_water DO INSTEAD NOTHING;
+BEGIN;
+CREATE RULE r AS ON INSERT TO snowflake_id_internal.snowflake_high_water DO INSTEAD NOTHING;
+ROLLBACK;
+CREATE INDEX ON snowflake_id_internal.snowflake_high_water (mark_ms);
+CREATE TRIGGER t BEFORE INSERT ON snowflake_id_internal.snowflake_high_water FOR EACH ROW EXECUTE FUNCTION snowflake_high_water_restored();
+CREATE POLICY p ON snowflake_id_internal.snowflake_high_water USING (true);
+COMMENT ON TABLE snowflake_id_internal.snowflake_high_water IS 'mine';
 SELECT snowflake_write_high_water();
 SELECT snowflake_high_water_raise(42, 1704067200000, 10, 12, 9000000000000);
 RESET ROLE;
