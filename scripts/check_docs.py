@@ -6,6 +6,9 @@
 2. Every recipe block `<!-- BEGIN path -->` ... `<!-- END path -->` holds a
    fenced code block equal to the file at `path` that a test runs, so a
    documented recipe is always the tested one.
+3. Size: README.md is at most 15 KB (the front door) and no page in docs/
+   is over 30 KB (one topic per page); split a page rather than raise
+   these.
 
 Usage: scripts/check_docs.py   (from the repository root; exit 1 on a problem)
 """
@@ -15,6 +18,9 @@ import sys
 from pathlib import Path
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+# Bytes, as `wc -c` counts them.
+LIMITS = {"README.md": 15_000}
+DOCS_LIMIT = 30_000
 RECIPE = re.compile(r"^<!-- BEGIN (\S+) -->\n```[a-z]*\n(.*?)```\n<!-- END \1 -->$", re.S | re.M)
 
 
@@ -66,6 +72,12 @@ def main():
             tested = Path(path)
             if not tested.exists() or tested.read_text() != block:
                 problems.append(f"{md}: the recipe differs from {path}, the file the tests run")
+    for page in [Path("README.md")] + sorted(Path("docs").glob("*.md")):
+        limit = LIMITS.get(str(page), DOCS_LIMIT)
+        size = len(page.read_bytes())
+        if size > limit:
+            problems.append(f"{page}: {size} bytes, over the limit of {limit}: "
+                            "split it by topic (CONTRIBUTING.md#documentation)")
     for p in problems:
         print(p, file=sys.stderr)
     return 1 if problems else 0
