@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Command 2: the whole test suite, every layer, from a fresh clone.
 #   1. lint: cargo fmt --check, cargo clippy (both crates), shellcheck,
-#      the module graph, links and recipes in the docs, the install script,
+#      the module graph, links and recipes in the docs, sql/ and META.json,
 #      operators a hostile schema could capture (check_sql_operators.py),
 #      the Citus source lookup (tests/lint/citus_source.sh)
 #   2. unit tests of the pure core (fake clock, multithreaded stress)
@@ -47,13 +47,23 @@ if has lint; then
     log "lint: cargo fmt --check, cargo clippy, shellcheck, module graph, docs"
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --features pg_test -q -- -D warnings
-    # sql/snowflake_id--<version>.sql is the committed install script of this
-    # version (the base for upgrade scripts); it must match the code.
-    version=$(project_version)
-    cargo pgrx schema "pg$PG_MAJOR" -o "$ROOT/.run/schema.sql" >/dev/null 2>&1
-    strip() { grep -vE '^\s*--|^/\*|^\*/|^This file|^The ordering|^$' "$1"; }
-    diff <(strip "$ROOT/sql/snowflake_id--$version.sql") <(strip "$ROOT/.run/schema.sql") >&2 \
-        || die "sql/snowflake_id--$version.sql is stale: regenerate it with cargo pgrx schema pg$PG_MAJOR -o sql/snowflake_id--$version.sql"
+    # sql/ holds the upgrade scripts only: the install script of this
+    # version is generated (cargo pgrx install, package), and those of
+    # past releases are the upgrade layer's fixtures (RELEASING.md).
+    installs=$(cd "$ROOT" && git ls-files sql | grep -vE '^sql/snowflake_id--[^-]+--[^-]+\.sql$' || true)
+    [ -z "$installs" ] || die "sql/ holds files other than upgrade scripts (install scripts of releases go to tests/upgrade/fixtures/): $installs"
+    # META.json names this version and a file that exists.
+    python3 - "$ROOT" "$(project_version)" <<'PY' || die "META.json does not match the project"
+import json, pathlib, sys
+root, version = pathlib.Path(sys.argv[1]), sys.argv[2]
+meta = json.loads((root / "META.json").read_text())
+bad = [] if meta["version"] == version else [f"version {meta['version']}, Cargo.toml says {version}"]
+for name, p in meta["provides"].items():
+    bad += [f"{name}: version {p['version']}"] if p["version"] != version else []
+    bad += [f"{name}: no file {p['file']}"] if not (root / p["file"]).is_file() else []
+    bad += [f"{name}: no docfile {p['docfile']}"] if "docfile" in p and not (root / p["docfile"]).is_file() else []
+sys.exit("META.json: " + "; ".join(bad) if bad else 0)
+PY
     # Every upgrade script refuses to be run by hand with psql.
     unguarded=$(grep -L '^\\echo Use "ALTER EXTENSION snowflake_id UPDATE' "$ROOT"/sql/snowflake_id--*--*.sql || true)
     [ -z "$unguarded" ] || die "upgrade scripts without the \\echo ... \\quit guard: $unguarded"

@@ -10,10 +10,11 @@ script names its sources on one line after its \\echo guard:
 Everything up to and including that line is kept as written (the header
 comment says what the upgrade does); everything after it is the sources,
 in that order, separated by a blank line. A `CREATE FUNCTION name(` (or
-`CREATE PROCEDURE name(`) whose name the previous version's install
-script (sql/snowflake_id--FROM.sql) already defines becomes `CREATE OR
-REPLACE FUNCTION name(`: the upgrade replaces it, where a fresh install
-creates it.
+`CREATE PROCEDURE name(`) whose name the previous release's install
+script (tests/upgrade/fixtures/snowflake_id--FROM.sql, the upgrade test's
+fixture of that release) already defines becomes `CREATE OR REPLACE
+FUNCTION name(`: the upgrade replaces it, where a fresh install creates
+it.
 
     python3 scripts/upgrade_script.py            rewrite every generated script
     python3 scripts/upgrade_script.py --check    fail if one differs (the lint)
@@ -67,7 +68,10 @@ def generate(path):
     if not sources:
         sys.exit(f"{path.name}: the generated-from line names no source")
     old_version = NAME.search(path.name).group(1)
-    old_script = ROOT / "sql" / f"snowflake_id--{old_version}.sql"
+    old_script = ROOT / "tests" / "upgrade" / "fixtures" / f"snowflake_id--{old_version}.sql"
+    if not old_script.is_file():
+        sys.exit(f"{path.name}: no install script of {old_version} at {old_script.relative_to(ROOT)} "
+                 "(every release has one: RELEASING.md)")
     existing = set(DEFINED.findall(old_script.read_text()))
 
     def replace_existing(match):

@@ -74,10 +74,10 @@ section() {
 
 PUBLIC_KEY=2b7e151628aed2a6abf7158809cf4f3cef4359d8d580aa4f7f036d6f04fc6a94
 # hostile_install.sql installs the released 0.7.0 and upgrades it: its
-# install script and the upgrade scripts go next to this build's own
-# (which stays as cargo pgrx install wrote it).
+# install script (the upgrade layer's fixture) and the upgrade scripts go
+# next to this build's own (which stays as cargo pgrx install wrote it).
 EXTDIR="$("$PG_CONFIG" --sharedir)/extension"
-for f in "$ROOT"/sql/snowflake_id--0.7.0.sql "$ROOT"/sql/snowflake_id--*--*.sql; do
+for f in "$ROOT"/tests/upgrade/fixtures/snowflake_id--0.7.0.sql "$ROOT"/sql/snowflake_id--*--*.sql; do
     $SUDO cp "$f" "$EXTDIR/"
 done
 cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 11" \

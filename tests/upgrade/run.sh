@@ -2,10 +2,13 @@
 # Upgrade check: every earlier release must reach this version through
 # ALTER EXTENSION ... UPDATE and end up exactly like a fresh install.
 #
-# For each released install script sql/snowflake_id--<old>.sql (the 0.1.0
-# script is kept as the fixture until releases are tagged builds):
-#   1. install it next to this build's files and CREATE EXTENSION ... VERSION
-#      '<old>', with tables, data and a view that use the extension;
+# The support window is every release with an install script in
+# tests/upgrade/fixtures/: the script that release's packages installed,
+# byte for byte (RELEASING.md). sql/ holds only the upgrade scripts, and
+# every one of them must start from a release in the window. For each
+# release <old> in the window:
+#   1. install its script next to this build's files and CREATE EXTENSION
+#      ... VERSION '<old>', with tables, data and a view that use it;
 #   2. ALTER EXTENSION snowflake_id UPDATE (to this version);
 #   3. run the regression suites in that upgraded database, and check the
 #      old rows and the view still work;
@@ -20,16 +23,44 @@ PORT=${SNOWFLAKE_UPGRADE_PORT:-55560}
 PGREGRESS="$(dirname "$("$PG_CONFIG" --pgxs)")/../test/regress/pg_regress"
 EXTDIR="$("$PG_CONFIG" --sharedir)/extension"
 VERSION=$(project_version)
+FIXTURES="$ROOT/tests/upgrade/fixtures"
+# The window: the releases with a fixture, oldest first. The fixture of
+# this version exists only on a release commit (RELEASING.md): it is no
+# starting point, and must equal the install script this build generated
+# (but for comments, which name source lines).
+mapfile -t window < <(for f in "$FIXTURES"/snowflake_id--*.sql; do
+    v=$(basename "$f" .sql); v=${v#snowflake_id--}; [ "$v" = "$VERSION" ] || echo "$v"; done | sort -V)
+[ ${#window[@]} -gt 0 ] || die "no release in tests/upgrade/fixtures/ to upgrade from"
+[ -f "$EXTDIR/snowflake_id--$VERSION.sql" ] \
+    || die "no snowflake_id--$VERSION.sql in $EXTDIR: run cargo pgrx install first"
+if [ -f "$FIXTURES/snowflake_id--$VERSION.sql" ]; then
+    strip() { grep -vE '^\s*--|^/\*|^\*/|^This file|^The ordering|^$' "$1"; }
+    diff <(strip "$FIXTURES/snowflake_id--$VERSION.sql") <(strip "$EXTDIR/snowflake_id--$VERSION.sql") >&2 \
+        || die "tests/upgrade/fixtures/snowflake_id--$VERSION.sql differs from the install script this build generates: regenerate it (RELEASING.md)"
+fi
+# sql/ ships an upgrade path only from a release the window tests.
+for f in "$ROOT"/sql/snowflake_id--*--*.sql; do
+    from=$(basename "$f" .sql); from=${from#snowflake_id--}; from=${from%%--*}
+    [ -f "$FIXTURES/snowflake_id--$from.sql" ] \
+        || die "sql/$(basename "$f") starts from $from, which has no fixture in tests/upgrade/fixtures/ (RELEASING.md)"
+done
+
 trap 'cluster_stop "$DIR"' EXIT
 cluster_stop "$DIR"
 cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 42"
 cluster_up "$DIR"
 
-# The extension directory holds exactly the repository's scripts: the
-# released install scripts (as packages of those releases left them) and
-# the upgrade scripts, with no stale copy from an earlier build.
-$SUDO rm -f "$EXTDIR"/snowflake_id--*--*.sql
-for f in "$ROOT"/sql/snowflake_id--*.sql; do
+# The extension directory holds exactly this build's install script (as
+# cargo pgrx install wrote it), the released install scripts (as packages
+# of those releases left them) and the upgrade scripts, with no stale copy
+# from an earlier build or run.
+for f in "$EXTDIR"/snowflake_id--*.sql; do
+    [ "$(basename "$f")" = "snowflake_id--$VERSION.sql" ] || $SUDO rm -f "$f"
+done
+for v in "${window[@]}"; do
+    $SUDO cp "$FIXTURES/snowflake_id--$v.sql" "$EXTDIR/"
+done
+for f in "$ROOT"/sql/snowflake_id--*--*.sql; do
     $SUDO cp "$f" "$EXTDIR/"
 done
 
@@ -70,9 +101,7 @@ pq "$DIR" "$PORT" -d fresh -c "SET client_min_messages = warning" -c "CREATE EXT
 catalog fresh > "$DIR/fresh.catalog"
 
 checked=0
-for f in "$ROOT"/sql/snowflake_id--*.sql; do
-    old=$(basename "$f" .sql); old=${old#snowflake_id--}
-    case "$old" in *--*) continue ;; "$VERSION") continue ;; esac
+for old in "${window[@]}"; do
     db="from_${old//./_}"
     log "upgrade $old -> $VERSION"
     pq "$DIR" "$PORT" -c "CREATE DATABASE $db"
@@ -108,7 +137,7 @@ SQL
         || die "the catalog after upgrading from $old differs from a fresh install of $VERSION (above: - fresh, + upgraded)"
     checked=$((checked + 1))
 done
-[ "$checked" -gt 0 ] || die "no earlier release found in sql/ to upgrade from"
+[ "$checked" = ${#window[@]} ] || die "upgraded $checked of ${#window[@]} releases"
 
 # 0.7.0 replaces snowflake_nextval(integer) with snowflake_nextval(bigint).
 # An object that calls the old one stops the upgrade with 2BP01, naming
@@ -129,4 +158,4 @@ pq "$DIR" "$PORT" -d nextval_view -c "DROP VIEW five_ids" -c "ALTER EXTENSION sn
     || die "the view re-created after the upgrade does not return 5 IDs"
 log "upgrade: a view calling snowflake_nextval(integer) stops the upgrade with 2BP01 and a HINT; dropped, the upgrade goes on"
 echo "$checked" > "$ROOT/.run/upgrade.summary"
-log "upgrade: $checked earlier release(s) upgrade to $VERSION with the same catalog as a fresh install"
+log "upgrade: $checked earlier release(s) (${window[0]} to ${window[-1]}) upgrade to $VERSION with the same catalog as a fresh install"
