@@ -104,8 +104,10 @@ unsafe extern "C-unwind" fn forget_launcher(_code: std::ffi::c_int, _arg: pg_sys
 /// would make it that role), the catalog and nothing else on
 /// `search_path`, a writable transaction, bounded waits, and a commit as
 /// durable as a reservation's.
-const WRITER_SETTINGS: [(&std::ffi::CStr, &std::ffi::CStr); 7] = [
+const WRITER_SETTINGS: [(&std::ffi::CStr, &std::ffi::CStr); 8] = [
     (c"role", c"none"),
+    // Its own writes fire no trigger: they never raise the generator.
+    (c"session_replication_role", c"replica"),
     (c"search_path", c"pg_catalog, pg_temp"),
     (c"default_transaction_read_only", c"off"),
     (c"statement_timeout", c"10s"),

@@ -62,6 +62,7 @@
 //! ```
 
 use crate::{errors, gucs, shmem};
+use pgrx::bgworkers::BackgroundWorkerStatus;
 use pgrx::prelude::*;
 use pgrx::{pg_sys, PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::{format_epoch, Clock, GeneratorState, Layout, SystemClock};
@@ -89,6 +90,10 @@ pub const WAIT_MS: i64 = 10_000;
 /// A flag in `GeneratorState::blocked` (above `reservation::BLOCKED_MASK`):
 /// some database lags behind the mark, and calls check whether theirs does.
 pub const LAGGING_FLAG: u64 = 0x100;
+
+/// How long the launcher waits for one writer before it stops it and
+/// counts its database as lagging.
+pub const WRITER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What a writer tells its launcher (`shmem::Tracking::writer_status`).
 pub const WRITER_NONE: u32 = 0;
@@ -459,7 +464,35 @@ fn write_in(db: pg_sys::Oid, target: i64) -> Result<(u32, i64), WriteFail> {
         .set_restart_time(None)
         .load_dynamic()
         .map_err(|_| WriteFail::Start)?;
-    handle.wait_for_shutdown().map_err(|_| WriteFail::Start)?;
+    // A writer can wait where no setting bounds it (connecting to a
+    // database that a CREATE or DROP DATABASE holds, say): give it
+    // WRITER_TIMEOUT, then stop it and count its database as lagging.
+    let started = std::time::Instant::now();
+    loop {
+        match handle.pid() {
+            Err(BackgroundWorkerStatus::Stopped) => break,
+            Err(BackgroundWorkerStatus::PostmasterDied) => return Err(WriteFail::Start),
+            _ if started.elapsed() > WRITER_TIMEOUT => {
+                let _ = handle.terminate().wait_for_shutdown();
+                return Err(WriteFail::InDatabase);
+            }
+            _ => {
+                // SAFETY: the standard latch wait of a background worker;
+                // the postmaster sets it when the writer stops.
+                unsafe {
+                    pg_sys::WaitLatch(
+                        pg_sys::MyLatch,
+                        (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH)
+                            as i32,
+                        10,
+                        pg_sys::PG_WAIT_EXTENSION,
+                    );
+                    pg_sys::ResetLatch(pg_sys::MyLatch);
+                }
+                pgrx::check_for_interrupts!();
+            }
+        }
+    }
     match t.writer_status.load(Ordering::Acquire) {
         WRITER_NONE => Err(WriteFail::InDatabase),
         s => Ok((s, t.writer_found_ms.load(Ordering::Acquire))),
@@ -588,37 +621,74 @@ pub fn snowflake_write_high_water() -> Option<TimestampWithTimeZone> {
     Some(crate::decode::from_unix_ms(ms))
 }
 
-/// The trigger on `snowflake_high_water` calls this for every row written:
-/// a mark of this server's configuration above every target its own
-/// rounds tried since start-up (a restore of a dump, a superuser's
-/// INSERT) raises the generator above it at once. Returns whether it did.
-/// Superuser only (the table's writers are).
-#[pg_extern(volatile, strict, parallel_unsafe)]
-pub fn snowflake_high_water_raise(
+/// The trigger on `snowflake_id_internal.snowflake_high_water`, for every
+/// row written: a mark of this server's configuration above every target
+/// its own rounds tried since start-up (a restore of a dump, a
+/// superuser's INSERT) raises the generator above it at once. A C
+/// function, bound by OID when the trigger was created: no name is looked
+/// up when it fires (a schema renamed and replaced by its owner cannot
+/// put her function there). It acts only for its own table, and only
+/// for a superuser's write (only superusers can write the table).
+#[pg_trigger]
+fn snowflake_high_water_restored<'a>(
+    trigger: &'a PgTrigger<'a>,
+) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, PgHeapTupleError> {
+    // SAFETY: reading the trigger's relation and the current user.
+    let (own_table, superuser) = unsafe {
+        let rel = trigger.relation().map(|r| r.oid()).ok();
+        let ns = rel.map(|r| pg_sys::get_rel_namespace(r));
+        let nsname = ns.map(|n| pg_sys::get_namespace_name(n));
+        let own = nsname.is_some_and(|p| {
+            !p.is_null() && std::ffi::CStr::from_ptr(p) == c"snowflake_id_internal"
+        }) && rel.is_some_and(|r| {
+            let name = pg_sys::get_rel_name(r);
+            !name.is_null() && std::ffi::CStr::from_ptr(name) == c"snowflake_high_water"
+        });
+        (own, pg_sys::superuser())
+    };
+    if !own_table || !superuser {
+        return Ok(None);
+    }
+    if let Some(new) = trigger.new() {
+        let get = |name: &str| new.get_by_name::<i64>(name).ok().flatten();
+        let get32 = |name: &str| new.get_by_name::<i32>(name).ok().flatten();
+        if let (Some(w), Some(e), Some(wb), Some(sb), Some(m)) = (
+            get32("worker_id"),
+            get("epoch_ms"),
+            get32("worker_bits"),
+            get32("sequence_bits"),
+            get("mark_ms"),
+        ) {
+            raise_for_restored(w, e, wb, sb, m);
+        }
+    }
+    Ok(None)
+}
+
+/// See [`snowflake_high_water_restored`]: raise the generator above a
+/// written mark of this server's configuration that its rounds did not
+/// write.
+fn raise_for_restored(
     worker_id: i32,
     epoch_ms: i64,
     worker_bits: i32,
     sequence_bits: i32,
     mark_ms: i64,
-) -> bool {
-    // SAFETY: plain catalog check of the current user.
-    if !unsafe { pg_sys::superuser() } {
-        errors::must_be_superuser("write the snowflake_id high-water mark");
-    }
+) {
     let (Some(t), Some(state), Ok(layout), Some(worker)) = (
         shmem::tracking(),
         shmem::state(),
         gucs::layout(),
         gucs::worker_id(),
     ) else {
-        return false;
+        return;
     };
     let ours = worker_id as i64 == worker as i64
         && epoch_ms == layout.epoch_ms()
         && worker_bits as u32 == layout.worker_bits()
         && sequence_bits as u32 == layout.sequence_bits();
     if !ours || mark_ms <= t.mark_tried_ms.load(Ordering::Acquire) || shmem::in_recovery() {
-        return false;
+        return;
     }
     state.raise_above(mark_ms, &layout, SystemClock.mono_ns());
     t.mark_found_ms.fetch_max(mark_ms, Ordering::AcqRel);
@@ -633,11 +703,10 @@ pub fn snowflake_high_water_raise(
         None,
         None,
     );
-    true
 }
 
 extension_sql_file!(
     "sql/high_water.sql",
     name = "high_water",
-    requires = [snowflake_write_high_water, snowflake_high_water_raise]
+    requires = [snowflake_write_high_water, snowflake_high_water_restored]
 );

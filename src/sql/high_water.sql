@@ -36,19 +36,11 @@ COMMENT ON TABLE snowflake_id_internal.snowflake_high_water IS
 'snowflake_id''s high-water mark: no ID of a server with this configuration is later than mark_ms (Unix ms)';
 -- A mark of this server's configuration written by anyone but its own
 -- writers (a restore of a dump, a superuser by hand) raises the generator
--- at once, before the next round reads it: src/high_water.rs.
-CREATE FUNCTION snowflake_high_water_restored() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    PERFORM @extschema@.snowflake_high_water_raise(NEW.worker_id, NEW.epoch_ms, NEW.worker_bits,
-                                                  NEW.sequence_bits, NEW.mark_ms);
-    RETURN NULL;
-END
-$$;
+-- at once, before the next round reads it: the C trigger function
+-- snowflake_high_water_restored() (src/high_water.rs), bound by OID here.
 REVOKE ALL ON FUNCTION snowflake_high_water_restored() FROM PUBLIC;
 CREATE TRIGGER raise_generator AFTER INSERT OR UPDATE ON snowflake_id_internal.snowflake_high_water
-    FOR EACH ROW EXECUTE FUNCTION snowflake_high_water_restored();
-REVOKE ALL ON FUNCTION snowflake_high_water_raise(integer, bigint, integer, integer, bigint) FROM PUBLIC;
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.snowflake_high_water_restored();
 -- This database carries the mark from now on, not only from the next
 -- round of the high-water-mark launcher.
 REVOKE ALL ON FUNCTION snowflake_write_high_water() FROM PUBLIC;

@@ -14,6 +14,12 @@
 #                    identifiers; rewrite_rate's checks; the status view
 #   sync_commit.sql  a session's synchronous_commit cannot publish a
 #                    reservation no synchronous standby confirmed
+#   attack_*.sh      the red-team review of the high-water writers: a
+#                    database owner's renamed public schema, her
+#                    session_authorization and planner settings, a queued
+#                    lock, CREATE/DROP DATABASE loops never make anyone a
+#                    superuser or stop minting outside her database
+#                    (unfixed/worker_slots.sh: a known gap, not run)
 #   high_water.sh    the high-water-mark attacks S29-S33 of issue 38: no
 #                    plain role's index, key, temp table or lock runs as,
 #                    blocks or moves anyone else at a first call
@@ -126,12 +132,16 @@ else
     log "security: a cancelled call's backtrace went to the server log only"
 fi
 
-# The high-water-mark attacks (S29-S33): a cluster of their own, restarted.
-if bash "$HERE/high_water.sh"; then
-    log "security: high_water.sh: ok"
-else
-    failed+=("high_water"); log "security: high_water.sh: FAILED"
-fi
+# The high-water-mark attacks (S29-S33), and the red-team review of the
+# mark's writers: each on a cluster of its own.
+for s in high_water attack_schema_rename attack_session_authorization attack_lock_queue \
+         attack_db_settings attack_db_lock; do
+    if bash "$HERE/$s.sh"; then
+        log "security: $s.sh: ok"
+    else
+        failed+=("$s"); log "security: $s.sh: FAILED"
+    fi
+done
 
 # A bulk call leaves part of the lead to everyone else (issue 39, F7). In
 # 0.7.0 mallory's one snowflake_nextval(100000000) took the whole

@@ -11,7 +11,7 @@ RESET client_min_messages;
 SELECT count(*) AS public_can_execute_admin
   FROM pg_proc, aclexplode(proacl) a
  WHERE proname IN ('snowflake_accept_configuration', 'snowflake_raise_floor', 'snowflake_raise_floor_from_data',
-                   'snowflake_write_high_water', 'snowflake_high_water_raise', 'snowflake_high_water_restored')
+                   'snowflake_write_high_water', 'snowflake_high_water_restored')
    AND a.grantee = 0;
 SET ROLE snowflake_app;
 SELECT snowflake_worker_id(snowflake_nextval()) AS worker;
@@ -49,7 +49,10 @@ CREATE TRIGGER t BEFORE INSERT ON snowflake_id_internal.snowflake_high_water FOR
 CREATE POLICY p ON snowflake_id_internal.snowflake_high_water USING (true);
 COMMENT ON TABLE snowflake_id_internal.snowflake_high_water IS 'mine';
 SELECT snowflake_write_high_water();
-SELECT snowflake_high_water_raise(42, 1704067200000, 10, 12, 9000000000000);
+-- Nor can she hang the mark's trigger function on a table of hers.
+CREATE TABLE mine (worker_id integer, epoch_ms bigint, worker_bits integer, sequence_bits integer, mark_ms bigint);
+CREATE TRIGGER t AFTER INSERT ON mine FOR EACH ROW EXECUTE FUNCTION snowflake_high_water_restored();
+DROP TABLE mine;
 RESET ROLE;
 -- Nothing changed.
 SHOW snowflake_id.worker_id;

