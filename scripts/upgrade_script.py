@@ -21,7 +21,8 @@ it.
 
 A source may name one function or procedure of a file, `src/sql/a.sql:name`:
 then only its CREATE statement (the first one of that name in the file,
-through its closing dollar quote) and the COMMENT ON statement right after
+through its closing dollar quote, or through the END; line of a BEGIN
+ATOMIC body) and the COMMENT ON statement right after
 it are copied. An upgrade that changes a few functions of a file whose
 other statements cannot run twice (CREATE TRIGGER, CREATE TABLE) names
 those.
@@ -46,10 +47,18 @@ def one_definition(sql, name, where):
     if not start:
         sys.exit(f"{where}: no CREATE FUNCTION or PROCEDURE {name}( at the start of a line")
     opening = re.compile(r"\$[A-Za-z_]*\$").search(sql, start.end())
-    if not opening:
-        sys.exit(f"{where}: the body of {name} is not dollar-quoted")
-    closing = sql.find(opening.group(0), opening.end())
-    end = sql.find("\n", closing) + 1
+    atomic = re.compile(r"^BEGIN ATOMIC\n", re.MULTILINE).search(sql, start.end())
+    if atomic and (not opening or atomic.start() < opening.start()):
+        # A BEGIN ATOMIC body ends at the first line that is END; alone.
+        closing = re.compile(r"^END;\n", re.MULTILINE).search(sql, atomic.end())
+        if not closing:
+            sys.exit(f"{where}: the BEGIN ATOMIC body of {name} has no END; line")
+        end = closing.end()
+    elif not opening:
+        sys.exit(f"{where}: the body of {name} is neither dollar-quoted nor BEGIN ATOMIC")
+    else:
+        closing = sql.find(opening.group(0), opening.end())
+        end = sql.find("\n", closing) + 1
     comment = re.compile(rf"COMMENT ON (?:FUNCTION|PROCEDURE) {re.escape(name)}\(.*?';\n", re.DOTALL)
     following = comment.match(sql, end)
     if following:

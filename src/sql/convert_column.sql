@@ -13,7 +13,7 @@ SET search_path = pg_catalog, pg_temp
 AS $convert$
 #variable_conflict use_column
 DECLARE
-    target     regprocedure := '@extschema@.snowflake_nextval()'::regprocedure;
+    target     regprocedure;
     rel        record;
     att        record;
     def        record;
@@ -39,6 +39,41 @@ DECLARE
     max_val    bigint;
     next_id    bigint;
 BEGIN
+    -- Before any @extschema@ name is looked up (docs/security.md, "The
+    -- extension's schema"): every role that can create in the extension's
+    -- schema must be a superuser, the caller, or (for a caller who is not
+    -- a superuser) a role whose privileges the caller has; and the schema
+    -- must still have the name this body was created with.
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension sfg_e
+                     JOIN pg_catalog.pg_namespace sfg_n ON sfg_n.oid OPERATOR(pg_catalog.=) sfg_e.extnamespace
+                    WHERE sfg_e.extname OPERATOR(pg_catalog.=) 'snowflake_id'::pg_catalog.name
+                      AND pg_catalog.quote_ident(sfg_n.nspname::pg_catalog.text) OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.text)
+       OR EXISTS (SELECT FROM pg_catalog.pg_extension sfg_e
+                    JOIN pg_catalog.pg_namespace sfg_n ON sfg_n.oid OPERATOR(pg_catalog.=) sfg_e.extnamespace
+                   CROSS JOIN LATERAL (SELECT sfg_n.nspowner AS sfg_who
+                                       UNION ALL
+                                       SELECT sfg_a.grantee FROM pg_catalog.aclexplode(sfg_n.nspacl) sfg_a
+                                        WHERE sfg_a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'::pg_catalog.text) sfg_c
+                    LEFT JOIN pg_catalog.pg_roles sfg_o
+                      ON sfg_o.oid OPERATOR(pg_catalog.=)
+                         CASE WHEN sfg_c.sfg_who OPERATOR(pg_catalog.=) 'pg_database_owner'::pg_catalog.regrole::pg_catalog.oid
+                              THEN (SELECT sfg_d.datdba FROM pg_catalog.pg_database sfg_d
+                                     WHERE sfg_d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+                              ELSE sfg_c.sfg_who END
+                   WHERE sfg_e.extname OPERATOR(pg_catalog.=) 'snowflake_id'::pg_catalog.name
+                     AND NOT (COALESCE(sfg_o.rolsuper, false)
+                              OR COALESCE(sfg_o.rolname OPERATOR(pg_catalog.=) CURRENT_USER, false)
+                              OR (sfg_o.oid IS NOT NULL
+                                  AND NOT (SELECT sfg_r.rolsuper FROM pg_catalog.pg_roles sfg_r
+                                            WHERE sfg_r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)
+                                  AND pg_catalog.pg_has_role(sfg_o.oid, 'USAGE'::pg_catalog.text))))
+    THEN
+        RAISE EXCEPTION '%: the schema of snowflake_id is renamed, or a role whose rights you exceed can create in it', 'snowflake_convert_column_steps'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'This function calls the extension''s functions by the schema''s name, so that role could make it run its own code with your rights.',
+                  HINT = 'Install snowflake_id in a schema that only a superuser can create in (CREATE SCHEMA snowflake AUTHORIZATION postgres; CREATE EXTENSION snowflake_id SCHEMA snowflake), or run this as the schema''s owner. See docs/security.md, "The extension''s schema".';
+    END IF;
+    target := '@extschema@.snowflake_nextval()'::regprocedure;
     SELECT c.oid, c.relkind, c.relispartition, c.relowner INTO rel
       FROM pg_class c WHERE c.oid = tbl;
     IF rel.relkind NOT IN ('r', 'p') THEN
@@ -368,10 +403,11 @@ CREATE FUNCTION snowflake_convert_column(tbl regclass, col name)
 RETURNS TABLE (step integer, action text, object text, detail text)
 LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
-AS $$
+BEGIN ATOMIC
+    -- Bound by OID here (docs/security.md, "The extension's schema").
     SELECT s.step, s.action, s.object, s.detail
-      FROM @extschema@.snowflake_convert_column_steps(tbl, col, false) s
-$$;
+      FROM @extschema@.snowflake_convert_column_steps(tbl, col, false::pg_catalog.bool) s;
+END;
 
 COMMENT ON FUNCTION snowflake_convert_column(regclass, name) IS
 'Switch a serial, IDENTITY or nextval() column to DEFAULT snowflake_nextval(), widening it and its foreign keys to bigint';
@@ -397,6 +433,40 @@ DECLARE
     t0      timestamptz;
     secs    double precision;
 BEGIN
+    -- Before any @extschema@ name is looked up (docs/security.md, "The
+    -- extension's schema"): every role that can create in the extension's
+    -- schema must be a superuser, the caller, or (for a caller who is not
+    -- a superuser) a role whose privileges the caller has; and the schema
+    -- must still have the name this body was created with.
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension sfg_e
+                     JOIN pg_catalog.pg_namespace sfg_n ON sfg_n.oid OPERATOR(pg_catalog.=) sfg_e.extnamespace
+                    WHERE sfg_e.extname OPERATOR(pg_catalog.=) 'snowflake_id'::pg_catalog.name
+                      AND pg_catalog.quote_ident(sfg_n.nspname::pg_catalog.text) OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.text)
+       OR EXISTS (SELECT FROM pg_catalog.pg_extension sfg_e
+                    JOIN pg_catalog.pg_namespace sfg_n ON sfg_n.oid OPERATOR(pg_catalog.=) sfg_e.extnamespace
+                   CROSS JOIN LATERAL (SELECT sfg_n.nspowner AS sfg_who
+                                       UNION ALL
+                                       SELECT sfg_a.grantee FROM pg_catalog.aclexplode(sfg_n.nspacl) sfg_a
+                                        WHERE sfg_a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'::pg_catalog.text) sfg_c
+                    LEFT JOIN pg_catalog.pg_roles sfg_o
+                      ON sfg_o.oid OPERATOR(pg_catalog.=)
+                         CASE WHEN sfg_c.sfg_who OPERATOR(pg_catalog.=) 'pg_database_owner'::pg_catalog.regrole::pg_catalog.oid
+                              THEN (SELECT sfg_d.datdba FROM pg_catalog.pg_database sfg_d
+                                     WHERE sfg_d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+                              ELSE sfg_c.sfg_who END
+                   WHERE sfg_e.extname OPERATOR(pg_catalog.=) 'snowflake_id'::pg_catalog.name
+                     AND NOT (COALESCE(sfg_o.rolsuper, false)
+                              OR COALESCE(sfg_o.rolname OPERATOR(pg_catalog.=) CURRENT_USER, false)
+                              OR (sfg_o.oid IS NOT NULL
+                                  AND NOT (SELECT sfg_r.rolsuper FROM pg_catalog.pg_roles sfg_r
+                                            WHERE sfg_r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)
+                                  AND pg_catalog.pg_has_role(sfg_o.oid, 'USAGE'::pg_catalog.text))))
+    THEN
+        RAISE EXCEPTION '%: the schema of snowflake_id is renamed, or a role whose rights you exceed can create in it', 'snowflake_convert_rewrite_rate'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'This function calls the extension''s functions by the schema''s name, so that role could make it run its own code with your rights.',
+                  HINT = 'Install snowflake_id in a schema that only a superuser can create in (CREATE SCHEMA snowflake AUTHORIZATION postgres; CREATE EXTENSION snowflake_id SCHEMA snowflake), or run this as the schema''s owner. See docs/security.md, "The extension''s schema".';
+    END IF;
     SELECT c.relowner, c.relkind, ns.nspname INTO r
       FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace WHERE c.oid = rel;
     IF NOT FOUND THEN
@@ -460,6 +530,40 @@ DECLARE
     rate     double precision;
     how      text;
 BEGIN
+    -- Before any @extschema@ name is looked up (docs/security.md, "The
+    -- extension's schema"): every role that can create in the extension's
+    -- schema must be a superuser, the caller, or (for a caller who is not
+    -- a superuser) a role whose privileges the caller has; and the schema
+    -- must still have the name this body was created with.
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension sfg_e
+                     JOIN pg_catalog.pg_namespace sfg_n ON sfg_n.oid OPERATOR(pg_catalog.=) sfg_e.extnamespace
+                    WHERE sfg_e.extname OPERATOR(pg_catalog.=) 'snowflake_id'::pg_catalog.name
+                      AND pg_catalog.quote_ident(sfg_n.nspname::pg_catalog.text) OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.text)
+       OR EXISTS (SELECT FROM pg_catalog.pg_extension sfg_e
+                    JOIN pg_catalog.pg_namespace sfg_n ON sfg_n.oid OPERATOR(pg_catalog.=) sfg_e.extnamespace
+                   CROSS JOIN LATERAL (SELECT sfg_n.nspowner AS sfg_who
+                                       UNION ALL
+                                       SELECT sfg_a.grantee FROM pg_catalog.aclexplode(sfg_n.nspacl) sfg_a
+                                        WHERE sfg_a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'::pg_catalog.text) sfg_c
+                    LEFT JOIN pg_catalog.pg_roles sfg_o
+                      ON sfg_o.oid OPERATOR(pg_catalog.=)
+                         CASE WHEN sfg_c.sfg_who OPERATOR(pg_catalog.=) 'pg_database_owner'::pg_catalog.regrole::pg_catalog.oid
+                              THEN (SELECT sfg_d.datdba FROM pg_catalog.pg_database sfg_d
+                                     WHERE sfg_d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+                              ELSE sfg_c.sfg_who END
+                   WHERE sfg_e.extname OPERATOR(pg_catalog.=) 'snowflake_id'::pg_catalog.name
+                     AND NOT (COALESCE(sfg_o.rolsuper, false)
+                              OR COALESCE(sfg_o.rolname OPERATOR(pg_catalog.=) CURRENT_USER, false)
+                              OR (sfg_o.oid IS NOT NULL
+                                  AND NOT (SELECT sfg_r.rolsuper FROM pg_catalog.pg_roles sfg_r
+                                            WHERE sfg_r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)
+                                  AND pg_catalog.pg_has_role(sfg_o.oid, 'USAGE'::pg_catalog.text))))
+    THEN
+        RAISE EXCEPTION '%: the schema of snowflake_id is renamed, or a role whose rights you exceed can create in it', 'snowflake_convert_plan'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'This function calls the extension''s functions by the schema''s name, so that role could make it run its own code with your rights.',
+                  HINT = 'Install snowflake_id in a schema that only a superuser can create in (CREATE SCHEMA snowflake AUTHORIZATION postgres; CREATE EXTENSION snowflake_id SCHEMA snowflake), or run this as the schema''s owner. See docs/security.md, "The extension''s schema".';
+    END IF;
     FOR r IN SELECT * FROM @extschema@.snowflake_convert_column_steps(tbl, col, true) LOOP
         bytes := NULL; nrows := NULL; rate := NULL; how := NULL;
         IF r.action = 'widen' THEN

@@ -10,6 +10,40 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $guard$
 BEGIN
+    -- Before any @extschema@ name is looked up (docs/security.md, "The
+    -- extension's schema"): every role that can create in the extension's
+    -- schema must be a superuser, the caller, or (for a caller who is not
+    -- a superuser) a role whose privileges the caller has; and the schema
+    -- must still have the name this body was created with.
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension sfg_e
+                     JOIN pg_catalog.pg_namespace sfg_n ON sfg_n.oid OPERATOR(pg_catalog.=) sfg_e.extnamespace
+                    WHERE sfg_e.extname OPERATOR(pg_catalog.=) 'snowflake_id'::pg_catalog.name
+                      AND pg_catalog.quote_ident(sfg_n.nspname::pg_catalog.text) OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.text)
+       OR EXISTS (SELECT FROM pg_catalog.pg_extension sfg_e
+                    JOIN pg_catalog.pg_namespace sfg_n ON sfg_n.oid OPERATOR(pg_catalog.=) sfg_e.extnamespace
+                   CROSS JOIN LATERAL (SELECT sfg_n.nspowner AS sfg_who
+                                       UNION ALL
+                                       SELECT sfg_a.grantee FROM pg_catalog.aclexplode(sfg_n.nspacl) sfg_a
+                                        WHERE sfg_a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'::pg_catalog.text) sfg_c
+                    LEFT JOIN pg_catalog.pg_roles sfg_o
+                      ON sfg_o.oid OPERATOR(pg_catalog.=)
+                         CASE WHEN sfg_c.sfg_who OPERATOR(pg_catalog.=) 'pg_database_owner'::pg_catalog.regrole::pg_catalog.oid
+                              THEN (SELECT sfg_d.datdba FROM pg_catalog.pg_database sfg_d
+                                     WHERE sfg_d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+                              ELSE sfg_c.sfg_who END
+                   WHERE sfg_e.extname OPERATOR(pg_catalog.=) 'snowflake_id'::pg_catalog.name
+                     AND NOT (COALESCE(sfg_o.rolsuper, false)
+                              OR COALESCE(sfg_o.rolname OPERATOR(pg_catalog.=) CURRENT_USER, false)
+                              OR (sfg_o.oid IS NOT NULL
+                                  AND NOT (SELECT sfg_r.rolsuper FROM pg_catalog.pg_roles sfg_r
+                                            WHERE sfg_r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)
+                                  AND pg_catalog.pg_has_role(sfg_o.oid, 'USAGE'::pg_catalog.text))))
+    THEN
+        RAISE EXCEPTION '%: the schema of snowflake_id is renamed, or a role whose rights you exceed can create in it', 'snowflake_convert_progress_guard'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'This function calls the extension''s functions by the schema''s name, so that role could make it run its own code with your rights.',
+                  HINT = 'Install snowflake_id in a schema that only a superuser can create in (CREATE SCHEMA snowflake AUTHORIZATION postgres; CREATE EXTENSION snowflake_id SCHEMA snowflake), or run this as the schema''s owner. See docs/security.md, "The extension''s schema".';
+    END IF;
     IF NOT @extschema@.snowflake_convert_progress_writable() THEN
         RAISE EXCEPTION 'snowflake_convert_progress can only be changed by the online conversion''s functions'
             USING ERRCODE = 'insufficient_privilege',
@@ -71,6 +105,40 @@ AS $cols$
 DECLARE
     r  record;
 BEGIN
+    -- Before any @extschema@ name is looked up (docs/security.md, "The
+    -- extension's schema"): every role that can create in the extension's
+    -- schema must be a superuser, the caller, or (for a caller who is not
+    -- a superuser) a role whose privileges the caller has; and the schema
+    -- must still have the name this body was created with.
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension sfg_e
+                     JOIN pg_catalog.pg_namespace sfg_n ON sfg_n.oid OPERATOR(pg_catalog.=) sfg_e.extnamespace
+                    WHERE sfg_e.extname OPERATOR(pg_catalog.=) 'snowflake_id'::pg_catalog.name
+                      AND pg_catalog.quote_ident(sfg_n.nspname::pg_catalog.text) OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.text)
+       OR EXISTS (SELECT FROM pg_catalog.pg_extension sfg_e
+                    JOIN pg_catalog.pg_namespace sfg_n ON sfg_n.oid OPERATOR(pg_catalog.=) sfg_e.extnamespace
+                   CROSS JOIN LATERAL (SELECT sfg_n.nspowner AS sfg_who
+                                       UNION ALL
+                                       SELECT sfg_a.grantee FROM pg_catalog.aclexplode(sfg_n.nspacl) sfg_a
+                                        WHERE sfg_a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'::pg_catalog.text) sfg_c
+                    LEFT JOIN pg_catalog.pg_roles sfg_o
+                      ON sfg_o.oid OPERATOR(pg_catalog.=)
+                         CASE WHEN sfg_c.sfg_who OPERATOR(pg_catalog.=) 'pg_database_owner'::pg_catalog.regrole::pg_catalog.oid
+                              THEN (SELECT sfg_d.datdba FROM pg_catalog.pg_database sfg_d
+                                     WHERE sfg_d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+                              ELSE sfg_c.sfg_who END
+                   WHERE sfg_e.extname OPERATOR(pg_catalog.=) 'snowflake_id'::pg_catalog.name
+                     AND NOT (COALESCE(sfg_o.rolsuper, false)
+                              OR COALESCE(sfg_o.rolname OPERATOR(pg_catalog.=) CURRENT_USER, false)
+                              OR (sfg_o.oid IS NOT NULL
+                                  AND NOT (SELECT sfg_r.rolsuper FROM pg_catalog.pg_roles sfg_r
+                                            WHERE sfg_r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)
+                                  AND pg_catalog.pg_has_role(sfg_o.oid, 'USAGE'::pg_catalog.text))))
+    THEN
+        RAISE EXCEPTION '%: the schema of snowflake_id is renamed, or a role whose rights you exceed can create in it', 'snowflake_convert_online_columns'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'This function calls the extension''s functions by the schema''s name, so that role could make it run its own code with your rights.',
+                  HINT = 'Install snowflake_id in a schema that only a superuser can create in (CREATE SCHEMA snowflake AUTHORIZATION postgres; CREATE EXTENSION snowflake_id SCHEMA snowflake), or run this as the schema''s owner. See docs/security.md, "The extension''s schema".';
+    END IF;
     FOR r IN
         SELECT c.oid AS relid, a.attname, c.relowner
           FROM pg_class c
@@ -117,6 +185,40 @@ DECLARE
     def   text;
     have  record;
 BEGIN
+    -- Before any @extschema@ name is looked up (docs/security.md, "The
+    -- extension's schema"): every role that can create in the extension's
+    -- schema must be a superuser, the caller, or (for a caller who is not
+    -- a superuser) a role whose privileges the caller has; and the schema
+    -- must still have the name this body was created with.
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension sfg_e
+                     JOIN pg_catalog.pg_namespace sfg_n ON sfg_n.oid OPERATOR(pg_catalog.=) sfg_e.extnamespace
+                    WHERE sfg_e.extname OPERATOR(pg_catalog.=) 'snowflake_id'::pg_catalog.name
+                      AND pg_catalog.quote_ident(sfg_n.nspname::pg_catalog.text) OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.text)
+       OR EXISTS (SELECT FROM pg_catalog.pg_extension sfg_e
+                    JOIN pg_catalog.pg_namespace sfg_n ON sfg_n.oid OPERATOR(pg_catalog.=) sfg_e.extnamespace
+                   CROSS JOIN LATERAL (SELECT sfg_n.nspowner AS sfg_who
+                                       UNION ALL
+                                       SELECT sfg_a.grantee FROM pg_catalog.aclexplode(sfg_n.nspacl) sfg_a
+                                        WHERE sfg_a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'::pg_catalog.text) sfg_c
+                    LEFT JOIN pg_catalog.pg_roles sfg_o
+                      ON sfg_o.oid OPERATOR(pg_catalog.=)
+                         CASE WHEN sfg_c.sfg_who OPERATOR(pg_catalog.=) 'pg_database_owner'::pg_catalog.regrole::pg_catalog.oid
+                              THEN (SELECT sfg_d.datdba FROM pg_catalog.pg_database sfg_d
+                                     WHERE sfg_d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+                              ELSE sfg_c.sfg_who END
+                   WHERE sfg_e.extname OPERATOR(pg_catalog.=) 'snowflake_id'::pg_catalog.name
+                     AND NOT (COALESCE(sfg_o.rolsuper, false)
+                              OR COALESCE(sfg_o.rolname OPERATOR(pg_catalog.=) CURRENT_USER, false)
+                              OR (sfg_o.oid IS NOT NULL
+                                  AND NOT (SELECT sfg_r.rolsuper FROM pg_catalog.pg_roles sfg_r
+                                            WHERE sfg_r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)
+                                  AND pg_catalog.pg_has_role(sfg_o.oid, 'USAGE'::pg_catalog.text))))
+    THEN
+        RAISE EXCEPTION '%: the schema of snowflake_id is renamed, or a role whose rights you exceed can create in it', 'snowflake_convert_online_indexes'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'This function calls the extension''s functions by the schema''s name, so that role could make it run its own code with your rights.',
+                  HINT = 'Install snowflake_id in a schema that only a superuser can create in (CREATE SCHEMA snowflake AUTHORIZATION postgres; CREATE EXTENSION snowflake_id SCHEMA snowflake), or run this as the schema''s owner. See docs/security.md, "The extension''s schema".';
+    END IF;
     FOR p IN SELECT * FROM @extschema@.snowflake_convert_progress g
               WHERE g.tbl = $1 AND g.col = $2 ORDER BY g.rel = g.tbl DESC, g.rel::text, g.rel_col
     LOOP
@@ -246,8 +348,43 @@ DECLARE
     s        text;
     max_val  bigint;
     next_id  bigint;
-    target   regprocedure := '@extschema@.snowflake_nextval()'::regprocedure;
+    target   regprocedure;
 BEGIN
+    -- Before any @extschema@ name is looked up (docs/security.md, "The
+    -- extension's schema"): every role that can create in the extension's
+    -- schema must be a superuser, the caller, or (for a caller who is not
+    -- a superuser) a role whose privileges the caller has; and the schema
+    -- must still have the name this body was created with.
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension sfg_e
+                     JOIN pg_catalog.pg_namespace sfg_n ON sfg_n.oid OPERATOR(pg_catalog.=) sfg_e.extnamespace
+                    WHERE sfg_e.extname OPERATOR(pg_catalog.=) 'snowflake_id'::pg_catalog.name
+                      AND pg_catalog.quote_ident(sfg_n.nspname::pg_catalog.text) OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.text)
+       OR EXISTS (SELECT FROM pg_catalog.pg_extension sfg_e
+                    JOIN pg_catalog.pg_namespace sfg_n ON sfg_n.oid OPERATOR(pg_catalog.=) sfg_e.extnamespace
+                   CROSS JOIN LATERAL (SELECT sfg_n.nspowner AS sfg_who
+                                       UNION ALL
+                                       SELECT sfg_a.grantee FROM pg_catalog.aclexplode(sfg_n.nspacl) sfg_a
+                                        WHERE sfg_a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'::pg_catalog.text) sfg_c
+                    LEFT JOIN pg_catalog.pg_roles sfg_o
+                      ON sfg_o.oid OPERATOR(pg_catalog.=)
+                         CASE WHEN sfg_c.sfg_who OPERATOR(pg_catalog.=) 'pg_database_owner'::pg_catalog.regrole::pg_catalog.oid
+                              THEN (SELECT sfg_d.datdba FROM pg_catalog.pg_database sfg_d
+                                     WHERE sfg_d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+                              ELSE sfg_c.sfg_who END
+                   WHERE sfg_e.extname OPERATOR(pg_catalog.=) 'snowflake_id'::pg_catalog.name
+                     AND NOT (COALESCE(sfg_o.rolsuper, false)
+                              OR COALESCE(sfg_o.rolname OPERATOR(pg_catalog.=) CURRENT_USER, false)
+                              OR (sfg_o.oid IS NOT NULL
+                                  AND NOT (SELECT sfg_r.rolsuper FROM pg_catalog.pg_roles sfg_r
+                                            WHERE sfg_r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)
+                                  AND pg_catalog.pg_has_role(sfg_o.oid, 'USAGE'::pg_catalog.text))))
+    THEN
+        RAISE EXCEPTION '%: the schema of snowflake_id is renamed, or a role whose rights you exceed can create in it', 'snowflake_convert_online_step_body'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'This function calls the extension''s functions by the schema''s name, so that role could make it run its own code with your rights.',
+                  HINT = 'Install snowflake_id in a schema that only a superuser can create in (CREATE SCHEMA snowflake AUTHORIZATION postgres; CREATE EXTENSION snowflake_id SCHEMA snowflake), or run this as the schema''s owner. See docs/security.md, "The extension''s schema".';
+    END IF;
+    target := '@extschema@.snowflake_nextval()'::regprocedure;
     IF batch_pages < 1 THEN
         RAISE EXCEPTION 'batch_pages must be at least 1' USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -696,7 +833,11 @@ CREATE FUNCTION snowflake_convert_online_step(tbl regclass, col name, batch_page
 RETURNS text
 LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT @extschema@.snowflake_convert_online_run_step(tbl, col, batch_pages, lock_wait) $$;
+BEGIN ATOMIC
+    -- Bound by OID here (docs/security.md, "The extension's schema").
+    SELECT @extschema@.snowflake_convert_online_run_step(tbl::pg_catalog.oid, col::pg_catalog.text,
+                                                         batch_pages, lock_wait);
+END;
 COMMENT ON FUNCTION snowflake_convert_online_step(regclass, name, integer, interval) IS
 'One unit of work of snowflake_convert_online(); the procedure commits after each';
 
@@ -722,6 +863,40 @@ DECLARE
     retries  pg_catalog.int4 := 0;
     t0       pg_catalog.timestamptz;
 BEGIN
+    -- Before any @extschema@ name is looked up (docs/security.md, "The
+    -- extension's schema"): every role that can create in the extension's
+    -- schema must be a superuser, the caller, or (for a caller who is not
+    -- a superuser) a role whose privileges the caller has; and the schema
+    -- must still have the name this body was created with.
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension sfg_e
+                     JOIN pg_catalog.pg_namespace sfg_n ON sfg_n.oid OPERATOR(pg_catalog.=) sfg_e.extnamespace
+                    WHERE sfg_e.extname OPERATOR(pg_catalog.=) 'snowflake_id'::pg_catalog.name
+                      AND pg_catalog.quote_ident(sfg_n.nspname::pg_catalog.text) OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.text)
+       OR EXISTS (SELECT FROM pg_catalog.pg_extension sfg_e
+                    JOIN pg_catalog.pg_namespace sfg_n ON sfg_n.oid OPERATOR(pg_catalog.=) sfg_e.extnamespace
+                   CROSS JOIN LATERAL (SELECT sfg_n.nspowner AS sfg_who
+                                       UNION ALL
+                                       SELECT sfg_a.grantee FROM pg_catalog.aclexplode(sfg_n.nspacl) sfg_a
+                                        WHERE sfg_a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'::pg_catalog.text) sfg_c
+                    LEFT JOIN pg_catalog.pg_roles sfg_o
+                      ON sfg_o.oid OPERATOR(pg_catalog.=)
+                         CASE WHEN sfg_c.sfg_who OPERATOR(pg_catalog.=) 'pg_database_owner'::pg_catalog.regrole::pg_catalog.oid
+                              THEN (SELECT sfg_d.datdba FROM pg_catalog.pg_database sfg_d
+                                     WHERE sfg_d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+                              ELSE sfg_c.sfg_who END
+                   WHERE sfg_e.extname OPERATOR(pg_catalog.=) 'snowflake_id'::pg_catalog.name
+                     AND NOT (COALESCE(sfg_o.rolsuper, false)
+                              OR COALESCE(sfg_o.rolname OPERATOR(pg_catalog.=) CURRENT_USER, false)
+                              OR (sfg_o.oid IS NOT NULL
+                                  AND NOT (SELECT sfg_r.rolsuper FROM pg_catalog.pg_roles sfg_r
+                                            WHERE sfg_r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)
+                                  AND pg_catalog.pg_has_role(sfg_o.oid, 'USAGE'::pg_catalog.text))))
+    THEN
+        RAISE EXCEPTION '%: the schema of snowflake_id is renamed, or a role whose rights you exceed can create in it', 'snowflake_convert_online'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'This function calls the extension''s functions by the schema''s name, so that role could make it run its own code with your rights.',
+                  HINT = 'Install snowflake_id in a schema that only a superuser can create in (CREATE SCHEMA snowflake AUTHORIZATION postgres; CREATE EXTENSION snowflake_id SCHEMA snowflake), or run this as the schema''s owner. See docs/security.md, "The extension''s schema".';
+    END IF;
     IF tbl IS NULL OR col IS NULL OR batch_pages IS NULL OR throttle IS NULL OR lock_wait IS NULL OR max_retries IS NULL THEN
         RAISE EXCEPTION 'the arguments of snowflake_convert_online must not be null' USING ERRCODE = 'null_value_not_allowed';
     END IF;
@@ -778,6 +953,40 @@ DECLARE
     rels  regclass[];
     news  name[];
 BEGIN
+    -- Before any @extschema@ name is looked up (docs/security.md, "The
+    -- extension's schema"): every role that can create in the extension's
+    -- schema must be a superuser, the caller, or (for a caller who is not
+    -- a superuser) a role whose privileges the caller has; and the schema
+    -- must still have the name this body was created with.
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension sfg_e
+                     JOIN pg_catalog.pg_namespace sfg_n ON sfg_n.oid OPERATOR(pg_catalog.=) sfg_e.extnamespace
+                    WHERE sfg_e.extname OPERATOR(pg_catalog.=) 'snowflake_id'::pg_catalog.name
+                      AND pg_catalog.quote_ident(sfg_n.nspname::pg_catalog.text) OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.text)
+       OR EXISTS (SELECT FROM pg_catalog.pg_extension sfg_e
+                    JOIN pg_catalog.pg_namespace sfg_n ON sfg_n.oid OPERATOR(pg_catalog.=) sfg_e.extnamespace
+                   CROSS JOIN LATERAL (SELECT sfg_n.nspowner AS sfg_who
+                                       UNION ALL
+                                       SELECT sfg_a.grantee FROM pg_catalog.aclexplode(sfg_n.nspacl) sfg_a
+                                        WHERE sfg_a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'::pg_catalog.text) sfg_c
+                    LEFT JOIN pg_catalog.pg_roles sfg_o
+                      ON sfg_o.oid OPERATOR(pg_catalog.=)
+                         CASE WHEN sfg_c.sfg_who OPERATOR(pg_catalog.=) 'pg_database_owner'::pg_catalog.regrole::pg_catalog.oid
+                              THEN (SELECT sfg_d.datdba FROM pg_catalog.pg_database sfg_d
+                                     WHERE sfg_d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database())
+                              ELSE sfg_c.sfg_who END
+                   WHERE sfg_e.extname OPERATOR(pg_catalog.=) 'snowflake_id'::pg_catalog.name
+                     AND NOT (COALESCE(sfg_o.rolsuper, false)
+                              OR COALESCE(sfg_o.rolname OPERATOR(pg_catalog.=) CURRENT_USER, false)
+                              OR (sfg_o.oid IS NOT NULL
+                                  AND NOT (SELECT sfg_r.rolsuper FROM pg_catalog.pg_roles sfg_r
+                                            WHERE sfg_r.rolname OPERATOR(pg_catalog.=) CURRENT_USER)
+                                  AND pg_catalog.pg_has_role(sfg_o.oid, 'USAGE'::pg_catalog.text))))
+    THEN
+        RAISE EXCEPTION '%: the schema of snowflake_id is renamed, or a role whose rights you exceed can create in it', 'snowflake_convert_online_abandon_body'
+            USING ERRCODE = 'insufficient_privilege',
+                  DETAIL = 'This function calls the extension''s functions by the schema''s name, so that role could make it run its own code with your rights.',
+                  HINT = 'Install snowflake_id in a schema that only a superuser can create in (CREATE SCHEMA snowflake AUTHORIZATION postgres; CREATE EXTENSION snowflake_id SCHEMA snowflake), or run this as the schema''s owner. See docs/security.md, "The extension''s schema".';
+    END IF;
     SELECT g.phase INTO ph FROM @extschema@.snowflake_convert_progress g
      WHERE g.tbl = $1 AND g.col = $2 AND g.rel = $1 AND g.rel_col = $2;
     IF ph IS NULL THEN
@@ -829,6 +1038,10 @@ CREATE FUNCTION snowflake_convert_online_abandon(tbl regclass, col name)
 RETURNS TABLE (action text, object text)
 LANGUAGE sql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
-AS $$ SELECT r.action, r.object FROM @extschema@.snowflake_convert_online_run_abandon(tbl, col) r $$;
+BEGIN ATOMIC
+    -- Bound by OID here (docs/security.md, "The extension's schema").
+    SELECT r.action, r.object
+      FROM @extschema@.snowflake_convert_online_run_abandon(tbl::pg_catalog.oid, col::pg_catalog.text) r;
+END;
 COMMENT ON FUNCTION snowflake_convert_online_abandon(regclass, name) IS
 'Back out of an online conversion that has not swapped yet; after the swap, only forget its record';

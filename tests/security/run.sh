@@ -19,7 +19,10 @@
 #                    session_authorization and planner settings, a queued
 #                    lock, CREATE/DROP DATABASE loops never make anyone a
 #                    superuser or stop minting outside her database
-#                    (unfixed/worker_slots.sh: a known gap, not run)
+#                    (unfixed/worker_slots.sh: a known gap, not run);
+#                    attack_schema_rename_bodies.sh: the same rename (or
+#                    an overload in her schema) never makes a superuser's
+#                    conversion, plan, js_safe or to_jsonb run her code
 #   high_water.sh    the high-water-mark attacks S29-S33 of issue 38: no
 #                    plain role's index, key, temp table or lock runs as,
 #                    blocks or moves anyone else at a first call
@@ -134,8 +137,8 @@ fi
 
 # The high-water-mark attacks (S29-S33), and the red-team review of the
 # mark's writers: each on a cluster of its own.
-for s in high_water attack_schema_rename attack_session_authorization attack_lock_queue \
-         attack_db_settings attack_db_lock; do
+for s in high_water attack_schema_rename attack_schema_rename_bodies attack_session_authorization \
+         attack_lock_queue attack_db_settings attack_db_lock; do
     if bash "$HERE/$s.sh"; then
         log "security: $s.sh: ok"
     else
