@@ -19,7 +19,7 @@
 # bound of the native one.)
 #
 # A backend's first snowflake_nextval() also waits for the high-water
-# mark's first round (src/high_water.rs), once: a look-up in shared memory
+# mark's first round (src/mint/high_water.rs), once: a look-up in shared memory
 # (a single-user backend has no background workers and skips it); the
 # pgbench runs warm the database first, so the difference cancels it.
 #   bash bench/profile.sh        (PG_VERSION, default 18; BENCH_PROFILE_N, default 200000;

@@ -14,7 +14,8 @@ places are exposed:
   CHECK constraints, and statements run by the script itself;
 - SQL run with the caller's search_path: function and procedure bodies
   without `SET search_path` (a procedure that COMMITs cannot have one),
-  and the queries the Rust code runs from src/sql/*.sql files.
+  and the queries the Rust code runs from the src/**/sql/*.sql files (each
+  room of src/ keeps its SQL next to its Rust).
 
 In those, this check requires:
   1. every operator spelled OPERATOR(pg_catalog.op);
@@ -31,7 +32,7 @@ schema's operator can be chosen. A query file that its Rust caller runs
 with that search_path says so on a line
 `-- check_sql_operators: search_path pinned by <where>`.
 
-    python3 scripts/check_sql_operators.py            check src/sql/*.sql and the upgrade scripts
+    python3 scripts/check_sql_operators.py            check src/**/*.sql and the upgrade scripts
     python3 scripts/check_sql_operators.py FILE...    check these files
 
 Run by the lint layer of scripts/test.sh.
@@ -349,8 +350,12 @@ def main(argv):
     if any(a.startswith("-") for a in argv[1:]):
         print(__doc__, file=sys.stderr)
         return 2
+    sources = sorted((ROOT / "src").rglob("*.sql"))
+    if not argv[1:] and not sources:
+        print("no SQL found under src/: has it moved?", file=sys.stderr)
+        return 1
     paths = [pathlib.Path(a).resolve() for a in argv[1:]] or (
-        sorted((ROOT / "src" / "sql").glob("*.sql")) + [ROOT / p for p in UPGRADE_SCRIPTS])
+        sources + [ROOT / p for p in UPGRADE_SCRIPTS])
     problems = [p for path in paths for p in check_file(path)]
     for p in problems:
         print(p, file=sys.stderr)

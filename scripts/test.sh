@@ -26,8 +26,13 @@
 #      benchmark runner cannot rot; its numbers are not checked
 # Layers 3-8 run once per supported PostgreSQL major (15-18 by default;
 # security on 15 and 18).
-# Quick loops: PG_VERSIONS="15 18" for a subset of majors, and
-# SNOWFLAKE_TEST_LAYERS for a subset of layers, e.g. "regress integration".
+# Quick loops: PG_VERSIONS="15 18" for a subset of majors,
+# SNOWFLAKE_TEST_LAYERS for a subset of layers, e.g. "regress integration",
+# and SNOWFLAKE_IT for a subset of the integration scripts, by name with or
+# without .sh, e.g. SNOWFLAKE_IT="toolbox faults" (default: every script in
+# tests/integration/; an unknown name is an error). One script on one major:
+#   PG_VERSIONS=16 SNOWFLAKE_TEST_LAYERS=integration SNOWFLAKE_IT=faults \
+#       bash scripts/test.sh
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 LAYERS=${SNOWFLAKE_TEST_LAYERS:-"lint unit pgtest regress upgrade security integration package clients bench"}
@@ -36,6 +41,18 @@ for v in "${VERSIONS[@]}"; do
     [[ " $PG_SUPPORTED " == *" $v "* ]] || die "PG_VERSIONS: $v is not a supported major ($PG_SUPPORTED)"
 done
 has() { [[ " $LAYERS " == *" $1 "* ]]; }
+# The integration scripts to run: all of them unless SNOWFLAKE_IT names some.
+INTEGRATION=()
+if [ -n "${SNOWFLAKE_IT:-}" ]; then
+    read -r -a wanted <<< "$SNOWFLAKE_IT"
+    for name in "${wanted[@]}"; do
+        t="$ROOT/tests/integration/${name%.sh}.sh"
+        [ -f "$t" ] || die "SNOWFLAKE_IT: no tests/integration/${name%.sh}.sh (have: $(cd "$ROOT/tests/integration" && echo *.sh))"
+        INTEGRATION+=("$t")
+    done
+else
+    INTEGRATION=("$ROOT"/tests/integration/*.sh)
+fi
 
 bash "$ROOT/scripts/prereqs.sh" "${VERSIONS[@]}"
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -67,7 +84,7 @@ PY
     # Every upgrade script refuses to be run by hand with psql.
     unguarded=$(grep -L '^\\echo Use "ALTER EXTENSION snowflake_id UPDATE' "$ROOT"/sql/snowflake_id--*--*.sql || true)
     [ -z "$unguarded" ] || die "upgrade scripts without the \\echo ... \\quit guard: $unguarded"
-    # An upgrade script's copy of src/sql/*.sql is generated, never edited.
+    # An upgrade script's copy of src/*/sql/*.sql is generated, never edited.
     python3 "$ROOT/scripts/upgrade_script.py" --check || die "an upgrade script differs from its sources"
     # No operator in SQL bound at install or run with the caller's
     # search_path that a hostile schema could capture (issue 39, F2/F3).
@@ -75,7 +92,8 @@ PY
     mapfile -t shell_scripts < <(git -C "$ROOT" ls-files '*.sh')
     (cd "$ROOT" && shellcheck -x -S warning "${shell_scripts[@]}") \
         || die "shellcheck found problems in the scripts above"
-    # No import cycle; the bottom modules depend on nothing (CONTRIBUTING.md).
+    # The rooms of src/ run one way, no import cycle, the bottom modules
+    # depend on nothing (CONTRIBUTING.md).
     python3 "$ROOT/scripts/module_graph.py" || die "the module graph is not one-way"
     # Every relative link resolves; documented recipes equal the tested files.
     python3 "$ROOT/scripts/check_docs.py" || die "the documentation has the problems above"
@@ -124,7 +142,7 @@ for v in "${VERSIONS[@]}"; do
     fi
 
     if has integration; then
-        for t in "$ROOT"/tests/integration/*.sh; do
+        for t in "${INTEGRATION[@]}"; do
             log "PostgreSQL $PG_MAJOR: integration $(basename "$t")"
             rm -f "$ROOT/.run/skipped"
             bash "$t"

@@ -1,6 +1,6 @@
 //! The state file in the data directory, `$PGDATA/snowflake_id.state`:
 //! its path, PostgreSQL's file mode for it, and reading and writing it.
-//! Used by [`crate::reservation`] (start-up and renewals) and [`crate::wal`]
+//! Used by [`crate::mint::reservation`] (start-up and renewals) and [`crate::mint::wal`]
 //! (redo), which therefore do not depend on each other for it.
 
 use pgrx::pg_sys;
@@ -20,7 +20,7 @@ fn data_dir() -> PathBuf {
 }
 
 /// The keys of public IDs: `$PGDATA/snowflake_id.public_keys`
-/// (src/public_ids.rs).
+/// (src/read/public_ids.rs).
 pub fn public_keys_path() -> PathBuf {
     data_dir().join(PUBLIC_KEYS_FILE)
 }

@@ -473,7 +473,7 @@ pub fn high_water_unavailable(detail: String) -> ! {
 }
 
 /// This database's high-water mark could not be written: no ID is handed
-/// out in it, so that a dump of it never lacks one (`crate::high_water`).
+/// out in it, so that a dump of it never lacks one (`crate::mint::high_water`).
 pub fn high_water_lags_here() -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,

@@ -2,60 +2,32 @@
 //! shared memory.
 //!
 //! The algorithm lives in the `snowflake_id_core` crate (no pgrx); this
-//! crate is the glue, in small modules named for what they expose (the
-//! graph they form is in CONTRIBUTING.md):
-//! - [`gucs`]: configuration parameters and the layout they define;
-//! - [`shmem`]: the shared generator state, and whether we are preloaded;
-//! - [`nextval`]: the generator, `snowflake_nextval()`;
-//! - [`backend_clock`]: its clock (a per-backend millisecond cache on an
-//!   invariant TSC);
-//! - [`decode`]: decoding, composing and range-bound functions;
-//! - [`decode_foreign`]: decoding foreign layouts, explicit-layout bounds;
-//! - [`text`]: JavaScript-safe text forms (decimal, base32);
-//! - [`js_safe`]: JavaScript-safe JSON of whole rows and documents;
-//! - [`convert_column`]: `snowflake_convert_column()`, the migration path,
-//!   and `snowflake_convert_plan()`, its dry run;
-//! - [`convert_online`]: `snowflake_convert_online()`, the migration path
-//!   for tables too big to rewrite under a lock;
-//! - [`admin`]: `snowflake_stats()`, `snowflake_accept_configuration()`;
-//! - [`high_water`]: the server-wide high-water mark, kept in a table in
-//!   every database (`snowflake_high_water()`);
-//! - [`floor`]: raising the floor by hand: `snowflake_raise_floor()`,
-//!   `snowflake_raise_floor_from_data()` (superuser only, tables read as
-//!   their owners);
-//! - [`fleet_check`]: `snowflake_fleet_check()`, the `snowflake_node` view;
-//! - [`reservation`], [`bgworker`], [`wal`], [`datadir`]: durability (the
-//!   state file, its renewal, and the WAL resource manager that
-//!   replicates it);
-//! - [`as_owner`]: running a table owner's code as the owner, never as
-//!   the caller (`snowflake_convert_as_owner()`);
-//! - [`backtraces`]: Rust backtraces to the server log, never to clients;
-//! - [`errors`]: SQLSTATEs and messages.
+//! crate is the glue, in rooms named for what the product does, bottom
+//! first (each uses only the rooms above it in this list and the ground;
+//! `scripts/module_graph.py` enforces it, CONTRIBUTING.md has the map):
+//! - the ground, files directly in `src/`: [`errors`] (SQLSTATEs and
+//!   messages), [`gucs`] (settings and the layout they define),
+//!   [`datadir`] (files in the data directory), [`backtraces`] (Rust
+//!   backtraces to the server log, never to clients);
+//! - [`read`]: decoding IDs, their text, JSON and public forms;
+//! - [`mint`]: minting IDs and keeping them unique (the generator, shared
+//!   memory, the durable reservation, WAL, the background worker, the
+//!   high-water mark);
+//! - [`convert`]: converting existing tables to snowflake keys;
+//! - [`operate`]: what an administrator calls (statistics, raising the
+//!   floor, the fleet check).
 
+use mint::{backend_clock, bgworker, reservation, shmem, wal};
 use pgrx::prelude::*;
 
-pub mod admin;
-pub mod as_owner;
-pub mod backend_clock;
 pub mod backtraces;
-pub mod bgworker;
-pub mod convert_column;
-pub mod convert_online;
+pub mod convert;
 pub mod datadir;
-pub mod decode;
-pub mod decode_foreign;
 pub mod errors;
-pub mod fleet_check;
-pub mod floor;
 pub mod gucs;
-pub mod high_water;
-pub mod js_safe;
-pub mod nextval;
-pub mod public_ids;
-pub mod reservation;
-pub mod shmem;
-pub mod text;
-pub mod wal;
+pub mod mint;
+pub mod operate;
+pub mod read;
 
 ::pgrx::pg_module_magic!(name, version);
 

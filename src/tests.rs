@@ -8,8 +8,8 @@
 
 #[pgrx::pg_schema]
 mod tests {
-    use crate::decode::snowflake_worker_id;
-    use crate::nextval::snowflake_nextval;
+    use crate::mint::nextval::snowflake_nextval;
+    use crate::read::decode::snowflake_worker_id;
     use pgrx::prelude::*;
 
     #[pg_test]
@@ -25,7 +25,7 @@ mod tests {
 
     #[pg_test]
     fn base32_round_trips_fresh_ids_in_order() {
-        use crate::text::{snowflake_from_base32, snowflake_to_base32};
+        use crate::read::text::{snowflake_from_base32, snowflake_to_base32};
         let mut prev = String::new();
         for _ in 0..5_000 {
             let id = snowflake_nextval();

@@ -13,7 +13,7 @@ use snowflake_id_core::{
 };
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
-/// The extension's reservation window (`src/reservation.rs`).
+/// The extension's reservation window (`src/mint/reservation.rs`).
 const WINDOW_MS: i64 = 2_000;
 const WORKER: u64 = 42;
 

@@ -5,7 +5,7 @@
 # 300,000-row table keyed by snowflake_nextval(); afterwards the server's
 # clock is 1 h behind (libfaketime). A PRIMARY KEY is the judge of "minted
 # again", and every new ID must be above every ID handed out before, the
-# burst included: the high-water mark (src/high_water.rs) carries it.
+# burst included: the high-water mark (src/mint/high_water.rs) carries it.
 #  1. pg_upgrade --copy within the major, state file not copied: above
 #     every ID handed out, from the table's database and from a database
 #     with no tables.

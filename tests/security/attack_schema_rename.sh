@@ -4,7 +4,7 @@
 # any superuser: the high-water writer runs her function as the bootstrap
 # superuser.
 #
-# The trigger function of snowflake_high_water (src/sql/high_water.sql) is
+# The trigger function of snowflake_high_water (src/mint/sql/high_water.sql) is
 # PL/pgSQL, so its body is parsed by name at run time:
 #     PERFORM @extschema@.snowflake_high_water_raise(NEW.worker_id, ...)
 # and CREATE EXTENSION baked @extschema@ in as the schema's NAME, "public".

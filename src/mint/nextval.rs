@@ -1,0 +1,306 @@
+//! `snowflake_nextval()`: the generator, as SQL.
+
+use crate::mint::{backend_clock, high_water, reservation, shmem};
+use crate::read::decode;
+use crate::{errors, gucs};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+use snowflake_id_core::{
+    Attempt, Block, Clock, Config, Events, GenError, GeneratorState, SystemClock,
+};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+
+/// Returns a new ID, unique and strictly greater than every ID this server
+/// issued before, in any backend and any database.
+///
+/// Lock-free: one compare-and-swap on shared memory in the common case.
+/// VOLATILE (every call differs) and PARALLEL SAFE (the state is in shared
+/// memory, so parallel workers draw from the same generator).
+///
+/// Requires `shared_preload_libraries = 'snowflake_id'` and
+/// `snowflake_id.worker_id` to be set; fails with SQLSTATE 55000 otherwise.
+/// Refused on a standby (during recovery) with SQLSTATE 25006, like
+/// `nextval()`: a standby shares the primary's worker id.
+///
+/// ```sql
+/// CREATE TABLE orders (
+///     id   bigint PRIMARY KEY DEFAULT snowflake_nextval(),
+///     item text
+/// );
+/// INSERT INTO orders (item) VALUES ('book') RETURNING id;
+/// SELECT snowflake_nextval() FROM generate_series(1, 3);
+/// ```
+#[pg_extern(volatile, parallel_safe)]
+pub fn snowflake_nextval() -> i64 {
+    let (state, cfg) = generator();
+    let mut ev = Events::default();
+    let result = if backend_clock::in_use() {
+        backend_clock::cached(|clock| next_one(state, &cfg, clock, &mut ev))
+    } else {
+        next_one(state, &cfg, &SystemClock, &mut ev)
+    };
+    if ev.step_back_ns.is_some() || ev.reanchored {
+        report_clock_events(state, &ev);
+    }
+    match result {
+        Ok(id) => {
+            LAST.store(id, Ordering::Relaxed);
+            id
+        }
+        Err(e) => errors::generator_error(e),
+    }
+}
+
+/// The last ID this backend's `snowflake_nextval()` returned, or -1 before
+/// the first (IDs are never negative). Process-local, as the session is.
+static LAST: AtomicI64 = AtomicI64::new(-1);
+
+/// The last ID `snowflake_nextval()` returned in this session: after
+/// `snowflake_nextval(count)`, the last of its IDs. Like `lastval()`, it is
+/// not transactional (a rolled-back transaction's IDs count: they were
+/// issued), it is 55000 before the session's first call, and it replaces
+/// `lastval()` and `currval('seq')` where code asks for the key it just
+/// inserted, as PDO's `lastInsertId('seq')` and much hand-written SQL do.
+/// IDs minted by parallel workers are theirs, not the session's: an
+/// `INSERT`'s default runs in the leader. VOLATILE, PARALLEL RESTRICTED.
+///
+/// ```sql
+/// INSERT INTO orders (item) VALUES ('book');
+/// SELECT snowflake_lastval();   -- the new order's id
+/// ```
+#[pg_extern(volatile, parallel_restricted)]
+pub fn snowflake_lastval() -> i64 {
+    match LAST.load(Ordering::Relaxed) {
+        -1 => errors::lastval_undefined(),
+        id => id,
+    }
+}
+
+/// The most IDs one call of `snowflake_nextval(count)` returns: the limit
+/// of the `integer` argument it had before 0.7.0.
+pub const MAX_COUNT: i64 = i32::MAX as i64;
+
+/// Returns `count` new IDs at once, for bulk loads and `COPY`: the same IDs
+/// `count` calls of `snowflake_nextval()` could return, increasing, but
+/// taken from the shared generator as whole blocks, each with one
+/// compare-and-swap, instead of one ID per call. A block is as large as
+/// the call's share of the lead allows: IDs at most
+/// `snowflake_id.bulk_lead_share` (default 50 %) of `snowflake_id.max_lead`
+/// ahead of the clock, up to 4096 IDs per millisecond of it with the
+/// default layout, so with the default 1 s two million IDs are one block.
+/// Larger requests wait for the clock; the rest of the lead stays free for
+/// every other caller, so a bulk load never makes single-ID callers sleep
+/// (its own waits are not counted in `snowflake_stats().backpressure_waits`).
+///
+/// `count` is a `bigint`, so that drivers that bind a 64-bit integer
+/// (Rust's sqlx, diesel and tokio-postgres, Go's pgx) call it directly; an
+/// `integer` argument, a literal or an untyped parameter resolves to it as
+/// before. `count` = 0 returns no rows; a negative `count`, or one above
+/// [`MAX_COUNT`] (2147483647, what one call can return), is an error
+/// (22023). VOLATILE, PARALLEL SAFE, STRICT.
+///
+/// ```sql
+/// SELECT snowflake_nextval(3);
+/// -- Key a bulk load without a per-row function call:
+/// INSERT INTO orders (id, item)
+/// SELECT id, 'item ' || n
+///   FROM ROWS FROM (snowflake_nextval(1000)) WITH ORDINALITY AS t(id, n);
+/// ```
+#[pg_extern(volatile, parallel_safe, name = "snowflake_nextval")]
+pub fn snowflake_nextval_bulk(count: i64) -> SetOfIterator<'static, i64> {
+    if count < 0 {
+        errors::negative_count(count);
+    }
+    if count > MAX_COUNT {
+        errors::count_too_large(count, MAX_COUNT);
+    }
+    let (state, cfg) = generator();
+    let share_ms = gucs::bulk_lead_ms(cfg.max_lead_ms);
+    let mut blocks: Vec<Block> = Vec::new();
+    let mut left = count as u64;
+    let mut ev = Events::default();
+    let mut failure = None;
+    while left > 0 {
+        match until_issued(state, &cfg, || {
+            state.try_next_block_within(&cfg, &SystemClock, &mut ev, left, share_ms)
+        }) {
+            Ok(b) => {
+                left -= b.count;
+                blocks.push(b);
+            }
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    if ev.step_back_ns.is_some() || ev.reanchored {
+        report_clock_events(state, &ev);
+    }
+    if let Some(e) = failure {
+        errors::generator_error(e);
+    }
+    let layout = cfg.layout;
+    if let Some(b) = blocks.last() {
+        LAST.store(b.last(&layout), Ordering::Relaxed);
+    }
+    SetOfIterator::new(blocks.into_iter().flat_map(move |b| b.ids(layout)))
+}
+
+/// One ID: lock-free attempts, sleeping through back-pressure and waiting
+/// for reservations.
+#[inline(always)]
+fn next_one(
+    state: &GeneratorState,
+    cfg: &Config,
+    clock: &impl Clock,
+    ev: &mut Events,
+) -> Result<i64, GenError> {
+    until_issued(state, cfg, || state.try_next(cfg, clock, ev))
+}
+
+/// [`snowflake_id_core::until_issued`] with this server's sleep and
+/// durable reservation.
+#[inline(always)]
+fn until_issued<T>(
+    state: &GeneratorState,
+    cfg: &Config,
+    attempt: impl FnMut() -> Result<Attempt<T>, GenError>,
+) -> Result<T, GenError> {
+    snowflake_id_core::until_issued(attempt, sleep_us, |upto_ms| reserve(state, cfg, upto_ms))
+}
+
+/// The shared generator and this call's configuration, or the ERROR that
+/// explains why IDs cannot be generated here.
+#[inline(always)]
+fn generator() -> (&'static GeneratorState, Config) {
+    let Some(state) = shmem::state() else {
+        errors::not_preloaded();
+    };
+    refuse_during_recovery();
+    let layout = decode::layout();
+    let Some(worker) = gucs::worker_id() else {
+        errors::worker_id_unset();
+    };
+    if worker > layout.max_worker() {
+        errors::worker_out_of_range(worker, layout.max_worker());
+    }
+    let blocked = state.blocked.load(Ordering::Acquire);
+    if blocked != 0 {
+        refuse_if_blocked(blocked, &layout);
+    }
+    high_water::ensure_ready();
+    let cfg = Config {
+        layout,
+        worker,
+        max_lead_ms: gucs::max_lead_ms(),
+    };
+    (state, cfg)
+}
+
+/// ERROR (55000) when generation is disabled for the server, or for this
+/// database (its high-water mark could not be written: `crate::mint::high_water`).
+#[cold]
+#[inline(never)]
+fn refuse_if_blocked(blocked: u64, layout: &snowflake_id_core::Layout) {
+    let code = blocked & reservation::BLOCKED_MASK;
+    if code != 0 {
+        let (msg, detail) = reservation::blocked_reason(code, layout);
+        errors::generation_blocked(msg, detail);
+    }
+    high_water::refuse_if_this_database_lags();
+}
+
+/// Set once this backend has seen recovery over. Recovery never starts
+/// again in the life of a backend (PostgreSQL caches the same fact), so
+/// later calls check one process-local flag instead of calling
+/// `RecoveryInProgress()`.
+static PAST_RECOVERY: AtomicBool = AtomicBool::new(false);
+
+/// ERROR (25006) while the server is in recovery: a hot standby has the
+/// primary's worker id (`pg_basebackup` copies the configuration), so the
+/// IDs it minted could equal the primary's.
+#[inline(always)]
+pub(crate) fn refuse_during_recovery() {
+    if !PAST_RECOVERY.load(Ordering::Relaxed) {
+        check_recovery();
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn check_recovery() {
+    if shmem::in_recovery() {
+        errors::in_recovery();
+    }
+    PAST_RECOVERY.store(true, Ordering::Relaxed);
+}
+
+/// Ahead of the durable reservation: wait for the renewal lock (sleeping,
+/// interruptibly) and renew it unless someone else just did.
+#[cold]
+fn reserve(state: &GeneratorState, cfg: &Config, upto_ms: i64) {
+    reservation::renew(state, &cfg.layout, upto_ms, || {
+        state.reserved_until_ms.load(Ordering::Acquire) < upto_ms
+    });
+}
+
+/// Back-pressure: sleep `us` microseconds, until the reference clock
+/// admits the next ID. Whole milliseconds are slept on our latch, so that
+/// the wait is interruptible and ends if the postmaster dies; the rest (a
+/// wait is usually a fraction of a millisecond: the rest of the current
+/// one) with `pg_usleep`, because a latch timeout is whole milliseconds
+/// and sleeping to the end of one would waste most of the next. Either
+/// way the wait shows in `pg_stat_activity` as `Extension`.
+#[cold]
+fn sleep_us(us: u64) {
+    let ms = us / 1000;
+    let rest = us % 1000;
+    // SAFETY: MyLatch is this backend's latch; WaitLatch/ResetLatch and
+    // pg_usleep are the standard ways to sleep in a backend.
+    // my_wait_event_info always points at valid storage (this backend's
+    // PGPROC entry, or a local variable before there is one).
+    unsafe {
+        if ms > 0 {
+            pg_sys::WaitLatch(
+                pg_sys::MyLatch,
+                (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+                ms as _,
+                pg_sys::PG_WAIT_EXTENSION,
+            );
+            pg_sys::ResetLatch(pg_sys::MyLatch);
+        }
+        if rest > 0 {
+            *pg_sys::my_wait_event_info = pg_sys::PG_WAIT_EXTENSION;
+            pg_sys::pg_usleep(rest as _);
+            *pg_sys::my_wait_event_info = 0;
+        }
+    }
+    pgrx::check_for_interrupts!();
+}
+
+fn report_clock_events(state: &GeneratorState, ev: &Events) {
+    let now_ms = SystemClock.wall_ns().div_euclid(1_000_000);
+    if !state.should_warn(now_ms) {
+        return;
+    }
+    if let Some(ns) = ev.step_back_ns {
+        errors::report(
+            PgLogLevel::WARNING,
+            PgSqlErrorCode::ERRCODE_WARNING,
+            format!("system clock moved backwards by {:.3} s", ns as f64 / 1e9),
+            Some("snowflake_nextval() continues from the last issued timestamp: IDs stay unique and increasing, and carry timestamps ahead of the clock until it catches up.".into()),
+            Some("Check the time synchronisation of this server (NTP, chrony, the hypervisor)."),
+        );
+    }
+    if ev.reanchored {
+        errors::report(
+            PgLogLevel::WARNING,
+            PgSqlErrorCode::ERRCODE_WARNING,
+            "snowflake_id re-anchored its reference clock",
+            Some("IDs were further ahead of the clock than a burst can explain: the monotonic clock went backwards or snowflake_id.max_lead was lowered. Generation continues without waiting.".into()),
+            None,
+        );
+    }
+}

@@ -1,0 +1,295 @@
+//! The durable reservation: `$PGDATA/snowflake_id.state` records a Unix
+//! millisecond up to which this server may issue IDs. After any restart or
+//! crash the generator continues strictly above it, whatever the clock says.
+//!
+//! - **Window:** each write reserves [`WINDOW_MS`] (2 s) beyond the
+//!   generator's frontier. A restart therefore jumps IDs at most about 2 s
+//!   ahead of where they were, and under steady load one fsync per second
+//!   is all it costs.
+//! - **Off the hot path:** the background worker (see [`crate::mint::bgworker`])
+//!   renews the reservation when less than [`THRESHOLD_MS`] is left. A
+//!   caller that gets ahead of it anyway (a big burst, or the first call
+//!   after an idle period) takes the renewal LWLock (it sleeps, it never
+//!   spins) and renews it itself.
+//! - **At start-up** (and after a crash, when shared memory is rebuilt) the
+//!   file is read; see [`startup_state`] for the outcomes.
+
+use crate::datadir::{self, state_path};
+use crate::mint::{high_water, shmem};
+use crate::{errors, gucs};
+use pgrx::pg_sys;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+use snowflake_id_core::{
+    compatibility, Clock, Compatibility, GeneratorState, Layout, StateFile, SystemClock,
+};
+
+pub const WINDOW_MS: i64 = 2_000;
+pub const THRESHOLD_MS: i64 = 1_000;
+
+/// `GeneratorState::blocked` codes.
+pub const BLOCKED_CONFIG_CHANGED: u64 = 1;
+pub const BLOCKED_STATE_FILE: u64 = 2;
+pub const BLOCKED_FOREIGN_FILE: u64 = 3;
+/// The bits of `GeneratorState::blocked` that hold the codes above; the
+/// rest are flags of `crate::mint::high_water` that block only some databases.
+pub const BLOCKED_MASK: u64 = 0xFF;
+
+fn log(level: PgLogLevel, msg: String, detail: Option<String>, hint: Option<&str>) {
+    errors::report(
+        level,
+        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+        msg,
+        detail,
+        hint,
+    );
+}
+
+/// A state that has reserved nothing yet: the first call renews.
+fn unreserved_state() -> GeneratorState {
+    let st = GeneratorState::new();
+    st.reserved_until_ms
+        .store(i64::MIN, std::sync::atomic::Ordering::Relaxed);
+    st
+}
+
+/// Build the shared state when shared memory is created (in the
+/// postmaster, at start-up and after a crash):
+/// - no state file: a first start, logged; generation starts from the clock;
+/// - a valid file with the same configuration, or a change that still
+///   yields larger IDs (see `snowflake_id_core::compatibility`): continue
+///   above its reservation;
+/// - a valid file with a change that could yield smaller IDs: continue
+///   above its reservation but refuse to generate until a superuser calls
+///   `snowflake_accept_configuration()`;
+/// - a valid file written by another cluster (its system identifier is
+///   not this one's: copied from another server, or from the cluster
+///   `pg_upgrade` upgraded): continue above its reservation but refuse to
+///   generate until a superuser accepts;
+/// - an unreadable or corrupt file: refuse to generate (never restart from
+///   zero silently) until a superuser accepts.
+///
+/// Whatever the file says, generation then waits for the first round of
+/// the high-water mark (`crate::mint::high_water`), which raises the generator
+/// above the mark every database holds: the file is a cache.
+pub fn startup_state() -> GeneratorState {
+    let layout = &gucs::layout().expect("layout validated in _PG_init");
+    let mono = SystemClock.mono_ns();
+    match datadir::load() {
+        Ok(None) => {
+            log(
+                PgLogLevel::LOG,
+                format!(
+                    "snowflake_id: no state file \"{}\", starting from the high-water mark",
+                    state_path()
+                ),
+                Some("This is expected on the first start with snowflake_id. After pg_upgrade or a lost state file, the high-water mark in the databases still keeps new IDs above every ID this server handed out.".into()),
+                None,
+            );
+            unreserved_state()
+        }
+        Ok(Some(file)) => {
+            let st = GeneratorState::resume_above(file.reserved_until_ms, layout, mono);
+            let this = datadir::system_identifier();
+            if let Some(other) = file.system_identifier.filter(|&id| id != this) {
+                st.blocked
+                    .store(BLOCKED_FOREIGN_FILE, std::sync::atomic::Ordering::Relaxed);
+                log(
+                    PgLogLevel::WARNING,
+                    format!("snowflake_id: the state file \"{}\" was written by another cluster; ID generation is disabled", state_path()),
+                    Some(format!("It was written by the cluster with system identifier {other}; this cluster's is {this}. Its reservation need not cover the IDs this cluster issued.")),
+                    Some("If this cluster was made from that one (pg_upgrade, a copy), accept the file with SELECT snowflake_accept_configuration() as a superuser; otherwise restore this cluster's own file."),
+                );
+                return st;
+            }
+            if file.reserved_until_ms >= layout.last_unix_ms() {
+                log(
+                    PgLogLevel::WARNING,
+                    "snowflake_id: the ID space of the configured layout is used up".into(),
+                    Some(format!(
+                        "The durable reservation reaches {}, the last millisecond the layout can represent; IDs up to it may have been issued.",
+                        snowflake_id_core::format_epoch(layout.last_unix_ms())
+                    )),
+                    Some("Use a later snowflake_id.epoch or fewer worker and sequence bits, and accept the change with SELECT snowflake_accept_configuration()."),
+                );
+            }
+            let worker = gucs::worker_id().unwrap_or(file.worker_id);
+            match compatibility(&file, layout, worker) {
+                Compatibility::Same => {}
+                Compatibility::SafeChange(what) => log(
+                    PgLogLevel::LOG,
+                    format!("snowflake_id: configuration changed since the last run ({what})"),
+                    Some("New IDs are still larger than every ID issued before.".into()),
+                    None,
+                ),
+                Compatibility::UnsafeChange(what) => {
+                    st.blocked
+                        .store(BLOCKED_CONFIG_CHANGED, std::sync::atomic::Ordering::Relaxed);
+                    log(
+                        PgLogLevel::WARNING,
+                        format!("snowflake_id: configuration changed since the last run ({what}); ID generation is disabled"),
+                        Some("With the new configuration new IDs could be smaller than, or equal to, IDs issued before.".into()),
+                        Some("Restore the previous settings, or accept the change with SELECT snowflake_accept_configuration() as a superuser."),
+                    );
+                }
+            }
+            st
+        }
+        Err(e) => {
+            let st = unreserved_state();
+            st.blocked
+                .store(BLOCKED_STATE_FILE, std::sync::atomic::Ordering::Relaxed);
+            log(
+                PgLogLevel::WARNING,
+                format!("snowflake_id: {e}: \"{}\"; ID generation is disabled", state_path()),
+                Some("Without the state file the generator cannot prove that new IDs are larger than old ones.".into()),
+                Some("Restore the file from a backup, or accept starting from the clock with SELECT snowflake_accept_configuration() as a superuser."),
+            );
+            st
+        }
+    }
+}
+
+/// Describe why generation is blocked, for error messages.
+pub fn blocked_reason(code: u64, layout: &Layout) -> (String, String) {
+    match (code, datadir::load()) {
+        (BLOCKED_CONFIG_CHANGED, Ok(Some(file))) => {
+            let worker = gucs::worker_id().unwrap_or(file.worker_id);
+            let what = match compatibility(&file, layout, worker) {
+                Compatibility::UnsafeChange(w) | Compatibility::SafeChange(w) => w,
+                Compatibility::Same => "none now".into(),
+            };
+            (
+                "snowflake_id configuration changed since IDs were last issued".into(),
+                format!("Changed: {what}. With the new configuration new IDs could be smaller than, or equal to, IDs issued before."),
+            )
+        }
+        (BLOCKED_FOREIGN_FILE, Ok(Some(file))) => (
+            "snowflake_id state file was written by another cluster".into(),
+            format!(
+                "\"{}\" was written by the cluster with system identifier {}; this cluster's is {}.",
+                state_path(),
+                file.system_identifier.unwrap_or(0),
+                datadir::system_identifier()
+            ),
+        ),
+        (_, Err(e)) => (
+            format!("snowflake_id state file is unusable: {e}"),
+            format!("The file \"{}\" records the highest reserved timestamp; without it new IDs might repeat old ones.", state_path()),
+        ),
+        _ => (
+            "snowflake_id state file is missing or changed since start-up".into(),
+            format!("See \"{}\" and the server log.", state_path()),
+        ),
+    }
+}
+
+/// Take the renewal lock (waiting interruptibly) and, if `still_needed`
+/// says so once it is held, renew the reservation: the one place that
+/// pairs the lock with [`renew_locked`] and its unconfirmed case. Returns
+/// the new reservation, or `None` when someone else's renewal made this
+/// one unnecessary. A renewal the synchronous standbys did not confirm
+/// releases the lock and ends the statement ([`interrupted`]).
+pub fn renew(
+    state: &GeneratorState,
+    layout: &Layout,
+    at_least_ms: i64,
+    still_needed: impl FnOnce() -> bool,
+) -> Option<i64> {
+    // No reservation passes the high-water mark of every database.
+    if at_least_ms != i64::MIN {
+        high_water::wait_for_mark(at_least_ms);
+    }
+    let guard = shmem::renewal_lock();
+    if !still_needed() {
+        return None;
+    }
+    match renew_locked(state, layout, at_least_ms) {
+        Some(target) => Some(target),
+        None => {
+            drop(guard);
+            interrupted()
+        }
+    }
+}
+
+/// The state file this server writes for a reservation up to
+/// `reserved_ms`: its layout, worker id and system identifier.
+pub fn this_server_file(layout: &Layout, reserved_ms: i64) -> StateFile {
+    StateFile {
+        epoch_ms: layout.epoch_ms(),
+        worker_bits: layout.worker_bits(),
+        sequence_bits: layout.sequence_bits(),
+        worker_id: gucs::worker_id().unwrap_or(0),
+        reserved_until_ms: reserved_ms,
+        system_identifier: Some(datadir::system_identifier()),
+    }
+}
+
+/// Persist a reservation of at least `at_least_ms` (and `WINDOW_MS` beyond
+/// the frontier): in the state file and, flushed and replicated like a
+/// commit, in the WAL; then publish it. Must hold the renewal lock, and
+/// must not be called during recovery.
+///
+/// Returns the reservation, or `None` when a cancel or a termination ended
+/// the wait for synchronous standbys before they confirmed it. Nothing is
+/// published then, so no ID is issued under a reservation a promoted
+/// standby might not know.
+#[must_use]
+fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -> Option<i64> {
+    let clock = SystemClock;
+    let cur = state
+        .reserved_until_ms
+        .load(std::sync::atomic::Ordering::Acquire);
+    // Never past the high-water mark (`crate::mint::high_water`), never below
+    // the current reservation.
+    let target = state
+        .renewal_target(layout, clock.wall_ns(), clock.mono_ns(), WINDOW_MS)
+        .max(at_least_ms)
+        .min(high_water::cap_ms())
+        .max(cur);
+    if target == i64::MIN {
+        // Nothing may be reserved before the first high-water round.
+        return Some(cur);
+    }
+    if target <= cur && datadir::exists() && !crate::mint::wal::checkpoint_passed_last_record() {
+        // The mark holds the reservation back: nothing new to persist.
+        return Some(cur);
+    }
+    let file = this_server_file(layout, target);
+    if let Err(e) = datadir::store(&file) {
+        errors::state_file_write(&state_path(), "extending the reservation", e);
+    }
+    if !crate::mint::wal::log_reservation(&file) {
+        return None;
+    }
+    state.publish_reservation(target);
+    Some(target)
+}
+
+/// After [`renew_locked`] returned `None`, with the renewal lock released:
+/// end the statement as the interrupt that cut the wait short would have.
+/// `SyncRepWaitForLSN` answers a cancel (or a statement timeout) with a
+/// WARNING and clears it, which is right for a commit that has happened
+/// but not for a caller still waiting for its IDs; the cancel is raised
+/// again here, so PostgreSQL reports it in its own words (57014). A
+/// termination is still pending and ends the process.
+fn interrupted() -> ! {
+    errors::report(
+        PgLogLevel::WARNING,
+        PgSqlErrorCode::ERRCODE_WARNING,
+        "snowflake_id reservation not confirmed by the synchronous standbys",
+        Some("The reservation is durable on this server only; no ID it covers was issued.".into()),
+        None,
+    );
+    // SAFETY: re-arming the cancel PostgreSQL cleared, exactly as its
+    // signal handler sets it; interrupts are not held (the lock is
+    // released).
+    unsafe {
+        if pg_sys::ProcDiePending == 0 {
+            pg_sys::QueryCancelPending = 1;
+        }
+        pg_sys::InterruptPending = 1;
+    }
+    pgrx::check_for_interrupts!();
+    errors::reservation_not_confirmed()
+}

@@ -1,0 +1,313 @@
+//! Shared memory: one [`GeneratorState`] per server, shared by every
+//! backend of every database. Only available when the library is loaded
+//! through `shared_preload_libraries`.
+//!
+//! This is the one home of the preload state: [`preloading`] (the library
+//! is being loaded by the postmaster now) and [`is_preloaded`] (it was, so
+//! shared memory exists). It depends on nothing else in the extension: the
+//! initial state is computed by a function [`init`] is given.
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::{pg_shmem_init, AssertPGRXSharedMemory, PgAtomic, PgSharedMemoryInitialization};
+use snowflake_id_core::GeneratorState;
+use std::cell::UnsafeCell;
+use std::ffi::CStr;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+static STATE: PgAtomic<AssertPGRXSharedMemory<GeneratorState>> =
+    // SAFETY: the name is unique to this extension.
+    unsafe { PgAtomic::new(c"snowflake_id generator state") };
+
+/// How many databases can lag behind the high-water mark at once before
+/// a failing writer holds up the whole server (`crate::mint::high_water`).
+pub const LAGGING_DATABASES: usize = 64;
+
+/// What the extension tracks in shared memory besides the generator. New
+/// at every start-up and crash restart, like the generator.
+pub struct Tracking {
+    /// The end LSN of the last reservation record written (`crate::mint::wal`),
+    /// so that the worker can write it again once a checkpoint passes it.
+    pub last_reservation_lsn: AtomicU64,
+    /// The high-water mark committed in every database that has the
+    /// extension (`crate::mint::high_water`), a Unix ms: no reservation passes
+    /// it. `i64::MIN` until the first round since start-up.
+    pub mark_ms: AtomicI64,
+    /// Set once the first round since start-up (or promotion) has read
+    /// every database's mark and raised the generator above it.
+    pub mark_ready: AtomicBool,
+    /// The largest mark of this configuration the first round found
+    /// (`i64::MIN`: none in any database).
+    pub mark_found_ms: AtomicI64,
+    /// The largest target a round has tried to write since start-up: the
+    /// marks above the published one that this server wrote itself.
+    pub mark_tried_ms: AtomicI64,
+    /// An install or upgrade created the table somewhere: the next round
+    /// visits every database.
+    pub mark_rescan: AtomicBool,
+    /// A caller waits for a round (the mark is too low, or not read yet).
+    pub mark_wanted: AtomicBool,
+    /// The launcher's latch (a `*mut Latch` in shared memory), 0 when it
+    /// is not running.
+    pub launcher_latch: AtomicUsize,
+    /// Databases whose writer failed (OIDs; 0 is a free slot): no ID is
+    /// handed out in them until their mark is written again
+    /// (`crate::mint::high_water`).
+    pub lagging: [AtomicU32; LAGGING_DATABASES],
+    /// Rounds that could not write some database's mark, and the last
+    /// such database (its OID).
+    pub mark_failures: AtomicU64,
+    pub mark_failed_db: AtomicU32,
+    /// The answer of the per-database writer to its launcher: a status
+    /// (`crate::mint::high_water` defines them) and the largest mark it read.
+    pub writer_status: AtomicU32,
+    pub writer_found_ms: AtomicI64,
+}
+
+impl Default for Tracking {
+    fn default() -> Self {
+        Tracking {
+            last_reservation_lsn: AtomicU64::new(0),
+            mark_ms: AtomicI64::new(i64::MIN),
+            mark_ready: AtomicBool::new(false),
+            mark_found_ms: AtomicI64::new(i64::MIN),
+            mark_tried_ms: AtomicI64::new(i64::MIN),
+            mark_rescan: AtomicBool::new(false),
+            mark_wanted: AtomicBool::new(false),
+            launcher_latch: AtomicUsize::new(0),
+            lagging: std::array::from_fn(|_| AtomicU32::new(0)),
+            mark_failures: AtomicU64::new(0),
+            mark_failed_db: AtomicU32::new(0),
+            writer_status: AtomicU32::new(0),
+            writer_found_ms: AtomicI64::new(i64::MIN),
+        }
+    }
+}
+
+static TRACKING: PgAtomic<AssertPGRXSharedMemory<Tracking>> =
+    // SAFETY: the name is unique to this extension.
+    unsafe { PgAtomic::new(c"snowflake_id tracking") };
+
+/// Serialises writers of the durable reservation.
+static RENEWAL: RenewalLock = RenewalLock::new(c"snowflake_id reservation");
+
+/// Set in the postmaster when shared memory was requested; inherited by
+/// every backend it forks. Process-local by nature.
+static PRELOADED: AtomicBool = AtomicBool::new(false);
+
+/// True while `shared_preload_libraries` is being processed.
+pub fn preloading() -> bool {
+    // SAFETY: reading a plain global flag of the server.
+    unsafe { pg_sys::process_shared_preload_libraries_in_progress }
+}
+
+/// True while the server is in recovery: a standby, or crash or
+/// point-in-time recovery. IDs are not minted then.
+pub fn in_recovery() -> bool {
+    // SAFETY: RecoveryInProgress() may be called in any process.
+    unsafe { pg_sys::RecoveryInProgress() }
+}
+
+/// True while `pg_upgrade` runs this server (binary-upgrade mode): its
+/// databases are not this server's yet, so nothing is reserved or
+/// written in them.
+pub fn binary_upgrade() -> bool {
+    // SAFETY: reading a plain global flag of the server.
+    unsafe { pg_sys::IsBinaryUpgrade }
+}
+
+/// Computes the initial state when shared memory is created.
+static INITIAL: OnceLock<fn() -> GeneratorState> = OnceLock::new();
+
+/// Request and initialise the shared state. Call from `_PG_init` only
+/// while preloading. `initial` computes the state each time shared memory
+/// is created: at start-up, and again after a crash restart.
+pub fn init(initial: fn() -> GeneratorState) {
+    debug_assert!(preloading());
+    let _ = INITIAL.set(initial);
+    // The initial value is computed in the postmaster when shared memory is
+    // created (start-up and crash restart).
+    pg_shmem_init!(
+        STATE = unsafe { AssertPGRXSharedMemory::new(INITIAL.get().expect("set just before")()) }
+    );
+    pg_shmem_init!(RENEWAL);
+    pg_shmem_init!(TRACKING = unsafe { AssertPGRXSharedMemory::new(Tracking::default()) });
+    PRELOADED.store(true, Ordering::Relaxed);
+}
+
+/// The shared [`Tracking`], or `None` when the library was not preloaded.
+pub fn tracking() -> Option<&'static Tracking> {
+    if is_preloaded() {
+        Some(TRACKING.get())
+    } else {
+        None
+    }
+}
+
+/// Whether the library was preloaded (so the generator exists). Safe to
+/// call before shared memory is attached.
+#[inline]
+pub fn is_preloaded() -> bool {
+    PRELOADED.load(Ordering::Relaxed)
+}
+
+/// The shared generator state, or `None` when the library was not preloaded.
+#[inline]
+pub fn state() -> Option<&'static GeneratorState> {
+    if is_preloaded() {
+        Some(STATE.get())
+    } else {
+        None
+    }
+}
+
+/// The renewal lock: an LWLock, and a condition variable on which callers
+/// that want it sleep. An LWLock wait cannot be interrupted, and a renewal
+/// can take as long as a synchronous standby takes to answer (forever, if
+/// it never does), so callers wait on the condition variable instead,
+/// where a cancel, a statement timeout or a termination ends the wait.
+struct RenewalLock {
+    name: &'static CStr,
+    inner: UnsafeCell<*mut RenewalShared>,
+}
+
+#[repr(C)]
+struct RenewalShared {
+    lock: *mut pg_sys::LWLock,
+    cv: pg_sys::ConditionVariable,
+}
+
+// SAFETY: `inner` is written once per process, in the shared-memory
+// start-up hook, before any backend code runs; the struct it points to is
+// shared memory, protected by the LWLock and the condition variable's own
+// spinlock.
+unsafe impl Sync for RenewalLock {}
+
+impl RenewalLock {
+    const fn new(name: &'static CStr) -> Self {
+        Self {
+            name,
+            inner: UnsafeCell::new(std::ptr::null_mut()),
+        }
+    }
+
+    fn shared(&self) -> *mut RenewalShared {
+        // SAFETY: see `Sync`; set before any caller can get here.
+        let p = unsafe { *self.inner.get() };
+        assert!(!p.is_null(), "snowflake_id renewal lock not initialised");
+        p
+    }
+}
+
+impl PgSharedMemoryInitialization for RenewalLock {
+    type Value = u8;
+
+    unsafe fn on_shmem_request(&'static self) {
+        // SAFETY: called from the shared-memory request hook.
+        unsafe {
+            pg_sys::RequestAddinShmemSpace(std::mem::size_of::<RenewalShared>());
+            pg_sys::RequestNamedLWLockTranche(self.name.as_ptr(), 1);
+        }
+    }
+
+    unsafe fn on_shmem_startup(&'static self, _: u8) {
+        // SAFETY: called from the shared-memory start-up hook; the same
+        // sequence as pgrx's own PgLwLock (AddinShmemInitLock is
+        // MainLWLockArray[21]).
+        unsafe {
+            let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
+            pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+            let mut found = false;
+            let p = pg_sys::ShmemInitStruct(
+                self.name.as_ptr(),
+                std::mem::size_of::<RenewalShared>(),
+                &mut found,
+            )
+            .cast::<RenewalShared>();
+            if !found {
+                (&raw mut (*p).lock)
+                    .write(&raw mut (*pg_sys::GetNamedLWLockTranche(self.name.as_ptr())).lock);
+                pg_sys::ConditionVariableInit(&raw mut (*p).cv);
+            }
+            *self.inner.get() = p;
+            pg_sys::LWLockRelease(init_lock);
+        }
+    }
+}
+
+/// Holds the renewal lock; releasing it wakes the callers waiting for it.
+pub struct RenewalGuard(*mut RenewalShared);
+
+impl Drop for RenewalGuard {
+    fn drop(&mut self) {
+        // SAFETY: we hold the lock; the condition variable is initialised.
+        unsafe {
+            pg_sys::LWLockRelease((*self.0).lock);
+            pg_sys::ConditionVariableBroadcast(&raw mut (*self.0).cv);
+        }
+    }
+}
+
+/// How long a waiter sleeps before trying the lock again even without a
+/// wake-up: a holder that exits without releasing it normally (FATAL,
+/// where PostgreSQL releases LWLocks but nobody broadcasts) costs its
+/// waiters at most this long.
+const RECHECK_MS: i64 = 10;
+
+/// Take the reservation-renewal lock. Waiting is a sleep on a condition
+/// variable, with `CHECK_FOR_INTERRUPTS` after every wake-up: a cancel, a
+/// statement timeout or a termination ends it with the usual ERROR or
+/// FATAL. Shows in `pg_stat_activity` as the wait event `Extension`.
+pub fn renewal_lock() -> RenewalGuard {
+    let sh = RENEWAL.shared();
+    // SAFETY: the lock and the condition variable live in shared memory
+    // for the life of the server. An ERROR raised in the sleep unwinds
+    // through here holding nothing; transaction abort cancels the sleep.
+    unsafe {
+        let lock = (*sh).lock;
+        let cv = &raw mut (*sh).cv;
+        if !pg_sys::LWLockConditionalAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) {
+            pg_sys::ConditionVariablePrepareToSleep(cv);
+            while !pg_sys::LWLockConditionalAcquire(lock, pg_sys::LWLockMode::LW_EXCLUSIVE) {
+                pg_sys::ConditionVariableTimedSleep(cv, RECHECK_MS as _, pg_sys::PG_WAIT_EXTENSION);
+            }
+            pg_sys::ConditionVariableCancelSleep();
+        }
+    }
+    RenewalGuard(sh)
+}
+
+/// Sleep until `ready()` holds or `timeout_ms` has passed, on the renewal
+/// lock's condition variable ([`wake_waiters`] wakes it), with
+/// `CHECK_FOR_INTERRUPTS` after every wake-up: a cancel or a statement
+/// timeout ends the wait with the usual ERROR. Returns whether `ready()`
+/// held.
+pub fn wait_until(timeout_ms: i64, mut ready: impl FnMut() -> bool) -> bool {
+    if ready() {
+        return true;
+    }
+    let sh = RENEWAL.shared();
+    let start = std::time::Instant::now();
+    // SAFETY: the condition variable lives in shared memory for the life
+    // of the server; an ERROR raised in the sleep unwinds through here,
+    // and transaction abort cancels the sleep.
+    unsafe {
+        let cv = &raw mut (*sh).cv;
+        pg_sys::ConditionVariablePrepareToSleep(cv);
+        let mut ok = ready();
+        while !ok && (start.elapsed().as_millis() as i64) < timeout_ms {
+            pg_sys::ConditionVariableTimedSleep(cv, RECHECK_MS as _, pg_sys::PG_WAIT_EXTENSION);
+            pgrx::check_for_interrupts!();
+            ok = ready();
+        }
+        pg_sys::ConditionVariableCancelSleep();
+        ok
+    }
+}
+
+/// Wake every process sleeping in [`wait_until`] or for the renewal lock.
+pub fn wake_waiters() {
+    // SAFETY: see `wait_until`.
+    unsafe { pg_sys::ConditionVariableBroadcast(&raw mut (*RENEWAL.shared()).cv) };
+}

@@ -1,0 +1,47 @@
+-- The server-wide high-water mark, one copy in every database that has
+-- the extension: see src/mint/high_water.rs. A WAL-logged table, so that
+-- crash recovery, base backups, PITR, standbys and every pg_upgrade mode
+-- carry it, and a configuration table of the extension, so that pg_dump
+-- of any one database carries it too. One row per configuration (worker
+-- id and layout) that minted on a server that wrote into this database;
+-- a server reads only the rows of its own configuration. A restore can
+-- add a second row for a configuration: readers take the largest.
+-- Only a superuser may write it (the extension's owner). It lives in a
+-- schema of its own that no role but the database's owner may use (its
+-- owner's pg_dump reads it): a role that can name a table can queue an
+-- ACCESS EXCLUSIVE lock on it (CREATE RULE locks before it checks
+-- ownership), which would hold up the writers; no role can name this one.
+-- No index: nothing a plain role writes or owns runs when it is read.
+CREATE SCHEMA snowflake_id_internal;
+REVOKE ALL ON SCHEMA snowflake_id_internal FROM PUBLIC;
+GRANT USAGE ON SCHEMA snowflake_id_internal TO pg_database_owner;
+COMMENT ON SCHEMA snowflake_id_internal IS
+'snowflake_id''s own objects: the high-water mark';
+CREATE TABLE snowflake_id_internal.snowflake_high_water (
+    worker_id     integer NOT NULL,
+    epoch_ms      bigint NOT NULL,
+    worker_bits   integer NOT NULL,
+    sequence_bits integer NOT NULL,
+    mark_ms       bigint NOT NULL,
+    written_at    timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+-- Logical replication of FOR ALL TABLES publications must be able to
+-- send the writer's UPDATEs (a subscriber keeps the publisher's rows
+-- apart: they carry the publisher's worker id).
+ALTER TABLE snowflake_id_internal.snowflake_high_water REPLICA IDENTITY FULL;
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_internal.snowflake_high_water', '');
+REVOKE ALL ON snowflake_id_internal.snowflake_high_water FROM PUBLIC;
+GRANT SELECT ON snowflake_id_internal.snowflake_high_water TO pg_database_owner;
+COMMENT ON TABLE snowflake_id_internal.snowflake_high_water IS
+'snowflake_id''s high-water mark: no ID of a server with this configuration is later than mark_ms (Unix ms)';
+-- A mark of this server's configuration written by anyone but its own
+-- writers (a restore of a dump, a superuser by hand) raises the generator
+-- at once, before the next round reads it: the C trigger function
+-- snowflake_high_water_restored() (src/mint/high_water.rs), bound by OID here.
+REVOKE ALL ON FUNCTION snowflake_high_water_restored() FROM PUBLIC;
+CREATE TRIGGER raise_generator AFTER INSERT OR UPDATE ON snowflake_id_internal.snowflake_high_water
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.snowflake_high_water_restored();
+-- This database carries the mark from now on, not only from the next
+-- round of the high-water-mark launcher.
+REVOKE ALL ON FUNCTION snowflake_write_high_water() FROM PUBLIC;
+SELECT snowflake_write_high_water();

@@ -1,0 +1,192 @@
+//! Observability and administration: `snowflake_stats()` and
+//! `snowflake_accept_configuration()`.
+
+use crate::mint::{reservation, shmem};
+use crate::read::decode;
+use crate::{errors, gucs};
+use pgrx::prelude::*;
+use pgrx::{pg_sys, PgLogLevel, PgSqlErrorCode};
+use snowflake_id_core::{Clock, SystemClock};
+use std::sync::atomic::Ordering;
+
+use crate::read::decode::unix_ms_to_timestamptz as tstz;
+
+/// One row describing this server's generator. Every counter covers the
+/// time since shared memory was created (server start or crash restart).
+///
+/// | column | meaning |
+/// |---|---|
+/// | `worker_id` | `snowflake_id.worker_id`, NULL while unset |
+/// | `epoch` | the epoch of the layout |
+/// | `timestamp_bits`, `worker_bits`, `sequence_bits` | the layout |
+/// | `max_lead_ms` | `snowflake_id.max_lead` |
+/// | `last_id` | the last ID issued by any backend (NULL if none yet); after a restart, or on a standby replaying reservations, the floor the server continues above |
+/// | `last_id_time` | its timestamp |
+/// | `lead_ms` | `last_id_time` minus the wall clock now; positive when IDs run ahead (bursts, clock steps, the jump after a restart) |
+/// | `reserved_until` | the durable reservation: no ID with a later timestamp has been issued |
+/// | `sequence_overflows` | times a millisecond's sequence ran out and the next millisecond was borrowed |
+/// | `clock_steps_back` | backward steps of the wall clock detected |
+/// | `largest_step_back_ms` | the largest of them |
+/// | `backpressure_waits` | sleeps because IDs were `max_lead` ahead of the clock (not a `snowflake_nextval(count)` call waiting at its `bulk_lead_share`) |
+/// | `reservation_waits` | calls that had to wait for the reservation to be extended |
+/// | `reservations_written` | durable reservation writes (each an fsync of the state file and a flushed WAL record) |
+/// | `state` | `ok`, `worker_id unset`, `standby: in recovery`, or why generation is disabled |
+///
+/// ```sql
+/// SELECT worker_id, last_id, lead_ms, reserved_until, clock_steps_back
+///   FROM snowflake_stats();
+/// ```
+#[pg_extern(volatile, parallel_safe)]
+#[allow(clippy::type_complexity)]
+pub fn snowflake_stats() -> TableIterator<
+    'static,
+    (
+        name!(worker_id, Option<i32>),
+        name!(epoch, Option<TimestampWithTimeZone>),
+        name!(timestamp_bits, i32),
+        name!(worker_bits, i32),
+        name!(sequence_bits, i32),
+        name!(max_lead_ms, i32),
+        name!(last_id, Option<i64>),
+        name!(last_id_time, Option<TimestampWithTimeZone>),
+        name!(lead_ms, Option<f64>),
+        name!(reserved_until, Option<TimestampWithTimeZone>),
+        name!(sequence_overflows, i64),
+        name!(clock_steps_back, i64),
+        name!(largest_step_back_ms, f64),
+        name!(backpressure_waits, i64),
+        name!(reservation_waits, i64),
+        name!(reservations_written, i64),
+        name!(state, String),
+    ),
+> {
+    let Some(st) = shmem::state() else {
+        errors::not_preloaded();
+    };
+    let layout = decode::layout();
+    let wall_ns = SystemClock.wall_ns();
+    let last = st.last_issued();
+    let last_ms = last.map(|id| layout.epoch_ms() + layout.timestamp_of(id as u64) as i64);
+    let reserved = st.reserved_until_ms.load(Ordering::Acquire);
+    let c = &st.counters;
+    let blocked = st.blocked.load(Ordering::Acquire);
+    let state = match blocked & reservation::BLOCKED_MASK {
+        reservation::BLOCKED_CONFIG_CHANGED => "disabled: configuration changed".to_string(),
+        reservation::BLOCKED_STATE_FILE => "disabled: state file unusable".to_string(),
+        reservation::BLOCKED_FOREIGN_FILE => "disabled: state file of another cluster".to_string(),
+        _ if shmem::in_recovery() => "standby: in recovery".to_string(),
+        _ if gucs::worker_id().is_none() => "worker_id unset".to_string(),
+        _ if shmem::tracking().is_some_and(|t| !t.mark_ready.load(Ordering::Acquire)) => {
+            "waiting for the high-water mark".to_string()
+        }
+        _ if crate::mint::high_water::this_database_lags() => {
+            "disabled here: high-water mark not writable in this database".to_string()
+        }
+        _ => "ok".to_string(),
+    };
+    TableIterator::once((
+        gucs::worker_id().map(|w| w as i32),
+        tstz(layout.epoch_ms()),
+        layout.timestamp_bits() as i32,
+        layout.worker_bits() as i32,
+        layout.sequence_bits() as i32,
+        gucs::max_lead_ms() as i32,
+        last,
+        last_ms.and_then(tstz),
+        last_ms.map(|ms| (ms * 1_000_000 - wall_ns) as f64 / 1e6),
+        (reserved != i64::MIN && reserved != i64::MAX)
+            .then(|| tstz(reserved))
+            .flatten(),
+        c.sequence_overflows.load(Ordering::Relaxed) as i64,
+        c.clock_steps_back.load(Ordering::Relaxed) as i64,
+        c.largest_step_back_ns.load(Ordering::Relaxed) as f64 / 1e6,
+        c.backpressure_waits.load(Ordering::Relaxed) as i64,
+        c.reservation_waits.load(Ordering::Relaxed) as i64,
+        c.reservations_written.load(Ordering::Relaxed) as i64,
+        state,
+    ))
+}
+
+/// Superuser only. Accept the current configuration after a change that
+/// could make new IDs smaller than old ones (a later epoch, narrower
+/// fields), or after the state file was found unreadable or corrupt.
+/// Rewrites the state file with the current configuration and re-enables
+/// `snowflake_nextval()`. New IDs continue above the old reservation's
+/// timestamp (or from the clock if the file was unusable), but with a
+/// changed layout they are not guaranteed to be numerically larger than old
+/// IDs: that is what is being accepted. EXECUTE is revoked from PUBLIC.
+///
+/// ```sql
+/// SELECT snowflake_accept_configuration();
+/// ```
+#[pg_extern(volatile, parallel_unsafe)]
+pub fn snowflake_accept_configuration() -> String {
+    // SAFETY: plain catalog check of the current user.
+    if !unsafe { pg_sys::superuser() } {
+        errors::not_superuser();
+    }
+    let Some(st) = shmem::state() else {
+        errors::not_preloaded();
+    };
+    crate::mint::nextval::refuse_during_recovery();
+    let layout = decode::layout();
+    if gucs::worker_id().is_none() {
+        errors::worker_id_unset();
+    }
+    let was = st.blocked.load(Ordering::Acquire) & reservation::BLOCKED_MASK;
+    // The generator is above every database's high-water mark before
+    // anything is minted again.
+    crate::mint::high_water::ensure_ready();
+    let from_marks = shmem::tracking()
+        .map(|t| t.mark_found_ms.load(Ordering::Acquire))
+        .filter(|&ms| ms != i64::MIN);
+    let reserved =
+        reservation::renew(st, &layout, i64::MIN, || true).expect("always renews when asked to");
+    st.blocked
+        .fetch_and(!reservation::BLOCKED_MASK, Ordering::AcqRel);
+    let what = match was {
+        reservation::BLOCKED_CONFIG_CHANGED => "configuration change accepted",
+        reservation::BLOCKED_STATE_FILE => "unusable state file replaced",
+        reservation::BLOCKED_FOREIGN_FILE => "state file of another cluster accepted",
+        _ => "configuration already accepted",
+    };
+    if was == reservation::BLOCKED_STATE_FILE && from_marks.is_none() {
+        errors::report(
+            PgLogLevel::WARNING,
+            PgSqlErrorCode::ERRCODE_WARNING,
+            "snowflake_id: accepted with no floor but the clock",
+            Some("The state file was unusable and no database holds a high-water mark of this configuration: new IDs start from this server's clock, which may be behind the IDs issued before.".into()),
+            Some("Raise the floor above any ID this server issued before with SELECT snowflake_raise_floor(id)."),
+        );
+        return format!(
+            "{what}: no floor but the clock; state file \"{}\" rewritten, reserved until {}",
+            crate::datadir::state_path(),
+            snowflake_id_core::format_epoch(reserved)
+        );
+    }
+    errors::report(
+        PgLogLevel::LOG,
+        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+        format!("snowflake_id: {what} by a superuser"),
+        None,
+        None,
+    );
+    format!(
+        "{what}; state file \"{}\" rewritten, reserved until {}",
+        crate::datadir::state_path(),
+        snowflake_id_core::format_epoch(reserved)
+    )
+}
+
+#[allow(unused_imports)] // named in `requires` below
+use crate::operate::floor::{snowflake_raise_floor, snowflake_raise_floor_from_data};
+
+extension_sql_file!(
+    "sql/revoke_admin.sql",
+    name = "revoke_admin",
+    requires = [
+        snowflake_accept_configuration,
+        snowflake_raise_floor,
+        snowflake_raise_floor_from_data
+    ]
+);
