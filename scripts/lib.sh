@@ -136,6 +136,25 @@ log() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
 die() { printf '\033[1;31mERROR:\033[0m %s\n' "$*" >&2; exit 1; }
 
 is_root() { [ "$(id -u)" = 0 ]; }
+
+# poll_until SECONDS COMMAND...: run COMMAND every 0.1 s until it succeeds,
+# and set POLL_MS to how long that took (for the log); fail after SECONDS.
+# Tests wait for the state they need this way, never with a bare sleep that
+# a busy machine can outlast; SECONDS is a bound only a hung system reaches.
+# shellcheck disable=SC2034
+POLL_MS=0
+# shellcheck disable=SC2034
+poll_until() {
+    local limit="$1" t0; shift
+    t0=$(date +%s%N)
+    until "$@"; do
+        if [ $(( ($(date +%s%N) - t0) / 1000000000 )) -ge "$limit" ]; then
+            POLL_MS=$(( ($(date +%s%N) - t0) / 1000000 )); return 1
+        fi
+        sleep 0.1
+    done
+    POLL_MS=$(( ($(date +%s%N) - t0) / 1000000 ))
+}
 # Used by the scripts that source this file:
 # shellcheck disable=SC2034
 if is_root; then SUDO=""; else SUDO="sudo"; fi

@@ -537,7 +537,12 @@ fn stress_blocks_across_clock_steps() {
 /// With `ticket` set, every fourth reading of the wall clock by a thread
 /// also *injects* a preemption: the reading thread yields until another
 /// call has been stamped on the shared ticket counter (or 200 yields
-/// have passed, so that nothing can deadlock). The reading happens inside
+/// have passed, or 200 us, so that nothing can deadlock), and only while
+/// another thread of the round is still issuing: a thread left alone has
+/// no one to wait for, and on a machine whose CPUs are busy each yield
+/// can cost a whole time slice (under `stress-ng --cpu 4` on two CPUs,
+/// with other builds beside it, 200 yields at every fourth reading made
+/// one run take over 20 minutes instead of 70 s). The reading happens inside
 /// the generator, between its load of the shared state and its
 /// compare-and-swap, so the calls overlap there whatever the number of
 /// CPUs or the machine's load: on one CPU as on many.
@@ -550,6 +555,9 @@ thread_local! {
     static READINGS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
+/// Threads of the current stress round still issuing IDs.
+static ISSUING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 impl Clock for SteppedSystemClock {
     fn wall_ns(&self) -> i64 {
         if let Some(ticket) = &self.ticket {
@@ -557,11 +565,12 @@ impl Clock for SteppedSystemClock {
                 r.set(r.get() + 1);
                 r.get()
             });
-            if n.is_multiple_of(4) {
+            if n.is_multiple_of(4) && ISSUING.load(Ordering::SeqCst) > 1 {
                 let seen = ticket.load(Ordering::SeqCst);
+                let until = std::time::Instant::now() + std::time::Duration::from_micros(200);
                 for _ in 0..200 {
                     std::thread::yield_now();
-                    if ticket.load(Ordering::SeqCst) != seen {
+                    if ticket.load(Ordering::SeqCst) != seen || std::time::Instant::now() >= until {
                         break;
                     }
                 }
@@ -685,6 +694,7 @@ fn stress_round(
         })
     };
     let waits = Arc::new(AtomicU64::new(0));
+    ISSUING.store(8, Ordering::SeqCst);
     // (started, returned, first ID, last ID) of every call.
     let handles: Vec<_> = (0..8u64)
         .map(|t| {
@@ -745,6 +755,7 @@ fn stress_round(
                     );
                     calls.push((started, returned, first, last));
                 }
+                ISSUING.fetch_sub(1, Ordering::SeqCst);
                 assert!(!ev.reanchored, "thread {t} re-anchored");
                 calls
             })

@@ -131,21 +131,105 @@ fn stress_frozen_clock_borrows() {
     stress(Arc::new(ManualClock::new(T0, M0)), 8, 20_000, 1000);
 }
 
+/// Six threads on a manual clock that another thread advances 200 times,
+/// stepping the wall clock back by a second at four of them. The stepper
+/// moves on the threads' progress, not on a timer, and a thread more than
+/// one move ahead of it yields until the stepper catches up: however the
+/// machine schedules them (one busy CPU included), the steps fall in the
+/// middle of the run and the threads see them, which the test asserts.
 #[test]
 fn stress_with_clock_steps() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    const THREADS: u64 = 6;
+    const PER_THREAD: u64 = 30_000;
+    const MOVES: u64 = 200;
+    const PER_MOVE: u64 = THREADS * PER_THREAD / MOVES;
     let clock = Arc::new(ManualClock::new(T0, M0));
+    let issued = Arc::new(AtomicU64::new(0));
+    let moves = Arc::new(AtomicU64::new(0));
+    // Waits until `ready` holds; only a hung machine reaches the bound.
+    fn wait_for(ready: impl Fn() -> bool, what: &str) {
+        let started = std::time::Instant::now();
+        while !ready() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "{what} for 60 s"
+            );
+            std::thread::yield_now();
+        }
+    }
     let stepper = {
-        let clock = clock.clone();
+        let (clock, issued, moves) = (clock.clone(), issued.clone(), moves.clone());
         std::thread::spawn(move || {
-            for i in 0..200 {
+            for i in 0..MOVES {
+                wait_for(
+                    || issued.load(Ordering::Acquire) >= i * PER_MOVE,
+                    "the threads issued nothing",
+                );
                 clock.advance(MS);
                 if i % 50 == 25 {
                     clock.step_wall(-1000 * MS);
                 }
-                std::thread::sleep(std::time::Duration::from_micros(200));
+                moves.store(i + 1, Ordering::Release);
             }
         })
     };
-    stress(clock, 6, 30_000, 1000);
+    let st = Arc::new(GeneratorState::new());
+    let c = cfg(1000);
+    let handles: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (st, clock, issued, moves) =
+                (st.clone(), clock.clone(), issued.clone(), moves.clone());
+            std::thread::spawn(move || {
+                let mut out = Vec::with_capacity(PER_THREAD as usize);
+                let mut ev = Events::default();
+                let mut saw_step = false;
+                for _ in 0..PER_THREAD {
+                    let id = st
+                        .next_id(&c, &*clock, &mut ev, |us| {
+                            std::thread::sleep(std::time::Duration::from_micros(us))
+                        })
+                        .unwrap();
+                    out.push(id);
+                    saw_step |= ev.step_back_ns.is_some();
+                    let n = issued.fetch_add(1, Ordering::AcqRel) + 1;
+                    wait_for(
+                        || (n / PER_MOVE).min(MOVES) <= moves.load(Ordering::Acquire) + 1,
+                        "the stepper did not move",
+                    );
+                }
+                (out, saw_step)
+            })
+        })
+        .collect();
+    let mut saw = 0;
+    let ids: Vec<_> = handles
+        .into_iter()
+        .map(|h| {
+            let (out, s) = h.join().unwrap();
+            saw += usize::from(s);
+            out
+        })
+        .collect();
     stepper.join().unwrap();
+    // The same checks as `stress`: unique, increasing per thread, worker 42.
+    let mut all = vec![];
+    for out in ids {
+        assert!(out.windows(2).all(|w| w[0] < w[1]), "per-thread order");
+        all.extend(out);
+    }
+    let n = all.len();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), n, "duplicate IDs");
+    assert_eq!(n as u64, THREADS * PER_THREAD);
+    assert!(all
+        .iter()
+        .all(|id| c.layout.decode(*id).unwrap().worker == 42));
+    assert_eq!(st.last_issued(), all.last().copied());
+    assert!(
+        saw > 0,
+        "no thread saw a clock step: the test proves nothing"
+    );
+    eprintln!("stress_with_clock_steps: {saw} of {THREADS} threads saw a step back");
 }

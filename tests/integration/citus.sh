@@ -220,8 +220,11 @@ some_id=$(q 0 -At -c "SELECT min(id) FROM accounts")
 method=$(explain_insert_events "id = $some_id")
 [ "$method" = "pull to coordinator" ] || die "pulled.sql's INSERT ... SELECT is planned as '$method', not pulled to the coordinator"
 log "moving shard $shard of accounts (and its co-located shard) from w1 to w2 under write load"
+moved_from=$(q 0 -At -c "SELECT count(*) FROM accounts")
 load "$DURATION" values multi prepared pulled child & loader=$!
-sleep 1
+# The move starts once the load writes (polled: a busy machine may start it late).
+writing() { [ "$(q 0 -At -c "SELECT count(*) > $moved_from FROM accounts")" = t ]; }
+poll_until 120 writing || die "the load wrote no row in 120 s"
 q 0 -c "SELECT citus_move_shard_placement($shard, '127.0.0.1', $from_port, '127.0.0.1', $to_port, shard_transfer_mode => 'force_logical')" >/dev/null
 wait "$loader" || die "writes failed during the shard move"
 now_port=$(q 0 -At -c "SELECT nodeport FROM citus_shards WHERE shardid = $shard")
@@ -255,7 +258,8 @@ log "fleet check on the coordinator: $(paste -sd';' <<< "$fleet")"
 127.0.0.1:$(port_of 1) citus 1 ok
 127.0.0.1:$(port_of 2) citus 2 ok" ] || die "the fleet check of the healthy Citus cluster is not clean"
 q 2 -c "ALTER SYSTEM SET snowflake_id.worker_id = 1" -c "SELECT pg_reload_conf()" >/dev/null
-sleep 1
+w2_is_1() { [ "$(q 2 -At -c "SHOW snowflake_id.worker_id")" = 1 ]; }
+poll_until 60 w2_is_1 || die "worker_id = 1 not in effect on w2 60 s after the reload"
 caught=$(q 0 -At -F ' | ' -c "SELECT node, problem FROM snowflake_fleet_check() WHERE problem IS NOT NULL")
 log "with w2 given w1's worker id: $(paste -sd';' <<< "$caught")"
 [ "$caught" = "127.0.0.1:$(port_of 1) | worker_id 1 is also used by 127.0.0.1:$(port_of 2)

@@ -78,7 +78,9 @@ log "no ID appears in both databases ($((n1 + n2)) rows in all)"
 # worker_id is reloadable: ALTER SYSTEM + pg_reload_conf, no restart.
 before_max=$(pq "$DIR" "$PORT" -At -c "SELECT max(id) FROM ids")
 pq "$DIR" "$PORT" -c "ALTER SYSTEM SET snowflake_id.worker_id = 7" -c "SELECT pg_reload_conf()" >/dev/null
-sleep 1
+# New sessions see the setting once the postmaster has handled the reload.
+worker_is_7() { [ "$(pq "$DIR" "$PORT" -At -c "SHOW snowflake_id.worker_id")" = 7 ]; }
+poll_until 60 worker_is_7 || die "worker_id = 7 not in effect 60 s after the reload"
 read -r nw bad mn < <(pq "$DIR" "$PORT" -At -F ' ' -c "
     INSERT INTO ids (conn) SELECT 0 FROM generate_series(1, 1000);
     SELECT count(*), count(*) FILTER (WHERE snowflake_worker_id(id) <> 7), min(id) FROM ids WHERE conn = 0")

@@ -46,14 +46,11 @@ PRELOAD="shared_preload_libraries = 'snowflake_id'"
 
 make_standby() { basebackup_standby "$PRIMARY" "$PORT" "$STANDBY" "$SPORT"; }
 # replayed_to LSN [CLIENT]: wait until the standby (CLIENT, default s, the
-# server in $STANDBY) has replayed LSN (30 s at most).
+# server in $STANDBY) has replayed LSN (120 s at most).
 replayed_to() {
     local client="${2:-s}"
-    for _ in $(seq 1 300); do
-        [ "$("$client" -c "SELECT pg_last_wal_replay_lsn() >= '$1'::pg_lsn" 2>/dev/null || true)" = t ] && return 0
-        sleep 0.1
-    done
-    return 1
+    has_replayed() { [ "$("$client" -c "SELECT pg_last_wal_replay_lsn() >= '$1'::pg_lsn" 2>/dev/null || true)" = t ]; }
+    poll_until 120 has_replayed "$1"
 }
 
 cluster_init "$PRIMARY" "$PORT" "$PRELOAD" "snowflake_id.worker_id = 21" \
@@ -79,20 +76,23 @@ make_standby
 cluster_start "$STANDBY" LD_PRELOAD="$FT" FAKETIME_TIMESTAMP_FILE="$CLOCK" FAKETIME_NO_CACHE=1 \
     FAKETIME_DONT_FAKE_MONOTONIC=1 || { tail -20 "$STANDBY/server.log" >&2; die "standby did not start"; }
 p -c "ALTER SYSTEM SET synchronous_standby_names = '*'" -c "SELECT pg_reload_conf()" >/dev/null
-for _ in $(seq 1 100); do
-    [ "$(p -c "SELECT sync_state FROM pg_stat_replication")" = sync ] && break; sleep 0.1
-done
-[ "$(p -c "SELECT sync_state FROM pg_stat_replication")" = sync ] || die "the standby is not synchronous"
+is_sync() { [ "$(p -c "SELECT sync_state FROM pg_stat_replication")" = sync ]; }
+poll_until 120 is_sync || die "the standby is not synchronous after 120 s"
 skew=$(s -c "SELECT round(extract(epoch FROM now()) - $(date +%s))")
 [ "$skew" -le -3590 ] || die "the standby's clock is not an hour behind ($skew s)"
 printf 'INSERT INTO t DEFAULT VALUES;\n' > "$BASE/ins.sql"
-"$(pgbin)/pgbench" -n -h "$PRIMARY" -p "$PORT" -U postgres -c 8 -j 2 -T 30 -f "$BASE/ins.sql" postgres \
+"$(pgbin)/pgbench" -n -h "$PRIMARY" -p "$PORT" -U postgres -c 8 -j 2 -T 300 -f "$BASE/ins.sql" postgres \
     >"$BASE/pgbench.out" 2>&1 & bench=$!
 # The burst client prints the largest ID of every burst it received.
 ( while :; do "$(pgbin)/psql" -X -q -At -h "$PRIMARY" -p "$PORT" -U postgres \
         -c "SELECT max(x) FROM snowflake_nextval(300000) x" 2>/dev/null || exit 0; done ) \
     >"$BASE/burst.ids" & burst=$!
-sleep 4
+# The crash comes once there is load to lose: 1000 committed rows and a
+# burst received (a bound only a hung machine reaches), then 2 s more.
+loaded() { [ -s "$BASE/burst.ids" ] && [ "$(p -c "SELECT count(*) > 1000 FROM t")" = t ]; }
+poll_until 120 loaded || die "too little load in 120 s: $(p -c "SELECT count(*) FROM t") rows, bursts '$(cat "$BASE/burst.ids")'"
+log "   load reached 1000 rows and a burst in $POLL_MS ms"
+sleep 2   # more load, not a wait for a state
 kill9 "$PRIMARY"
 wait "$bench" || true; wait "$burst" || true
 as_pg "$(pgbin)/pg_ctl" -D "$STANDBY/data" -w promote >/dev/null
@@ -146,9 +146,8 @@ as_pg sed -i "/^shared_preload_libraries/d" "$STANDBY/data/postgresql.conf"
 cluster_start "$STANDBY" || die "standby did not start"
 p -c "INSERT INTO t (conn) SELECT 1 FROM generate_series(1, 1000)"
 lsn=$(p -c "SELECT pg_current_wal_insert_lsn()")
-for _ in $(seq 1 100); do
-    grep -q "resource manager with ID 199 not registered" "$STANDBY/server.log" && break; sleep 0.1
-done
+rmgr_refused() { grep -q "resource manager with ID 199 not registered" "$STANDBY/server.log"; }
+poll_until 120 rmgr_refused || true   # asserted below
 grep -q "FATAL:  resource manager with ID 199 not registered" "$STANDBY/server.log" \
     || { tail -20 "$STANDBY/server.log" >&2; die "no FATAL for the missing resource manager"; }
 grep -qE 'HINT:  Include the extension module that implements this resource manager in "?shared_preload_libraries' "$STANDBY/server.log" \
@@ -186,7 +185,10 @@ p -c "SELECT max(x) FROM snowflake_nextval(500000) x" >/dev/null   # a burst ahe
 target=$(p -c "SELECT now()")
 sleep 0.2
 "$(pgbin)/pgbench" -n -h "$PRIMARY" -p "$PORT" -U postgres -c 4 -j 2 -T 2 -f "$BASE/ins.sql" postgres >/dev/null 2>&1
-p -c "SELECT pg_switch_wal()" >/dev/null; sleep 1
+# The segment holding the target is archived before the backup is restored.
+seg=$(p -c "SELECT pg_walfile_name(pg_switch_wal())")
+archived() { [ "$(p -c "SELECT coalesce(last_archived_wal >= '$seg', false) FROM pg_stat_archiver")" = t ]; }
+poll_until 120 archived || die "WAL segment $seg not archived in 120 s"
 as_pg cp -a "$BACKUP" "$RESTORED/data"
 {
     echo "port = $RPORT"; echo "unix_socket_directories = '$RESTORED'"; echo "archive_mode = off"
@@ -197,7 +199,8 @@ as_pg touch "$RESTORED/data/recovery.signal"
 cluster_start "$RESTORED" LD_PRELOAD="$FT" FAKETIME_TIMESTAMP_FILE="$CLOCK" FAKETIME_NO_CACHE=1 \
     FAKETIME_DONT_FAKE_MONOTONIC=1 || { tail -20 "$RESTORED/server.log" >&2; die "restored server did not start"; }
 r() { pq "$RESTORED" "$RPORT" -At -F ' ' "$@"; }
-for _ in $(seq 1 300); do [ "$(r -c "SELECT pg_is_in_recovery()" 2>/dev/null || true)" = f ] && break; sleep 0.1; done
+recovered() { [ "$(r -c "SELECT pg_is_in_recovery()" 2>/dev/null || true)" = f ]; }
+poll_until 300 recovered || true   # asserted below
 [ "$(r -c "SELECT pg_is_in_recovery()")" = f ] || { tail -20 "$RESTORED/server.log" >&2; die "recovery did not end"; }
 read -r rmax rn < <(r -c "SELECT max(id), count(*) FROM t")
 pmax=$(p -c "SELECT max(id) FROM t")
@@ -219,7 +222,8 @@ replayed_to "$(p -c "SELECT pg_current_wal_insert_lsn()")" || die "the async sta
 # stays stopped (pausing it would not do: what the primary sends meanwhile
 # waits in the socket and arrives when it resumes).
 s -c "ALTER SYSTEM SET primary_conninfo = ''" -c "SELECT pg_reload_conf()" >/dev/null
-for _ in $(seq 1 100); do [ -z "$(s -c "SELECT pid FROM pg_stat_wal_receiver")" ] && break; sleep 0.1; done
+no_receiver() { [ -z "$(s -c "SELECT pid FROM pg_stat_wal_receiver")" ]; }
+poll_until 120 no_receiver || true   # asserted below
 [ -z "$(s -c "SELECT pid FROM pg_stat_wal_receiver")" ] || die "the WAL receiver did not stop"
 received_lsn=$(s -c "SELECT pg_last_wal_receive_lsn()")
 : > "$BASE/async.ids"

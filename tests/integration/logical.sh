@@ -95,7 +95,9 @@ for i in 1 2 3; do
         -c 2 -j 1 -T "$DURATION" -D src="'${NAMES[$i]}'" -f "$BASE/load.sql" postgres >"$BASE/load$i.out" 2>&1 &
     pids+=($!)
 done
-sleep 2
+# Subscribe once every source is being written (polled, not slept on).
+writing() { [ "$(q "$1" -At -c "SELECT count(*) > 0 FROM customers WHERE name = 'live'")" = t ]; }
+for i in 1 2 3; do poll_until 120 writing "$i" || die "no load on ${NAMES[$i]} in 120 s"; done
 declare -A AT_SUBSCRIBE=()
 for i in 1 2 3; do
     AT_SUBSCRIBE[$i]=$(q "$i" -At -c "SELECT max(id) FROM customers")

@@ -72,8 +72,8 @@ DATA_SOURCE_NAME="host=$DIR port=$PORT user=snowflake_monitor dbname=postgres ss
     --web.listen-address="127.0.0.1:$EXPORTER_PORT" --disable-default-metrics --disable-settings-metrics \
     >"$BASE/exporter.log" 2>&1 &
 EXPORTER_PID=$!
-scrape() {  # the snowflake metrics, once the exporter answers
-    for _ in $(seq 1 50); do
+scrape() {  # the snowflake metrics, once the exporter answers (60 s at most)
+    for _ in $(seq 1 300); do
         if curl -fsS "http://127.0.0.1:$EXPORTER_PORT/metrics" -o "$BASE/metrics" 2>/dev/null \
             && grep -q '^snowflake_generating' "$BASE/metrics"; then
             grep '^snowflake' "$BASE/metrics"
@@ -120,7 +120,7 @@ cluster_stop "$DIR"; echo "+0" > "$BASE/faketime"
 echo "snowflake_id.epoch = '2025-01-01'" | as_pg tee -a "$DIR/data/postgresql.conf" >/dev/null
 start
 m=""
-for _ in $(seq 1 20); do   # the exporter reconnects after the restart
+for _ in $(seq 1 120); do   # the exporter reconnects after the restart (60 s at most)
     m=$(scrape)
     grep -q '^snowflake_disabled{.*state="disabled: configuration changed"} 1$' <<< "$m" && break
     sleep 0.5

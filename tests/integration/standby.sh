@@ -33,10 +33,8 @@ basebackup_standby "$PRIMARY" "$PORT" "$STANDBY" "$SPORT"
 grep -q "^snowflake_id.worker_id = 11" "$STANDBY/data/postgresql.conf" || die "the standby's configuration was not copied"
 cluster_start "$STANDBY" || { tail -20 "$STANDBY/server.log" >&2; die "standby did not start"; }
 p -c "INSERT INTO t (v) SELECT g FROM generate_series(1001, 2000) g"
-for _ in $(seq 1 100); do
-    [ "$(s -c "SELECT count(*) FROM t" 2>/dev/null || true)" = 2000 ] && break
-    sleep 0.1
-done
+replayed() { [ "$(s -c "SELECT count(*) FROM t" 2>/dev/null || true)" = 2000 ]; }
+poll_until 120 replayed || true   # asserted below
 [ "$(s -c "SELECT pg_is_in_recovery()")" = t ] || die "the standby is not in recovery"
 [ "$(s -c "SELECT count(*) FROM t")" = 2000 ] || die "the standby did not replay the rows"
 
@@ -62,7 +60,10 @@ DO $$ BEGIN WHILE pg_is_in_recovery() LOOP PERFORM pg_sleep(0.05); END LOOP; END
 SELECT 'after promotion: ' || snowflake_worker_id(snowflake_nextval());
 SQL
 session=$!
-sleep 1
+# Promote once the session has been refused (it then waits for the end of
+# recovery).
+refused() { grep -q "cannot mint snowflake IDs during recovery" "$BASE/session.out"; }
+poll_until 60 refused || die "session: no refusal before promotion in 60 s: $(cat "$BASE/session.out")"
 cluster_stop "$PRIMARY"
 as_pg "$(pgbin)/pg_ctl" -D "$STANDBY/data" -w promote >/dev/null
 wait "$session" || true

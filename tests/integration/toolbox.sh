@@ -17,7 +17,9 @@
 #  4. pg_dump of one database | psql into a new server that keeps the
 #     worker id: above every ID handed out. Into a server with another
 #     worker id whose clock is 1 h behind: its IDs stay on its own clock.
-#  5. The state file deleted while running: written again within a second;
+#  5. The state file deleted while running: written again, without a
+#     restart (the reservation worker checks about once a second; the time
+#     it took is reported, and only a file still missing after 60 s fails);
 #     deleted just before a clean stop: written at exit; deleted while
 #     stopped: above every ID handed out.
 #  6. A stale state file put back by hand, a CHECKPOINT, kill -9 at once
@@ -196,8 +198,9 @@ if want 5; then
 log "5. the state file deleted while running, and just before a clean stop"
 setclock "+0"
 rm "$A/data/snowflake_id.state"
-for _ in $(seq 1 30); do [ -f "$A/data/snowflake_id.state" ] && break; sleep 0.1; done
-[ -f "$A/data/snowflake_id.state" ] || die "5: the deleted state file was not written again within 3 s"
+state_file_back() { [ -f "$A/data/snowflake_id.state" ]; }
+poll_until 60 state_file_back || die "5: the deleted state file was not written again within 60 s"
+log "   the deleted state file was written again after $POLL_MS ms"
 grep -q "is missing; writing it again" "$A/server.log" || die "5: the log does not say the file was written again"
 ISSUED=$(q "$A" "$PORT" -c "SELECT last_id FROM snowflake_stats()")
 rm "$A/data/snowflake_id.state"; cluster_stop "$A"
