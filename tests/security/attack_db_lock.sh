@@ -19,23 +19,8 @@
 # Passes (exit 0) when bob's INSERTs in his database all finish within
 # 15 s; fails (exit 1) while the attack works.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
-BASE=$(state_dir "$ROOT/.run/attack-dblock" attack-dblock)
-PORT=${SNOWFLAKE_ATTACK_PORT:-56114}
-DIR="$BASE/c"
-mkdir -p "$DIR"; is_root && chown postgres:postgres "$DIR"
-holders=()
-cleanup() { for p in "${holders[@]}"; do kill "$p" 2>/dev/null || true; done; cluster_stop "$DIR"; }
-trap cleanup EXIT
-cluster_stop "$DIR"
-
-as() {
-    local role="$1" db="$2"; shift 2
-    "$(pgbin)/psql" -X -q -h "$DIR" -p "$PORT" -U "$role" -d "$db" -v ON_ERROR_STOP=1 -At "$@"
-}
-
-cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 25"
-cluster_up "$DIR"
+source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
+attack_cluster dblock "${SNOWFLAKE_ATTACK_PORT:-56114}" 25
 as postgres postgres -c "CREATE ROLE mallory LOGIN CREATEDB" -c "CREATE ROLE bob LOGIN" \
     -c "CREATE DATABASE bobdb OWNER bob" >/dev/null
 as postgres bobdb -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \

@@ -27,23 +27,8 @@
 # Passes (exit 0) when bob can still mint in his own database while eve
 # holds her two sessions; fails (exit 1) while the attack works.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
-BASE=$(state_dir "$ROOT/.run/attack-lockq" attack-lockq)
-PORT=${SNOWFLAKE_ATTACK_PORT:-56110}
-DIR="$BASE/c"
-mkdir -p "$DIR"; is_root && chown postgres:postgres "$DIR"
-holders=()
-cleanup() { for p in "${holders[@]}"; do kill "$p" 2>/dev/null || true; done; cluster_stop "$DIR"; }
-trap cleanup EXIT
-cluster_stop "$DIR"
-
-as() {
-    local role="$1" db="$2"; shift 2
-    "$(pgbin)/psql" -X -q -h "$DIR" -p "$PORT" -U "$role" -d "$db" -v ON_ERROR_STOP=1 -At "$@"
-}
-
-cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 21"
-cluster_up "$DIR"
+source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
+attack_cluster lockq "${SNOWFLAKE_ATTACK_PORT:-56110}" 21
 as postgres postgres -c "CREATE ROLE eve LOGIN" -c "CREATE ROLE bob LOGIN" \
     -c "CREATE DATABASE bobdb OWNER bob" -c "SET client_min_messages = warning" \
     -c "CREATE EXTENSION snowflake_id" >/dev/null

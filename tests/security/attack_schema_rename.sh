@@ -23,22 +23,8 @@
 # Passes (exit 0) when mallory is not a superuser and her function never
 # ran as one; fails (exit 1) while the attack works.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
-BASE=$(state_dir "$ROOT/.run/attack-rename" attack-rename)
-PORT=${SNOWFLAKE_ATTACK_PORT:-56115}
-DIR="$BASE/c"
-mkdir -p "$DIR"; is_root && chown postgres:postgres "$DIR"
-cleanup() { cluster_stop "$DIR"; }
-trap cleanup EXIT
-cluster_stop "$DIR"
-
-as() {
-    local role="$1" db="$2"; shift 2
-    "$(pgbin)/psql" -X -q -h "$DIR" -p "$PORT" -U "$role" -d "$db" -v ON_ERROR_STOP=1 -At "$@"
-}
-
-cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 26"
-cluster_up "$DIR"
+source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
+attack_cluster rename "${SNOWFLAKE_ATTACK_PORT:-56115}" 26
 as postgres postgres -c "CREATE ROLE mallory LOGIN" -c "CREATE ROLE bob LOGIN" \
     -c "CREATE DATABASE dbm OWNER mallory" -c "CREATE DATABASE bobdb OWNER bob" >/dev/null
 # The extension installed by a superuser in each, in the default schema.

@@ -25,24 +25,11 @@
 # Then checks that the recommended install (a schema of its own owned by
 # a superuser) runs every one of those calls for a superuser.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
-BASE=$(state_dir "$ROOT/.run/attack-rename-bodies" attack-rename-bodies)
-PORT=${SNOWFLAKE_ATTACK_PORT:-56116}
-DIR="$BASE/c"
-mkdir -p "$DIR"; is_root && chown postgres:postgres "$DIR"
-cleanup() { cluster_stop "$DIR"; }
-trap cleanup EXIT
-cluster_stop "$DIR"
-
-as() {
-    local role="$1" db="$2"; shift 2
-    "$(pgbin)/psql" -X -q -h "$DIR" -p "$PORT" -U "$role" -d "$db" -v ON_ERROR_STOP=1 -At "$@"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
 failed=0
 fail() { log "$*"; failed=1; }
 
-cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 27"
-cluster_up "$DIR"
+attack_cluster rename-bodies "${SNOWFLAKE_ATTACK_PORT:-56116}" 27
 as postgres postgres -c "CREATE ROLE mallory LOGIN" -c "CREATE DATABASE dbm OWNER mallory" \
     -c "CREATE DATABASE safe OWNER mallory" >/dev/null
 # The extension installed by a superuser in the default schema.
