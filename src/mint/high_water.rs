@@ -147,7 +147,11 @@ pub fn ensure_ready() {
 #[cold]
 #[inline(never)]
 fn wait_ready() {
-    let Some(t) = marks() else { return };
+    let Some(t) = marks() else {
+        // Nothing to wait for (not preloaded, or a single-user backend).
+        READY.store(true, Ordering::Relaxed);
+        return;
+    };
     let ok = shmem::wait_until(WAIT_MS, || {
         let ready = t.mark_ready.load(Ordering::Acquire);
         if !ready {
