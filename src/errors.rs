@@ -92,12 +92,7 @@ pub fn generation_blocked(msg: String, detail: String) -> ! {
 }
 
 pub fn not_superuser() -> ! {
-    raise(
-        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
-        "must be superuser to accept a snowflake_id configuration",
-        None,
-        None,
-    )
+    must_be_superuser("accept a snowflake_id configuration")
 }
 
 /// Writing the state file failed while `what`.

@@ -152,16 +152,11 @@ fn wait_ready() {
         READY.store(true, Ordering::Relaxed);
         return;
     };
-    let ok = shmem::wait_until(WAIT_MS, || {
-        let ready = t.mark_ready.load(Ordering::Acquire);
-        if !ready {
-            wake_launcher(t);
-        }
-        ready
-    });
-    if !ok {
-        unavailable(t, "The high-water mark has not been read since start-up");
-    }
+    wait_for_round(
+        t,
+        || t.mark_ready.load(Ordering::Acquire),
+        "The high-water mark has not been read since start-up",
+    );
     READY.store(true, Ordering::Relaxed);
 }
 
@@ -188,19 +183,25 @@ fn marks() -> Option<&'static shmem::Tracking> {
 /// most [`WAIT_MS`]; then 55000.
 pub fn wait_for_mark(ms: i64) {
     let Some(t) = marks() else { return };
+    wait_for_round(
+        t,
+        || t.mark_ready.load(Ordering::Acquire) && t.mark_ms.load(Ordering::Acquire) >= ms,
+        "The high-water mark could not be raised in every database",
+    );
+}
+
+/// Wait up to [`WAIT_MS`] until `done()`, waking the launcher while it is
+/// not; then 55000 saying `what`.
+fn wait_for_round(t: &shmem::Tracking, done: impl Fn() -> bool, what: &str) {
     let ok = shmem::wait_until(WAIT_MS, || {
-        let enough =
-            t.mark_ready.load(Ordering::Acquire) && t.mark_ms.load(Ordering::Acquire) >= ms;
-        if !enough {
+        let d = done();
+        if !d {
             wake_launcher(t);
         }
-        enough
+        d
     });
     if !ok {
-        unavailable(
-            t,
-            "the high-water mark could not be raised in every database",
-        );
+        unavailable(t, what);
     }
 }
 
@@ -350,7 +351,6 @@ fn round(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) -> Round 
                         .retry_lagging
                         .insert(db.oid.to_u32(), now + RETRY_LAGGING);
                 });
-                t.mark_failures.fetch_add(1, Ordering::Relaxed);
                 t.mark_failed_db.store(db.oid.to_u32(), Ordering::Release);
                 errors::report(
                     PgLogLevel::WARNING,
@@ -364,7 +364,6 @@ fn round(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) -> Round 
                 );
             }
             Err(why) => {
-                t.mark_failures.fetch_add(1, Ordering::Relaxed);
                 let what = match why {
                     WriteFail::Start => "no background worker slot was free (max_worker_processes)",
                     WriteFail::InDatabase => "too many databases lag behind it already",

@@ -55,9 +55,8 @@ pub struct Tracking {
     /// handed out in them until their mark is written again
     /// (`crate::mint::high_water`).
     pub lagging: [AtomicU32; LAGGING_DATABASES],
-    /// Rounds that could not write some database's mark, and the last
-    /// such database (its OID).
-    pub mark_failures: AtomicU64,
+    /// The last database whose writer failed (its OID; 0: none since the
+    /// last round that wrote every database).
     pub mark_failed_db: AtomicU32,
     /// The answer of the per-database writer to its launcher: a status
     /// (`crate::mint::high_water` defines them) and the largest mark it read.
@@ -77,7 +76,6 @@ impl Default for Tracking {
             mark_wanted: AtomicBool::new(false),
             launcher_latch: AtomicUsize::new(0),
             lagging: std::array::from_fn(|_| AtomicU32::new(0)),
-            mark_failures: AtomicU64::new(0),
             mark_failed_db: AtomicU32::new(0),
             writer_status: AtomicU32::new(0),
             writer_found_ms: AtomicI64::new(i64::MIN),

@@ -158,6 +158,21 @@ else
     ok "S29: no code of mallory's ran with another role's rights"
 fi
 
+# snowflake_raise_floor_from_data(), by a superuser, in the database of
+# her partial index and index expression: each table is read as its
+# owner, so her code runs as her; she stays no superuser, no mark file.
+# (0.7.0 read them as the bootstrap superuser: S29's mechanism.)
+owners=$(as postgres db29 -c "SELECT string_agg(relation || ' ' || owner, ', ' ORDER BY relation)
+                               FROM snowflake_raise_floor_from_data() WHERE relation LIKE 'mal.%'")
+if [ "$(as postgres postgres -c "SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'")" != f ] || [ -e "$MARK" ]; then
+    fail S29 "snowflake_raise_floor_from_data() ran mallory's code with a superuser's rights"
+    as postgres postgres -c "ALTER ROLE mallory NOSUPERUSER" >/dev/null; rm -f "$MARK"
+elif [ "$owners" != "mal.keys mallory, mal.keys2 mallory" ]; then
+    fail S29 "snowflake_raise_floor_from_data() did not report her tables as hers: $owners"
+else
+    ok "S29: snowflake_raise_floor_from_data() read her tables as her ($owners)"
+fi
+
 # S31 after a restart: her key 23 h ahead does not move bob's IDs.
 if id=$(bob_first db31) && on_clock "$id"; then
     ok "S31: after a restart bob's ID $id is on the clock, not 23 h ahead"
