@@ -320,6 +320,12 @@ pub fn generator_error(e: GenError) -> ! {
             )),
             Some("Use a later snowflake_id.epoch or fewer worker and sequence bits; check that the system clock is right."),
         ),
+        GenError::WorkerNotHeld { worker } => raise(
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "no worker id is leased from the snowflake_id registry",
+            Some(format!("This server's lease of worker id {worker} was lost or changed hands while the ID was being made.")),
+            Some("Retry: the lease worker claims a worker id again as soon as the registry answers; see snowflake_stats()."),
+        ),
     }
 }
 
@@ -475,5 +481,31 @@ pub fn high_water_lags_here() -> ! {
         "snowflake_id high-water mark cannot be written in this database",
         Some("The last round of the high-water launcher failed in this database, so IDs handed out here now might not be carried by a dump of it. Other databases go on.".into()),
         Some("See the \"snowflake_id high-water writer\" errors in the server log, such as a lock held on snowflake_id_internal.snowflake_high_water; IDs are handed out again once a round succeeds."),
+    )
+}
+
+/// The server's worker id is leased, and no lease is held now
+/// (`crate::mint::lease`).
+pub fn no_lease(detail: String, exhausted: bool) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "no worker id is leased from the snowflake_id registry",
+        Some(detail),
+        Some(if exhausted {
+            "Every worker id of the registry is held by a live server. Retire ids that are no longer used with snowflake_registry_retire(), or give the layout more worker ids (snowflake_id.worker_bits, and snowflake_registry_init(worker_bits) on a new registry)."
+        } else {
+            "The lease worker claims a worker id again as soon as the registry answers; see snowflake_stats() and the server log."
+        }),
+    )
+}
+
+/// The lease's reservation in the registry does not reach the timestamp
+/// the next ID needs, and could not be raised in time.
+pub fn lease_does_not_cover(detail: String) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "the worker-id lease does not cover the next ID",
+        Some(detail),
+        Some("The lease worker raises the reservation in the registry every third of snowflake_id.lease_ttl; check that the registry answers, and that this server's clock is not far ahead of the registry's."),
     )
 }

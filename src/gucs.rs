@@ -9,6 +9,9 @@
 //! | `max_lead`      | sighup     | 1000 ms                  |
 //! | `bulk_lead_share` | sighup   | 50 (%)                   |
 //! | `public_keys_file` | postmaster, superuser only | empty: `$PGDATA/snowflake_id.public_keys` |
+//! | `worker_id_source` | postmaster | `static`                |
+//! | `registry`      | sighup, superuser only | empty            |
+//! | `lease_ttl`     | sighup     | 15000 ms                 |
 //!
 //! None of them can be set per session, per role or per database: SIGHUP
 //! and POSTMASTER parameters are only read from the configuration files.
@@ -25,7 +28,7 @@
 //! layout problem into their own ERROR ([`layout_or`]).
 
 use parking_lot::Mutex;
-use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
+use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting, PostgresGucEnum};
 use pgrx::pg_sys;
 use snowflake_id_core::{parse_epoch, Layout, LayoutError};
 use std::ffi::{CStr, CString};
@@ -55,7 +58,29 @@ pub static BULK_LEAD_SHARE: GucSetting<i32> = GucSetting::<i32>::new(50);
 /// directory; empty (the default): `$PGDATA/snowflake_id.public_keys`.
 pub static PUBLIC_KEYS_FILE: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
-const NAMES: [&CStr; 7] = [
+/// Where the worker id comes from.
+#[derive(PostgresGucEnum, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum WorkerIdSource {
+    /// `snowflake_id.worker_id`, set by hand.
+    #[name = c"static"]
+    Static,
+    /// Leased from the registry that `snowflake_id.registry` names.
+    #[name = c"registry"]
+    Registry,
+}
+
+pub static WORKER_ID_SOURCE: GucSetting<WorkerIdSource> =
+    GucSetting::<WorkerIdSource>::new(WorkerIdSource::Static);
+/// The libpq connection string of the registry database.
+pub static REGISTRY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
+/// The length of a lease, ms.
+pub static LEASE_TTL_MS: GucSetting<i32> = GucSetting::<i32>::new(15_000);
+/// The widest worker-id field a registry hands out (65,536 rows).
+pub const MAX_LEASED_WORKER_BITS: u32 = 16;
+
+const NAMES: [&CStr; 9] = [
+    c"snowflake_id.worker_id_source",
+    c"snowflake_id.lease_ttl",
     c"snowflake_id.worker_id",
     c"snowflake_id.epoch",
     c"snowflake_id.worker_bits",
@@ -262,6 +287,33 @@ pub fn define(preloading: bool) -> Vec<String> {
         );
     }
 
+    GucRegistry::define_enum_guc(
+        c"snowflake_id.worker_id_source",
+        c"Where the worker id comes from: static (snowflake_id.worker_id) or registry (leased).",
+        c"Set at server start. With registry, the worker id is leased from the registry database that snowflake_id.registry names, and snowflake_id.worker_id is only the preferred id.",
+        &WORKER_ID_SOURCE,
+        layout_context(),
+        GucFlags::default(),
+    );
+    GucRegistry::define_string_guc(
+        c"snowflake_id.registry",
+        c"Connection string of the registry database that leases worker ids.",
+        c"A libpq connection string. Keep passwords in a password file, not here.",
+        &REGISTRY,
+        GucContext::Sighup,
+        GucFlags::SUPERUSER_ONLY,
+    );
+    GucRegistry::define_int_guc(
+        c"snowflake_id.lease_ttl",
+        c"Length of a worker-id lease.",
+        c"The lease is renewed every third of it; a server that cannot renew stops minting when it runs out. The reservation in the registry runs this far ahead of the IDs.",
+        &LEASE_TTL_MS,
+        snowflake_id_core::lease::MIN_TTL_MS as i32,
+        600_000,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+
     // An unknown snowflake_id.* setting is an error.
     // SAFETY: plain C call with a static string.
     unsafe {
@@ -294,7 +346,17 @@ fn keeps_configured_value(name: &CStr, configured: &str) -> bool {
             _ => false,
         };
     }
-    let (setting, flags) = if name == c"snowflake_id.worker_id" {
+    if name == c"snowflake_id.worker_id_source" {
+        let want = match configured.trim().to_ascii_lowercase().as_str() {
+            "static" => WorkerIdSource::Static,
+            "registry" => WorkerIdSource::Registry,
+            _ => return false,
+        };
+        return WORKER_ID_SOURCE.get() == want;
+    }
+    let (setting, flags) = if name == c"snowflake_id.lease_ttl" {
+        (&LEASE_TTL_MS, pg_sys::GUC_UNIT_MS as i32)
+    } else if name == c"snowflake_id.worker_id" {
         (&WORKER_ID, 0)
     } else if name == c"snowflake_id.worker_bits" {
         (&WORKER_BITS, 0)
@@ -394,7 +456,28 @@ fn int_guc(setting: &GucSetting<i32>) -> i32 {
     unsafe { *setting.as_ptr() }
 }
 
-/// The configured worker id, if set.
+/// Whether the worker id is leased from a registry
+/// (`snowflake_id.worker_id_source = registry`).
+#[inline(always)]
+pub fn leased() -> bool {
+    WORKER_ID_SOURCE.get() == WorkerIdSource::Registry
+}
+
+/// The registry's connection string; empty when unset.
+pub fn registry_conninfo() -> String {
+    REGISTRY
+        .get()
+        .map(|c| c.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The length of a lease, ms.
+pub fn lease_ttl_ms() -> i64 {
+    (int_guc(&LEASE_TTL_MS) as i64).max(snowflake_id_core::lease::MIN_TTL_MS)
+}
+
+/// The configured worker id, if set: the server's worker id where it is
+/// static, the preferred id where it is leased.
 #[inline(always)]
 pub fn worker_id() -> Option<u64> {
     let w = int_guc(&WORKER_ID);

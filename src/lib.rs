@@ -17,7 +17,7 @@
 //! - [`operate`]: what an administrator calls (statistics, raising the
 //!   floor, the fleet check).
 
-use mint::{backend_clock, bgworker, reservation, shmem, wal};
+use mint::{backend_clock, bgworker, lease, reservation, shmem, wal};
 use pgrx::prelude::*;
 
 pub mod backtraces;
@@ -49,13 +49,21 @@ pub extern "C-unwind" fn _PG_init() {
     }
     // Validate and freeze the layout in the postmaster; every backend
     // inherits it.
-    if let Err(msg) = gucs::layout() {
-        errors::invalid_layout(&msg);
+    let layout = match gucs::layout() {
+        Ok(l) => l,
+        Err(msg) => errors::invalid_layout(&msg),
+    };
+    if let Some(p) = lease::check_configuration(&layout) {
+        errors::invalid_setting(&p);
+    }
+    if gucs::leased() {
+        lease::draw_token();
     }
     shmem::init(reservation::startup_state);
     wal::register();
     backend_clock::detect();
     bgworker::register();
+    lease::register();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

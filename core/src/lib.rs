@@ -8,6 +8,7 @@ pub mod epoch;
 pub mod format;
 pub mod generator;
 pub mod layout;
+pub mod lease;
 pub mod public;
 pub mod state_file;
 #[cfg(any(test, feature = "testing"))]
@@ -21,8 +22,10 @@ pub use format::{
 };
 pub use generator::{
     until_issued, Attempt, Block, BlockAttempt, Config, Events, GenError, GeneratorState,
+    NO_WORKER, STATIC_WORKER,
 };
 pub use layout::{IdError, Layout, LayoutError, Parts};
+pub use lease::Lease;
 pub use state_file::{compatibility, Compatibility, StateError, StateFile};
 #[cfg(any(test, feature = "testing"))]
 pub use testing::ManualClock;

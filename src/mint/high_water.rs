@@ -61,6 +61,7 @@
 //! SELECT snowflake_write_high_water();
 //! ```
 
+use crate::mint::lease;
 use crate::mint::shmem;
 use crate::{errors, gucs};
 use pgrx::bgworkers::BackgroundWorkerStatus;
@@ -234,7 +235,7 @@ pub fn launcher_tick(state: &GeneratorState, layout: &Layout) -> bool {
     let Some(t) = shmem::tracking() else {
         return false;
     };
-    if gucs::worker_id().is_none() {
+    if lease::current_worker_id().is_none() {
         return false;
     }
     let clock = SystemClock;
@@ -582,7 +583,7 @@ fn config_args(layout: &Layout, worker: u64) -> [pgrx::datum::DatumWithOid<'stat
 /// extension, else the largest mark read (`i64::MIN`: none).
 pub fn read_and_write_here(target: Option<i64>) -> Option<i64> {
     let layout = gucs::layout().ok()?;
-    let worker = gucs::worker_id()?;
+    let worker = lease::current_worker_id()?;
     Spi::connect_mut(|client| {
         let mut rows = client.select(TABLE_SQL, None, &[])?;
         let Some(table) = rows
@@ -634,7 +635,7 @@ pub fn snowflake_write_high_water() -> Option<TimestampWithTimeZone> {
     // an earlier one found it without.
     t.mark_rescan.store(true, Ordering::Release);
     let ms = t.mark_ms.load(Ordering::Acquire);
-    if ms == i64::MIN || shmem::in_recovery() || gucs::worker_id().is_none() {
+    if ms == i64::MIN || shmem::in_recovery() || lease::current_worker_id().is_none() {
         return None;
     }
     read_and_write_here(Some(ms))?;
@@ -699,7 +700,7 @@ fn raise_for_restored(
         shmem::tracking(),
         shmem::state(),
         gucs::layout(),
-        gucs::worker_id(),
+        lease::current_worker_id(),
     ) else {
         return;
     };

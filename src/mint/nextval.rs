@@ -1,6 +1,6 @@
 //! `snowflake_nextval()`: the generator, as SQL.
 
-use crate::mint::{backend_clock, high_water, reservation, shmem};
+use crate::mint::{backend_clock, high_water, lease, reservation, shmem};
 use crate::read::decode;
 use crate::{errors, gucs};
 use pgrx::pg_sys;
@@ -180,8 +180,8 @@ fn generator() -> (&'static GeneratorState, Config) {
     };
     refuse_during_recovery();
     let layout = decode::layout();
-    let Some(worker) = gucs::worker_id() else {
-        errors::worker_id_unset();
+    let Some(worker) = lease::worker_id(state) else {
+        lease::refuse_without_worker();
     };
     if worker > layout.max_worker() {
         errors::worker_out_of_range(worker, layout.max_worker());

@@ -15,7 +15,7 @@
 //!   file is read; see [`startup_state`] for the outcomes.
 
 use crate::datadir::{self, state_path};
-use crate::mint::{high_water, shmem};
+use crate::mint::{high_water, lease, shmem};
 use crate::{errors, gucs};
 use pgrx::pg_sys;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
@@ -72,6 +72,29 @@ fn unreserved_state() -> GeneratorState {
 /// the high-water mark (`crate::mint::high_water`), which raises the generator
 /// above the mark every database holds: the file is a cache.
 pub fn startup_state() -> GeneratorState {
+    let st = startup_state_from_file();
+    if gucs::leased() {
+        // No worker id until the lease worker claims one.
+        st.assigned_worker.store(
+            snowflake_id_core::NO_WORKER,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+    st
+}
+
+/// The worker id the configuration names, for comparing with the state
+/// file's: none where it is leased (the file's then stands, since any
+/// leased id continues above the registry's floor).
+fn configured_worker() -> Option<u64> {
+    if gucs::leased() {
+        None
+    } else {
+        gucs::worker_id()
+    }
+}
+
+fn startup_state_from_file() -> GeneratorState {
     let layout = &gucs::layout().expect("layout validated in _PG_init");
     let mono = SystemClock.mono_ns();
     match datadir::load() {
@@ -112,7 +135,7 @@ pub fn startup_state() -> GeneratorState {
                     Some("Use a later snowflake_id.epoch or fewer worker and sequence bits, and accept the change with SELECT snowflake_accept_configuration()."),
                 );
             }
-            let worker = gucs::worker_id().unwrap_or(file.worker_id);
+            let worker = configured_worker().unwrap_or(file.worker_id);
             match compatibility(&file, layout, worker) {
                 Compatibility::Same => {}
                 Compatibility::SafeChange(what) => log(
@@ -153,7 +176,7 @@ pub fn startup_state() -> GeneratorState {
 pub fn blocked_reason(code: u64, layout: &Layout) -> (String, String) {
     match (code, datadir::load()) {
         (BLOCKED_CONFIG_CHANGED, Ok(Some(file))) => {
-            let worker = gucs::worker_id().unwrap_or(file.worker_id);
+            let worker = configured_worker().unwrap_or(file.worker_id);
             let what = match compatibility(&file, layout, worker) {
                 Compatibility::UnsafeChange(w) | Compatibility::SafeChange(w) => w,
                 Compatibility::Same => "none now".into(),
@@ -198,6 +221,7 @@ pub fn renew(
     // No reservation passes the high-water mark of every database.
     if at_least_ms != i64::MIN {
         high_water::wait_for_mark(at_least_ms);
+        lease::wait_for_cover(at_least_ms);
     }
     let guard = shmem::renewal_lock();
     if !still_needed() {
@@ -219,7 +243,7 @@ pub fn this_server_file(layout: &Layout, reserved_ms: i64) -> StateFile {
         epoch_ms: layout.epoch_ms(),
         worker_bits: layout.worker_bits(),
         sequence_bits: layout.sequence_bits(),
-        worker_id: gucs::worker_id().unwrap_or(0),
+        worker_id: lease::current_worker_id().unwrap_or(0),
         reserved_until_ms: reserved_ms,
         system_identifier: Some(datadir::system_identifier()),
     }
@@ -246,6 +270,7 @@ fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -> Op
         .renewal_target(layout, clock.wall_ns(), clock.mono_ns(), WINDOW_MS)
         .max(at_least_ms)
         .min(high_water::cap_ms())
+        .min(lease::cap_ms())
         .max(cur);
     if target == i64::MIN {
         // Nothing may be reserved before the first high-water round.

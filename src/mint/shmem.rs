@@ -62,6 +62,111 @@ pub struct Tracking {
     /// (`crate::mint::high_water` defines them) and the largest mark it read.
     pub writer_status: AtomicU32,
     pub writer_found_ms: AtomicI64,
+    /// The worker-id lease (`crate::mint::lease`).
+    pub lease: LeaseShared,
+}
+
+/// The lease of a server whose worker id comes from a registry, as the
+/// lease worker last saw it (`crate::mint::lease`). The generator's own
+/// `assigned_worker` says which id it holds; these say until when.
+pub struct LeaseShared {
+    /// The leased worker id, -1 when none is held.
+    pub worker: AtomicI64,
+    /// The registry row's epoch of the lease.
+    pub epoch: AtomicI64,
+    /// Unix ms: no ID under the lease carries a later timestamp.
+    pub reserved_until_ms: AtomicI64,
+    /// Monotonic ns after which the lease is not used.
+    pub deadline_ns: AtomicI64,
+    /// The same deadline on the wall clock when it was set, Unix ms (for
+    /// `snowflake_stats()`).
+    pub deadline_wall_ms: AtomicI64,
+    /// Requests to the registry that failed since start-up.
+    pub errors: AtomicU64,
+    /// The last failure, for error messages and `snowflake_stats()`.
+    pub last_error: SharedText,
+    /// The lease worker's latch (a `*mut Latch`), 0 when not running.
+    pub latch: AtomicUsize,
+    /// A caller needs the reservation in the registry raised now.
+    pub wanted: AtomicBool,
+    /// The last claim found every worker id held.
+    pub exhausted: AtomicBool,
+}
+
+impl Default for LeaseShared {
+    fn default() -> Self {
+        LeaseShared {
+            worker: AtomicI64::new(-1),
+            epoch: AtomicI64::new(0),
+            reserved_until_ms: AtomicI64::new(i64::MIN),
+            deadline_ns: AtomicI64::new(i64::MIN),
+            deadline_wall_ms: AtomicI64::new(i64::MIN),
+            errors: AtomicU64::new(0),
+            last_error: SharedText::default(),
+            latch: AtomicUsize::new(0),
+            wanted: AtomicBool::new(false),
+            exhausted: AtomicBool::new(false),
+        }
+    }
+}
+
+/// A short text in shared memory with one writer (a sequence lock): the
+/// writer makes the sequence odd while it writes; readers retry until
+/// they read the same even sequence before and after.
+pub struct SharedText {
+    seq: AtomicU64,
+    len: AtomicUsize,
+    bytes: [std::sync::atomic::AtomicU8; SharedText::CAPACITY],
+}
+
+impl Default for SharedText {
+    fn default() -> Self {
+        SharedText {
+            seq: AtomicU64::new(0),
+            len: AtomicUsize::new(0),
+            bytes: std::array::from_fn(|_| std::sync::atomic::AtomicU8::new(0)),
+        }
+    }
+}
+
+impl SharedText {
+    pub const CAPACITY: usize = 480;
+
+    /// Replace the text (one writer at a time: the lease worker); longer
+    /// texts are cut at a character boundary.
+    pub fn set(&self, text: &str) {
+        let mut end = text.len().min(Self::CAPACITY);
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        self.seq.fetch_add(1, Ordering::AcqRel);
+        for (slot, b) in self.bytes.iter().zip(text.as_bytes()[..end].iter()) {
+            slot.store(*b, Ordering::Relaxed);
+        }
+        self.len.store(end, Ordering::Relaxed);
+        self.seq.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The text, `None` when empty.
+    pub fn get(&self) -> Option<String> {
+        loop {
+            let before = self.seq.load(Ordering::Acquire);
+            if before % 2 == 1 {
+                std::hint::spin_loop();
+                continue;
+            }
+            let len = self.len.load(Ordering::Relaxed).min(Self::CAPACITY);
+            let bytes: Vec<u8> = self.bytes[..len]
+                .iter()
+                .map(|b| b.load(Ordering::Relaxed))
+                .collect();
+            std::sync::atomic::fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) == before {
+                let s = String::from_utf8_lossy(&bytes).into_owned();
+                return (!s.is_empty()).then_some(s);
+            }
+        }
+    }
 }
 
 impl Default for Tracking {
@@ -79,6 +184,7 @@ impl Default for Tracking {
             mark_failed_db: AtomicU32::new(0),
             writer_status: AtomicU32::new(0),
             writer_found_ms: AtomicI64::new(i64::MIN),
+            lease: LeaseShared::default(),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Observability and administration: `snowflake_stats()` and
 //! `snowflake_accept_configuration()`.
 
-use crate::mint::{reservation, shmem};
+use crate::mint::{lease, reservation, shmem};
 use crate::read::decode;
 use crate::{errors, gucs};
 use pgrx::prelude::*;
@@ -30,10 +30,18 @@ use crate::read::decode::unix_ms_to_timestamptz as tstz;
 /// | `backpressure_waits` | sleeps because IDs were `max_lead` ahead of the clock (not a `snowflake_nextval(count)` call waiting at its `bulk_lead_share`) |
 /// | `reservation_waits` | calls that had to wait for the reservation to be extended |
 /// | `reservations_written` | durable reservation writes (each an fsync of the state file and a flushed WAL record) |
-/// | `state` | `ok`, `worker_id unset`, `standby: in recovery`, or why generation is disabled |
+/// | `state` | `ok`, `worker_id unset`, `no worker id leased`, `standby: in recovery`, or why generation is disabled |
+/// | `worker_id_source` | `static` or `registry` (`snowflake_id.worker_id_source`) |
+/// | `lease_worker_id` | the worker id leased from the registry, NULL while none is held (and with a static worker id) |
+/// | `lease_expires` | when the lease runs out unless renewed (this server's clock) |
+/// | `lease_reserved_until` | the lease's reservation in the registry: no ID under it carries a later timestamp |
+/// | `registry_errors` | requests to the registry that failed since start-up |
+/// | `registry_last_error` | the last failure, NULL once a request succeeds again |
 ///
 /// ```sql
 /// SELECT worker_id, last_id, lead_ms, reserved_until, clock_steps_back
+///   FROM snowflake_stats();
+/// SELECT worker_id_source, lease_worker_id, lease_expires, registry_last_error
 ///   FROM snowflake_stats();
 /// ```
 #[pg_extern(volatile, parallel_safe)]
@@ -58,6 +66,12 @@ pub fn snowflake_stats() -> TableIterator<
         name!(reservation_waits, i64),
         name!(reservations_written, i64),
         name!(state, String),
+        name!(worker_id_source, String),
+        name!(lease_worker_id, Option<i32>),
+        name!(lease_expires, Option<TimestampWithTimeZone>),
+        name!(lease_reserved_until, Option<TimestampWithTimeZone>),
+        name!(registry_errors, i64),
+        name!(registry_last_error, Option<String>),
     ),
 > {
     let Some(st) = shmem::state() else {
@@ -75,7 +89,10 @@ pub fn snowflake_stats() -> TableIterator<
         reservation::BLOCKED_STATE_FILE => "disabled: state file unusable".to_string(),
         reservation::BLOCKED_FOREIGN_FILE => "disabled: state file of another cluster".to_string(),
         _ if shmem::in_recovery() => "standby: in recovery".to_string(),
-        _ if gucs::worker_id().is_none() => "worker_id unset".to_string(),
+        _ if lease::current_worker_id().is_none() && gucs::leased() => {
+            "no worker id leased".to_string()
+        }
+        _ if lease::current_worker_id().is_none() => "worker_id unset".to_string(),
         _ if shmem::tracking().is_some_and(|t| !t.mark_ready.load(Ordering::Acquire)) => {
             "waiting for the high-water mark".to_string()
         }
@@ -84,8 +101,9 @@ pub fn snowflake_stats() -> TableIterator<
         }
         _ => "ok".to_string(),
     };
+    let l = lease::stats();
     TableIterator::once((
-        gucs::worker_id().map(|w| w as i32),
+        lease::current_worker_id().map(|w| w as i32),
         tstz(layout.epoch_ms()),
         layout.timestamp_bits() as i32,
         layout.worker_bits() as i32,
@@ -104,6 +122,12 @@ pub fn snowflake_stats() -> TableIterator<
         c.reservation_waits.load(Ordering::Relaxed) as i64,
         c.reservations_written.load(Ordering::Relaxed) as i64,
         state,
+        if gucs::leased() { "registry" } else { "static" }.to_string(),
+        l.as_ref().and_then(|l| l.worker),
+        l.as_ref().and_then(|l| l.expires_ms).and_then(tstz),
+        l.as_ref().and_then(|l| l.reserved_until_ms).and_then(tstz),
+        l.as_ref().map_or(0, |l| l.errors),
+        l.and_then(|l| l.last_error),
     ))
 }
 
@@ -130,8 +154,8 @@ pub fn snowflake_accept_configuration() -> String {
     };
     crate::mint::nextval::refuse_during_recovery();
     let layout = decode::layout();
-    if gucs::worker_id().is_none() {
-        errors::worker_id_unset();
+    if lease::current_worker_id().is_none() {
+        lease::refuse_without_worker();
     }
     let was = st.blocked.load(Ordering::Acquire) & reservation::BLOCKED_MASK;
     // The generator is above every database's high-water mark before

@@ -76,6 +76,11 @@ const MAX_CAS_PAUSE: u32 = 64;
 
 const UNSET: i64 = i64::MIN;
 const NO_CAP: u64 = u64::MAX;
+/// [`GeneratorState::assigned_worker`] of a server whose worker id is
+/// configured, not leased: every caller's `Config::worker` is accepted.
+pub const STATIC_WORKER: u64 = u64::MAX;
+/// [`GeneratorState::assigned_worker`] of a server that holds no lease.
+pub const NO_WORKER: u64 = u64::MAX - 1;
 
 /// Shared generator state: lives in shared memory, one per server.
 #[repr(C, align(64))]
@@ -104,6 +109,10 @@ pub struct GeneratorState {
     pub reserved_until_ms: AtomicI64,
     /// Nonzero while generation is refused (the extension defines codes).
     pub blocked: AtomicU64,
+    /// The worker id the server holds, where one is leased
+    /// ([`STATIC_WORKER`]: the caller's own `Config::worker` is the
+    /// truth; [`NO_WORKER`]: none is held). See [`Self::assign_worker`].
+    pub assigned_worker: AtomicU64,
     /// Event counters, on their own cache line: they are only touched on
     /// rare events, never on the common path.
     pub counters: Counters,
@@ -155,6 +164,9 @@ pub enum GenError {
     BeforeEpoch { unix_ms: i64, epoch_ms: i64 },
     /// The next ID would need a timestamp past the layout's last millisecond.
     Exhausted { last_unix_ms: i64 },
+    /// The caller's worker id is not the one the server holds now (a lease
+    /// was lost or changed hands since the caller read it).
+    WorkerNotHeld { worker: u64 },
 }
 
 impl GeneratorState {
@@ -168,6 +180,7 @@ impl GeneratorState {
             last_warning_ms: AtomicI64::new(UNSET),
             reserved_until_ms: AtomicI64::new(i64::MAX),
             blocked: AtomicU64::new(0),
+            assigned_worker: AtomicU64::new(STATIC_WORKER),
             counters: Counters {
                 sequence_overflows: AtomicU64::new(0),
                 clock_steps_back: AtomicU64::new(0),
@@ -528,6 +541,14 @@ impl GeneratorState {
                     .reservation_waits
                     .fetch_add(1, Ordering::Relaxed);
                 return Ok(BlockAttempt::Reserve(end_unix_ms));
+            }
+            // Read after the reservation: a reservation raised for a newly
+            // assigned worker id is published after the assignment, so a
+            // caller that saw it sees the assignment too
+            // (`Self::assign_worker`).
+            let assigned = self.assigned_worker.load(Ordering::Acquire);
+            if assigned != STATIC_WORKER && assigned != cfg.worker {
+                return Err(GenError::WorkerNotHeld { worker: cfg.worker });
             }
             let end = layout.at_position(end_pos, cfg.worker);
             if self

@@ -5,7 +5,9 @@
 //! The host (the extension's `reservation` module) persists; this module
 //! only decides what to persist and how the shared state follows.
 
-use super::{GeneratorState, UNSET};
+#[cfg(doc)]
+use super::GenError;
+use super::{GeneratorState, NO_WORKER, STATIC_WORKER, UNSET};
 use crate::layout::Layout;
 use std::sync::atomic::Ordering;
 
@@ -90,6 +92,42 @@ impl GeneratorState {
         cur != i64::MAX
             && cur < layout.last_unix_ms()
             && cur.saturating_sub(self.frontier_ms(layout, wall_ns, mono_ns)) < threshold_ms
+    }
+
+    /// Hand the generator to `worker` (a leased id; [`NO_WORKER`]: none),
+    /// with every later ID above `floor_ms`, the last millisecond an
+    /// earlier holder of that id may have used. Callers that read another
+    /// worker id before the change get [`GenError::WorkerNotHeld`]:
+    /// - a caller's ID in the same millisecond as the last ID (the short
+    ///   path) needs the last ID's worker, and the last ID is raised here
+    ///   to a value whose sequence is full, so none continues it;
+    /// - any other ID passes the check of `assigned_worker` after reading
+    ///   the reservation; the assignment is stored before the last ID is
+    ///   raised and before the reservation can grow for the new holder,
+    ///   so a caller whose compare-and-swap could still succeed either
+    ///   read the old reservation (its ID is below it, inside the old
+    ///   lease) or sees the new assignment and stops. A compare-and-swap
+    ///   prepared before the last ID was raised fails, since the last ID
+    ///   only grows.
+    ///
+    /// The caller keeps the durable reservation at or below the new
+    /// holder's `reserved_until` from here on.
+    pub fn assign_worker(&self, worker: u64, floor_ms: i64, layout: &Layout, mono_ns: i64) {
+        self.assigned_worker.store(worker, Ordering::SeqCst);
+        let last = self.last_id.load(Ordering::Acquire);
+        let last_ms = layout.epoch_ms() + layout.timestamp_of(last) as i64;
+        // At least the last ID's millisecond, with a full sequence: every
+        // later ID opens a new millisecond, for whichever worker.
+        self.raise_above(floor_ms.max(last_ms), layout, mono_ns);
+    }
+
+    /// The worker id held now: `None` for a static configuration.
+    pub fn assigned(&self) -> Option<Option<u64>> {
+        match self.assigned_worker.load(Ordering::Acquire) {
+            STATIC_WORKER => None,
+            NO_WORKER => Some(None),
+            w => Some(Some(w)),
+        }
     }
 
     /// Publish a reservation that has been made durable.

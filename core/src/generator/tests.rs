@@ -710,3 +710,76 @@ fn block_stops_at_the_end_of_the_layout() {
         Err(GenError::Exhausted { .. })
     ));
 }
+
+#[test]
+fn worker_reassigned() {
+    let st = GeneratorState::new();
+    let layout = Layout::default_layout();
+    let clock = ManualClock::new(T0, M0);
+    let held = cfg(1000); // worker 42
+    assert_eq!(st.assigned(), None, "static until a lease is assigned");
+    st.assign_worker(42, i64::MIN, &layout, M0);
+    assert_eq!(st.assigned(), Some(Some(42)));
+    let (a, _) = issue(&st, &held, &clock);
+    assert_eq!(layout.decode(a).unwrap().worker, 42);
+
+    // The lease is lost: nobody issues, not even a caller that read 42.
+    st.assign_worker(NO_WORKER, i64::MIN, &layout, M0);
+    let mut ev = Events::default();
+    assert_eq!(
+        st.try_next(&held, &clock, &mut ev),
+        Err(GenError::WorkerNotHeld { worker: 42 })
+    );
+
+    // Worker 5 is claimed; its previous holder may have used up to 10 s
+    // ahead of this clock. A caller still holding 42 is refused (also in
+    // the millisecond of the last ID, the short path's case); the new
+    // holder issues above the floor.
+    let floor_ms = T0 / MS + 10_000;
+    st.assign_worker(5, floor_ms, &layout, M0);
+    assert_eq!(
+        st.try_next(&held, &clock, &mut ev),
+        Err(GenError::WorkerNotHeld { worker: 42 })
+    );
+    let mut five = held;
+    five.worker = 5;
+    let (b, _) = issue(&st, &five, &clock);
+    let p = layout.decode(b).unwrap();
+    assert_eq!(p.worker, 5);
+    assert!(
+        p.unix_ms > floor_ms,
+        "{} is not above the floor {floor_ms}",
+        p.unix_ms
+    );
+    assert!(b > a);
+    // And the next one continues it on the short path.
+    let (c, _) = issue(&st, &five, &clock);
+    assert_eq!(c, b + 1);
+    assert_eq!(
+        st.try_next(&held, &clock, &mut ev),
+        Err(GenError::WorkerNotHeld { worker: 42 })
+    );
+}
+
+#[test]
+fn reassignment_fails_a_compare_and_swap_prepared_before_it() {
+    // A caller read the last ID, then the lease changed hands: the last ID
+    // was raised, so its compare-and-swap cannot succeed.
+    let st = GeneratorState::new();
+    let layout = Layout::default_layout();
+    let clock = ManualClock::new(T0, M0);
+    st.assign_worker(42, i64::MIN, &layout, M0);
+    let (a, _) = issue(&st, &cfg(1000), &clock);
+    let before = st.last_id.load(Ordering::Acquire);
+    st.assign_worker(5, i64::MIN, &layout, M0);
+    let after = st.last_id.load(Ordering::Acquire);
+    assert!(
+        after > before,
+        "the last ID must move ({before} -> {after})"
+    );
+    assert_eq!(layout.timestamp_of(after), layout.timestamp_of(a as u64));
+    assert!(st
+        .last_id
+        .compare_exchange(before, before + 1, Ordering::AcqRel, Ordering::Acquire)
+        .is_err());
+}

@@ -1,0 +1,747 @@
+//! Leased worker ids (`snowflake_id.worker_id_source = registry`): the
+//! server's worker id is a lease on a row of a registry table on another
+//! PostgreSQL server, which the same extension keeps
+//! (`src/mint/sql/registry.sql`).
+//!
+//! - **Claim.** At start-up and after promotion (never on a standby), the
+//!   "snowflake_id lease" background worker claims a row with
+//!   `snowflake_registry_claim()`, which hands back the row's previous
+//!   `reserved_until`: the generator continues above it
+//!   (`GeneratorState::assign_worker`), so a new holder always mints above
+//!   everything the previous holder could have minted, whatever the
+//!   clocks say.
+//! - **Renewal** every third of `snowflake_id.lease_ttl`, compare-and-set
+//!   on the row's token and epoch, raising `reserved_until` one TTL ahead
+//!   of the generator's frontier.
+//! - **The cap.** No durable reservation passes the lease's
+//!   `reserved_until`, nor is one made after the lease's deadline on the
+//!   monotonic clock ([`cap_ms`], `crate::mint::reservation`): the hot
+//!   path compares an ID with the durable reservation as before, so the
+//!   lease costs it nothing but the read of the held worker id.
+//! - **Losing the lease** (a lost compare-and-set, a retired id, the
+//!   deadline passed with the registry unreachable) stops minting at once:
+//!   55000. Callers that read the old worker id before are refused by the
+//!   generator itself. The worker keeps trying: a renewal that still
+//!   matches (the registry was only unreachable) resumes the same id, else
+//!   it claims another.
+//! - **Tokens** are random at each postmaster start: a cold copy of a data
+//!   directory or a cloned VM never holds a live lease.
+//! - **A clean shutdown** releases the lease (its `reserved_until` stays),
+//!   so the restarted server usually gets its id back.
+//!
+//! The arithmetic of a lease (deadline, renewal time, back-off) is
+//! `snowflake_id_core::lease`; the libpq client is
+//! `crate::mint::registry_client`.
+
+use crate::mint::registry_client::{Connection, Failure};
+use crate::mint::shmem::{self, LeaseShared};
+use crate::{datadir, errors, gucs};
+use pgrx::bgworkers::{
+    BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
+};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+use snowflake_id_core::lease::retry_delay_ms;
+use snowflake_id_core::{
+    format_epoch, Clock, GeneratorState, Layout, Lease, SystemClock, NO_WORKER, STATIC_WORKER,
+};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The worker id a caller mints with: the held lease's where the id is
+/// leased (`None` while none is held), else `snowflake_id.worker_id`.
+#[inline(always)]
+pub fn worker_id(state: &GeneratorState) -> Option<u64> {
+    match state.assigned_worker.load(Ordering::Acquire) {
+        STATIC_WORKER => gucs::worker_id(),
+        NO_WORKER => None,
+        w => Some(w),
+    }
+}
+
+/// [`worker_id`] of this server, for callers off the hot path; the
+/// configured id where the library is not preloaded.
+pub fn current_worker_id() -> Option<u64> {
+    match shmem::state() {
+        Some(state) => worker_id(state),
+        None if gucs::leased() => None,
+        None => gucs::worker_id(),
+    }
+}
+
+/// ERROR for a caller that found no worker id: 55000 saying why.
+#[cold]
+pub fn refuse_without_worker() -> ! {
+    if !gucs::leased() {
+        errors::worker_id_unset();
+    }
+    let l = shared();
+    let why = l.and_then(|l| l.last_error.get());
+    let detail = match why {
+        Some(e) => format!("Last registry error: {e}"),
+        None if l.is_some_and(|l| l.latch.load(Ordering::Acquire) == 0) => {
+            "The snowflake_id lease worker is not running (it starts after recovery).".into()
+        }
+        None => "The lease worker has not claimed a worker id yet.".into(),
+    };
+    errors::no_lease(
+        detail,
+        l.is_some_and(|l| l.exhausted.load(Ordering::Acquire)),
+    )
+}
+
+fn shared() -> Option<&'static LeaseShared> {
+    shmem::tracking().map(|t| &t.lease)
+}
+
+/// The highest Unix ms a durable reservation may reach: the lease's
+/// `reserved_until` while it is live, `i64::MIN` without a live lease,
+/// `i64::MAX` where the worker id is not leased.
+pub fn cap_ms() -> i64 {
+    if !gucs::leased() {
+        return i64::MAX;
+    }
+    let Some(l) = shared() else { return i64::MAX };
+    if l.worker.load(Ordering::Acquire) < 0
+        || SystemClock.mono_ns() >= l.deadline_ns.load(Ordering::Acquire)
+    {
+        return i64::MIN;
+    }
+    l.reserved_until_ms.load(Ordering::Acquire)
+}
+
+/// How long a caller waits for the lease worker to raise the reservation
+/// in the registry.
+const COVER_WAIT_MS: i64 = 2_000;
+
+/// Before a durable reservation up to `ms`: make sure the lease covers
+/// it, asking the lease worker to raise it and waiting up to
+/// [`COVER_WAIT_MS`]; else 55000.
+pub fn wait_for_cover(ms: i64) {
+    if !gucs::leased() {
+        return;
+    }
+    let Some(l) = shared() else { return };
+    let covered = shmem::wait_until(COVER_WAIT_MS, || {
+        let cap = cap_ms();
+        if cap >= ms {
+            return true;
+        }
+        if cap == i64::MIN {
+            return true; // no lease: refused below, without waiting
+        }
+        wake_worker(l);
+        false
+    });
+    let cap = cap_ms();
+    if cap == i64::MIN {
+        refuse_without_worker();
+    }
+    if !covered || cap < ms {
+        errors::lease_does_not_cover(format!(
+            "The next ID needs {}; the lease of worker id {} reaches {}.{}",
+            format_epoch(ms),
+            l.worker.load(Ordering::Acquire),
+            format_epoch(cap),
+            l.last_error
+                .get()
+                .map(|e| format!(" Last registry error: {e}"))
+                .unwrap_or_default()
+        ));
+    }
+}
+
+fn wake_worker(l: &LeaseShared) {
+    if !l.wanted.swap(true, Ordering::AcqRel) {
+        let latch = l.latch.load(Ordering::Acquire);
+        if latch != 0 {
+            // SAFETY: the worker's latch is in its PGPROC (shared memory);
+            // SetLatch on a latch whose owner exited is harmless.
+            unsafe { pg_sys::SetLatch(latch as *mut pg_sys::Latch) };
+        }
+    }
+}
+
+/// What `snowflake_stats()` shows of the lease: the worker id held, the
+/// deadline and `reserved_until` (Unix ms), the registry's errors and the
+/// last one.
+pub struct LeaseStats {
+    pub worker: Option<i32>,
+    pub expires_ms: Option<i64>,
+    pub reserved_until_ms: Option<i64>,
+    pub errors: i64,
+    pub last_error: Option<String>,
+}
+
+pub fn stats() -> Option<LeaseStats> {
+    if !gucs::leased() {
+        return None;
+    }
+    let l = shared()?;
+    let worker = l.worker.load(Ordering::Acquire);
+    let held = worker >= 0;
+    let known = |v: i64| (held && v != i64::MIN).then_some(v);
+    Some(LeaseStats {
+        worker: held.then_some(worker as i32),
+        expires_ms: known(l.deadline_wall_ms.load(Ordering::Acquire)),
+        reserved_until_ms: known(l.reserved_until_ms.load(Ordering::Acquire)),
+        errors: l.errors.load(Ordering::Relaxed) as i64,
+        last_error: l.last_error.get(),
+    })
+}
+
+// ---------------------------------------------------------------------
+// The lease worker.
+// ---------------------------------------------------------------------
+
+/// This postmaster's token, random at each start (kept across crash
+/// restarts, which keep the postmaster): a UUID in text form.
+static TOKEN: OnceLock<String> = OnceLock::new();
+
+/// Draw the token. In the postmaster, from `_PG_init`, when the worker id
+/// is leased.
+pub fn draw_token() {
+    let mut b = [0u8; 16];
+    // SAFETY: pg_strong_random fills the buffer it is given.
+    let ok = unsafe { pg_sys::pg_strong_random(b.as_mut_ptr().cast(), b.len()) };
+    if !ok {
+        errors::invalid_setting("could not generate a random token for the worker-id lease");
+    }
+    b[6] = (b[6] & 0x0f) | 0x40; // a version 4 UUID
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let _ = TOKEN.set(format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    ));
+}
+
+/// Check the configuration at start-up (in the postmaster): a leased
+/// worker id needs a registry and a layout the registry can hand out.
+pub fn check_configuration(layout: &Layout) -> Option<String> {
+    if !gucs::leased() {
+        return None;
+    }
+    if gucs::registry_conninfo().trim().is_empty() {
+        return Some(
+            "snowflake_id.worker_id_source is \"registry\" but snowflake_id.registry is empty"
+                .into(),
+        );
+    }
+    if layout.worker_bits() > gucs::MAX_LEASED_WORKER_BITS {
+        return Some(format!(
+            "snowflake_id.worker_bits is {}, but a registry hands out at most {} bits of worker ids",
+            layout.worker_bits(),
+            gucs::MAX_LEASED_WORKER_BITS
+        ));
+    }
+    None
+}
+
+pub fn register() {
+    if !gucs::leased() {
+        return;
+    }
+    // After recovery only: a standby claims nothing until it is promoted.
+    BackgroundWorkerBuilder::new("snowflake_id lease")
+        .set_type("snowflake_id lease")
+        .set_library("snowflake_id")
+        .set_function("snowflake_id_lease_main")
+        .enable_shmem_access(None)
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        .set_restart_time(Some(Duration::from_secs(1)))
+        .load();
+}
+
+/// Set once a SIGTERM arrived (pgrx's flag is cleared when read).
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+fn stopping() -> bool {
+    if BackgroundWorker::sigterm_received() {
+        STOPPING.store(true, Ordering::Relaxed);
+    }
+    STOPPING.load(Ordering::Relaxed)
+}
+
+/// This holder, as the registry records it.
+struct Holder {
+    host: String,
+    port: i32,
+    system_identifier: String,
+    data_directory: String,
+}
+
+fn holder() -> Holder {
+    unsafe extern "C" {
+        fn gethostname(name: *mut std::ffi::c_char, len: usize) -> std::ffi::c_int;
+    }
+    let mut buf = [0 as std::ffi::c_char; 256];
+    // SAFETY: gethostname writes at most len bytes; DataDir is the data
+    // directory's path, set before libraries are loaded.
+    let (host, data_directory) = unsafe {
+        let host = if gethostname(buf.as_mut_ptr(), buf.len() - 1) == 0 {
+            std::ffi::CStr::from_ptr(buf.as_ptr())
+                .to_string_lossy()
+                .into_owned()
+        } else {
+            String::new()
+        };
+        let dd = std::ffi::CStr::from_ptr(pg_sys::DataDir)
+            .to_string_lossy()
+            .into_owned();
+        (host, dd)
+    };
+    Holder {
+        host,
+        // SAFETY: a plain global of the server.
+        port: unsafe { pg_sys::PostPortNumber },
+        system_identifier: datadir::system_identifier().to_string(),
+        data_directory,
+    }
+}
+
+/// The lease worker's view of its registry session and its lease.
+struct Worker {
+    state: &'static GeneratorState,
+    shared: &'static LeaseShared,
+    layout: Layout,
+    holder: Holder,
+    conn: Option<Connection>,
+    /// The schema of the extension in the registry database, quoted.
+    schema: String,
+    conninfo: String,
+    /// The lease last granted, live or not (a renewal that still matches
+    /// its token and epoch revives it).
+    lease: Option<Lease>,
+    failures: u32,
+    /// Monotonic ns of the next attempt after a failure.
+    retry_at_ns: i64,
+}
+
+const CLAIM_SQL: &str = "SELECT worker_id, lease_epoch, floor_ms, reserved_until_ms FROM {schema}.snowflake_registry_claim($1::pg_catalog.uuid, $2::pg_catalog.text, $3::pg_catalog.int4, $4::pg_catalog.text, $5::pg_catalog.text, $6::pg_catalog.int4, $7::pg_catalog.int4, $8::pg_catalog.int4, $9::pg_catalog.int8, $10::pg_catalog.int4, $11::pg_catalog.int8)";
+const RENEW_SQL: &str = "SELECT reserved_until_ms FROM {schema}.snowflake_registry_renew($1::pg_catalog.int4, $2::pg_catalog.uuid, $3::pg_catalog.int8, $4::pg_catalog.int4, $5::pg_catalog.int8)";
+const RELEASE_SQL: &str = "SELECT {schema}.snowflake_registry_release($1::pg_catalog.int4, $2::pg_catalog.uuid, $3::pg_catalog.int8)";
+const SCHEMA_SQL: &str = "SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id'";
+
+fn log(level: PgLogLevel, msg: String) {
+    errors::report(
+        level,
+        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+        msg,
+        None,
+        None,
+    );
+}
+
+fn mono_ns() -> i64 {
+    SystemClock.mono_ns()
+}
+
+fn parse(v: &Option<String>) -> Option<i64> {
+    v.as_deref().and_then(|s| s.parse().ok())
+}
+
+impl Worker {
+    fn ttl_ms(&self) -> i64 {
+        gucs::lease_ttl_ms()
+    }
+
+    /// How long one request may take: a third of the TTL, but never past
+    /// the live lease's deadline.
+    fn request_timeout(&self) -> Duration {
+        let ms = (self.ttl_ms() / 3).max(1_000);
+        Duration::from_millis(ms as u64)
+    }
+
+    /// The Unix ms the generator has used or may soon use: its frontier,
+    /// and the durable reservation, which IDs may reach.
+    fn frontier_ms(&self) -> i64 {
+        let c = SystemClock;
+        let f = self
+            .state
+            .frontier_ms(&self.layout, c.wall_ns(), c.mono_ns());
+        match self.state.reserved_until_ms.load(Ordering::Acquire) {
+            i64::MIN | i64::MAX => f,
+            r => f.max(r),
+        }
+    }
+
+    fn failed(&mut self, what: &str, e: &Failure) {
+        self.shared.errors.fetch_add(1, Ordering::Relaxed);
+        let text = format!("{what}: {e}");
+        if self.shared.last_error.get().as_deref() != Some(text.as_str()) {
+            log(PgLogLevel::WARNING, format!("snowflake_id lease: {text}"));
+        }
+        self.shared.last_error.set(&text);
+        if e.sqlstate.is_none() {
+            self.conn = None; // a transport failure: reconnect next time
+        }
+        self.failures = self.failures.saturating_add(1);
+        self.retry_at_ns =
+            mono_ns() + retry_delay_ms(self.failures, self.ttl_ms()).saturating_mul(1_000_000);
+    }
+
+    fn succeeded(&mut self) {
+        self.failures = 0;
+        self.retry_at_ns = i64::MIN;
+        self.shared.last_error.set("");
+    }
+
+    /// A connection, opened if needed.
+    fn connection(&mut self) -> Result<&mut Connection, Failure> {
+        if self.conn.as_ref().is_some_and(|c| !c.ok()) {
+            self.conn = None;
+        }
+        if self.conn.is_none() {
+            let timeout = self.request_timeout();
+            let mut c = Connection::open(&self.conninfo, timeout, &stopping)?;
+            let rows = c.query(SCHEMA_SQL, &[], timeout, &stopping)?;
+            let Some(schema) = rows.first().and_then(|r| r.first().cloned().flatten()) else {
+                return Err(Failure {
+                    sqlstate: None,
+                    message: format!(
+                        "the extension snowflake_id is not installed in the registry database {}",
+                        c.name
+                    ),
+                });
+            };
+            self.schema = schema;
+            self.conn = Some(c);
+        }
+        Ok(self.conn.as_mut().expect("opened above"))
+    }
+
+    fn query(
+        &mut self,
+        sql: &str,
+        params: &[Option<String>],
+    ) -> Result<Vec<Vec<Option<String>>>, Failure> {
+        let timeout = self.request_timeout();
+        let c = self.connection()?;
+        let name = c.name.clone();
+        let sql = sql.replace("{schema}", &self.schema);
+        let c = self.conn.as_mut().expect("opened above");
+        let r = c.query(&sql, params, timeout, &stopping);
+        if r.is_err() && !c.ok() {
+            self.conn = None;
+        }
+        r.map_err(|mut e| {
+            if !e.message.contains(&name) {
+                e.message = format!("{} ({name})", e.message);
+            }
+            e
+        })
+    }
+
+    /// Publish a live lease to backends.
+    fn publish(&self, l: &Lease) {
+        let s = self.shared;
+        s.reserved_until_ms
+            .fetch_max(l.reserved_until_ms, Ordering::AcqRel);
+        s.epoch.store(l.epoch, Ordering::Release);
+        let wall_ms = SystemClock.wall_ns().div_euclid(1_000_000);
+        let left_ms = (l.deadline_ns() - mono_ns()).div_euclid(1_000_000);
+        s.deadline_wall_ms
+            .store(wall_ms + left_ms, Ordering::Release);
+        s.deadline_ns.store(l.deadline_ns(), Ordering::Release);
+        s.worker.store(l.worker as i64, Ordering::Release);
+    }
+
+    /// Stop minting: no worker id is held from here on.
+    fn drop_worker(&self, why: &str) {
+        if self.shared.worker.swap(-1, Ordering::AcqRel) < 0 {
+            return;
+        }
+        self.shared
+            .reserved_until_ms
+            .store(i64::MIN, Ordering::Release);
+        self.state
+            .assign_worker(NO_WORKER, i64::MIN, &self.layout, mono_ns());
+        shmem::wake_waiters();
+        log(
+            PgLogLevel::WARNING,
+            format!("snowflake_id lease: stopped minting: {why}"),
+        );
+    }
+
+    /// Hand the generator a lease: every later ID is above `floor_ms`.
+    fn take(&mut self, l: Lease, floor_ms: i64, how: &str) {
+        self.shared
+            .reserved_until_ms
+            .store(i64::MIN, Ordering::Release);
+        self.publish(&l);
+        self.state
+            .assign_worker(l.worker, floor_ms, &self.layout, mono_ns());
+        self.shared.exhausted.store(false, Ordering::Release);
+        self.lease = Some(l);
+        shmem::wake_waiters();
+        log(
+            PgLogLevel::LOG,
+            format!(
+                "snowflake_id lease: {how} worker id {} (lease epoch {}); IDs continue above {}, reserved until {}",
+                l.worker,
+                l.epoch,
+                format_epoch(floor_ms.max(self.frontier_ms())),
+                format_epoch(l.reserved_until_ms)
+            ),
+        );
+    }
+
+    fn claim(&mut self) {
+        let ttl = self.ttl_ms();
+        let sent = mono_ns();
+        let params = vec![
+            TOKEN.get().cloned(),
+            Some(self.holder.host.clone()),
+            Some(self.holder.port.to_string()),
+            Some(self.holder.system_identifier.clone()),
+            Some(self.holder.data_directory.clone()),
+            Some(gucs::worker_id().map_or(-1, |w| w as i64).to_string()),
+            Some(self.layout.worker_bits().to_string()),
+            Some(self.layout.sequence_bits().to_string()),
+            Some(self.layout.epoch_ms().to_string()),
+            Some(ttl.to_string()),
+            Some(self.frontier_ms().to_string()),
+        ];
+        match self.query(CLAIM_SQL, &params) {
+            Err(e) => self.failed("could not claim a worker id", &e),
+            Ok(rows) if rows.is_empty() => {
+                self.shared.exhausted.store(true, Ordering::Release);
+                let e = Failure {
+                    sqlstate: None,
+                    message: format!(
+                        "every worker id of the registry is held ({} ids with {} worker bits)",
+                        1u64 << self.layout.worker_bits(),
+                        self.layout.worker_bits()
+                    ),
+                };
+                self.failed("could not claim a worker id", &e);
+                // Not a transport failure: keep the connection, retry at
+                // a third of the TTL.
+                self.retry_at_ns = mono_ns() + (ttl / 3) * 1_000_000;
+            }
+            Ok(rows) => {
+                let r = &rows[0];
+                let (Some(w), Some(epoch), floor, Some(ru)) =
+                    (parse(&r[0]), parse(&r[1]), parse(&r[2]), parse(&r[3]))
+                else {
+                    let e = Failure {
+                        sqlstate: None,
+                        message: "the registry's claim returned NULLs".into(),
+                    };
+                    return self.failed("could not claim a worker id", &e);
+                };
+                if w < 0 || w as u64 > self.layout.max_worker() {
+                    let e = Failure {
+                        sqlstate: None,
+                        message: format!(
+                            "the registry handed out worker id {w}, outside the layout"
+                        ),
+                    };
+                    return self.failed("could not claim a worker id", &e);
+                }
+                self.succeeded();
+                let l = Lease::granted(w as u64, epoch, ru, sent, ttl);
+                self.take(l, floor.unwrap_or(i64::MIN), "claimed");
+            }
+        }
+    }
+
+    fn renew(&mut self, mut l: Lease) {
+        let ttl = self.ttl_ms();
+        let sent = mono_ns();
+        let params = vec![
+            Some(l.worker.to_string()),
+            TOKEN.get().cloned(),
+            Some(l.epoch.to_string()),
+            Some(ttl.to_string()),
+            Some(self.frontier_ms().to_string()),
+        ];
+        match self.query(RENEW_SQL, &params) {
+            Err(e) => self.failed("could not renew the lease", &e),
+            Ok(rows) => match rows.first().and_then(|r| parse(&r[0])) {
+                None => {
+                    // Lost: the id was taken over (our lease expired) or
+                    // retired. Claim another at once.
+                    self.lease = None;
+                    let why = format!(
+                        "the lease of worker id {} (epoch {}) was taken over or retired in the registry",
+                        l.worker, l.epoch
+                    );
+                    self.shared.last_error.set(&why);
+                    self.shared.errors.fetch_add(1, Ordering::Relaxed);
+                    self.drop_worker(&why);
+                    self.retry_at_ns = i64::MIN;
+                }
+                Some(ru) => {
+                    self.succeeded();
+                    l.renewed(ru, sent, ttl);
+                    if self.shared.worker.load(Ordering::Acquire) < 0 {
+                        // Revived: the registry was unreachable past the
+                        // deadline, and nobody took the id meanwhile.
+                        self.take(l, i64::MIN, "renewed the expired lease of");
+                    } else {
+                        self.publish(&l);
+                        self.lease = Some(l);
+                        shmem::wake_waiters();
+                    }
+                }
+            },
+        }
+    }
+
+    fn release(&mut self) {
+        let Some(l) = self.lease.take() else { return };
+        self.drop_worker("the server is shutting down");
+        if self.conn.is_none() {
+            return;
+        }
+        let params = vec![
+            Some(l.worker.to_string()),
+            TOKEN.get().cloned(),
+            Some(l.epoch.to_string()),
+        ];
+        // Shutting down: the stop flag is set, so use a plain deadline.
+        if let Some(c) = self.conn.as_mut() {
+            let sql = RELEASE_SQL.replace("{schema}", &self.schema);
+            match c.query(&sql, &params, Duration::from_millis(1_000), &|| false) {
+                Ok(_) => log(
+                    PgLogLevel::LOG,
+                    format!("snowflake_id lease: released worker id {}", l.worker),
+                ),
+                Err(e) => log(
+                    PgLogLevel::LOG,
+                    format!(
+                        "snowflake_id lease: could not release worker id {}: {e}; it expires by itself",
+                        l.worker
+                    ),
+                ),
+            }
+        }
+    }
+
+    /// One pass: enforce the deadline, then claim or renew when due.
+    /// Returns how long to sleep.
+    fn tick(&mut self) -> Duration {
+        let now = mono_ns();
+        if let Some(l) = self.lease {
+            if !l.live(now) && self.shared.worker.load(Ordering::Acquire) >= 0 {
+                let why = format!(
+                    "the lease of worker id {} ran out without a renewal{}",
+                    l.worker,
+                    self.shared
+                        .last_error
+                        .get()
+                        .map(|e| format!(" ({e})"))
+                        .unwrap_or_default()
+                );
+                self.drop_worker(&why);
+            }
+        }
+        let wanted = self.shared.wanted.swap(false, Ordering::AcqRel);
+        if now >= self.retry_at_ns || (wanted && self.failures == 0) {
+            match self.lease {
+                None => self.claim(),
+                Some(l) => {
+                    let expired = self.shared.worker.load(Ordering::Acquire) < 0;
+                    if expired || wanted || l.renewal_due(now, self.frontier_ms()) {
+                        self.renew(l);
+                    }
+                }
+            }
+        }
+        // Sleep until the next renewal, the deadline or the next retry.
+        let now = mono_ns();
+        let mut wake = now + 1_000_000_000;
+        if let Some(l) = self.lease {
+            wake = wake.min(l.renew_at_ns());
+            if self.shared.worker.load(Ordering::Acquire) >= 0 {
+                wake = wake.min(l.deadline_ns());
+            }
+        } else if self.retry_at_ns == i64::MIN {
+            wake = now;
+        }
+        if self.retry_at_ns != i64::MIN {
+            wake = wake.max(self.retry_at_ns.min(now + 1_000_000_000));
+        }
+        Duration::from_nanos((wake - now).clamp(1_000_000, 1_000_000_000) as u64)
+    }
+}
+
+/// The lease worker: claims, renews and releases this server's worker id.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn snowflake_id_lease_main(_arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    let (Some(state), Some(t), Ok(layout)) = (shmem::state(), shmem::tracking(), gucs::layout())
+    else {
+        return;
+    };
+    let shared = &t.lease;
+    // SAFETY: publishing this process's latch (in its PGPROC) and
+    // withdrawing it at exit.
+    unsafe {
+        shared
+            .latch
+            .store(pg_sys::MyLatch as usize, Ordering::Release);
+        pg_sys::before_shmem_exit(Some(forget_worker), pg_sys::Datum::from(0));
+    }
+    let mut w = Worker {
+        state,
+        shared,
+        layout,
+        holder: holder(),
+        conn: None,
+        schema: String::new(),
+        conninfo: gucs::registry_conninfo(),
+        lease: None,
+        failures: 0,
+        retry_at_ns: i64::MIN,
+    };
+    let mut sleep = Duration::from_millis(1);
+    loop {
+        let alive = BackgroundWorker::wait_latch(Some(sleep));
+        if !alive || stopping() {
+            STOPPING.store(true, Ordering::Relaxed);
+            break;
+        }
+        if BackgroundWorker::sighup_received() {
+            // SAFETY: standard configuration reload in a background worker.
+            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+            let conninfo = gucs::registry_conninfo();
+            if conninfo != w.conninfo {
+                w.conninfo = conninfo;
+                w.conn = None;
+            }
+        }
+        sleep = w.tick();
+    }
+    w.release();
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn forget_worker(_code: std::ffi::c_int, _arg: pg_sys::Datum) {
+    if let Some(l) = shared() {
+        l.latch.store(0, Ordering::Release);
+        // Whatever ended the worker, nothing is minted under a lease that
+        // nobody renews: the restarted worker claims again.
+        if l.worker.swap(-1, Ordering::AcqRel) >= 0 {
+            l.reserved_until_ms.store(i64::MIN, Ordering::Release);
+            if let (Some(state), Ok(layout)) = (shmem::state(), gucs::layout()) {
+                state.assign_worker(NO_WORKER, i64::MIN, &layout, mono_ns());
+            }
+        }
+    }
+}
+
+extension_sql_file!(
+    "sql/registry.sql",
+    name = "registry",
+    requires = ["high_water"]
+);

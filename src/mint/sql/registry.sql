@@ -1,0 +1,305 @@
+-- The worker-id registry: see src/mint/lease.rs and docs/worker-ids.md.
+-- Every database that has the extension has the (empty) tables; the one
+-- that servers name in snowflake_id.registry is filled by
+-- snowflake_registry_init(). One row per worker id: who holds it (a
+-- random token per postmaster start, and a description), an epoch that
+-- rises at each claim, reserved_until_ms (Unix ms, only rises: the
+-- holder mints no later timestamp, and the next holder starts above it)
+-- and the lease's expiry on the registry's clock. Configuration tables of
+-- the extension, so that pg_dump of the registry carries them. Only the
+-- extension's owner writes them; servers call the three SECURITY DEFINER
+-- functions below, which keep reserved_until rising and bounded.
+CREATE TABLE snowflake_id_internal.snowflake_registry_config (
+    one           boolean PRIMARY KEY DEFAULT true CHECK (one),
+    worker_bits   integer NOT NULL,
+    sequence_bits integer NOT NULL,
+    epoch_ms      bigint NOT NULL,
+    max_ahead_ms  bigint NOT NULL,
+    created_at    timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+CREATE TABLE snowflake_id_internal.snowflake_registry (
+    worker_id                integer PRIMARY KEY,
+    retired                  boolean NOT NULL DEFAULT false,
+    token                    uuid,
+    holder_host              text,
+    holder_port              integer,
+    holder_system_identifier text,
+    holder_data_directory    text,
+    lease_epoch              bigint NOT NULL DEFAULT 0,
+    reserved_until_ms        bigint NOT NULL DEFAULT 0,
+    lease_expires            timestamptz,
+    claimed_at               timestamptz,
+    renewed_at               timestamptz
+);
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_internal.snowflake_registry_config', '');
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_internal.snowflake_registry', '');
+REVOKE ALL ON snowflake_id_internal.snowflake_registry_config FROM PUBLIC;
+REVOKE ALL ON snowflake_id_internal.snowflake_registry FROM PUBLIC;
+COMMENT ON TABLE snowflake_id_internal.snowflake_registry IS
+'snowflake_id''s worker-id registry: one row per worker id, leased to one server at a time';
+
+CREATE FUNCTION snowflake_registry_init(
+    worker_bits integer DEFAULT 10,
+    sequence_bits integer DEFAULT 12,
+    epoch timestamptz DEFAULT '2024-01-01 00:00:00+00',
+    max_ahead interval DEFAULT interval '1 hour')
+RETURNS integer
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $init$
+DECLARE
+    cfg snowflake_id_internal.snowflake_registry_config;
+    want_epoch bigint := (extract(epoch FROM epoch) * 1000)::bigint;
+    want_ahead bigint := (extract(epoch FROM max_ahead) * 1000)::bigint;
+    n integer;
+BEGIN
+    IF worker_bits IS NULL OR worker_bits < 1 OR worker_bits > 16 THEN
+        RAISE EXCEPTION 'worker_bits must be between 1 and 16, not %', worker_bits
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A registry hands out at most 65536 worker ids.';
+    END IF;
+    IF sequence_bits IS NULL OR sequence_bits < 1 OR worker_bits + sequence_bits > 28 THEN
+        RAISE EXCEPTION 'sequence_bits must be at least 1, and worker_bits + sequence_bits at most 28'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF want_ahead IS NULL OR want_ahead < 1000 THEN
+        RAISE EXCEPTION 'max_ahead must be at least 1 second'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    LOCK TABLE snowflake_id_internal.snowflake_registry_config IN EXCLUSIVE MODE;
+    SELECT * INTO cfg FROM snowflake_id_internal.snowflake_registry_config;
+    IF FOUND THEN
+        IF (cfg.worker_bits, cfg.sequence_bits, cfg.epoch_ms)
+           IS DISTINCT FROM (worker_bits, sequence_bits, want_epoch) THEN
+            RAISE EXCEPTION 'the snowflake_id registry is already initialized with another layout'
+                USING ERRCODE = 'object_not_in_prerequisite_state',
+                      DETAIL = format('It hands out %s worker bits for %s sequence bits and the epoch %s.',
+                                      cfg.worker_bits, cfg.sequence_bits,
+                                      to_timestamp(cfg.epoch_ms / 1000.0)),
+                      HINT = 'Every server that leases from one registry needs the same layout; create another registry database for another layout.';
+        END IF;
+        UPDATE snowflake_id_internal.snowflake_registry_config SET max_ahead_ms = want_ahead;
+    ELSE
+        INSERT INTO snowflake_id_internal.snowflake_registry_config
+               (worker_bits, sequence_bits, epoch_ms, max_ahead_ms)
+        VALUES (worker_bits, sequence_bits, want_epoch, want_ahead);
+    END IF;
+    INSERT INTO snowflake_id_internal.snowflake_registry (worker_id)
+    SELECT g FROM generate_series(0, (1 << worker_bits) - 1) g
+    ON CONFLICT DO NOTHING;
+    SELECT count(*) INTO n FROM snowflake_id_internal.snowflake_registry;
+    RETURN n;
+END
+$init$;
+COMMENT ON FUNCTION snowflake_registry_init(integer, integer, timestamptz, interval) IS
+'Make this database a worker-id registry for one layout (superuser only)';
+REVOKE ALL ON FUNCTION snowflake_registry_init(integer, integer, timestamptz, interval) FROM PUBLIC;
+
+-- The registry's settings, or 55000 when it was never initialized. In
+-- the extension's own schema, where only its owner creates objects: the
+-- functions below call it by that name (the extension's schema may be
+-- one its database's owner can rename and replace).
+CREATE FUNCTION snowflake_id_internal.snowflake_registry_settings()
+RETURNS snowflake_id_internal.snowflake_registry_config
+LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $settings$
+DECLARE
+    cfg snowflake_id_internal.snowflake_registry_config;
+BEGIN
+    SELECT * INTO cfg FROM snowflake_id_internal.snowflake_registry_config;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'this database is not a snowflake_id registry'
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Run SELECT snowflake_registry_init() in it as a superuser, or point snowflake_id.registry at the registry database.';
+    END IF;
+    RETURN cfg;
+END
+$settings$;
+REVOKE ALL ON FUNCTION snowflake_id_internal.snowflake_registry_settings() FROM PUBLIC;
+
+CREATE FUNCTION snowflake_registry_claim(
+    token uuid, holder_host text, holder_port integer,
+    system_identifier text, data_directory text, preferred integer,
+    worker_bits integer, sequence_bits integer, epoch_ms bigint,
+    ttl_ms integer, frontier_ms bigint)
+RETURNS TABLE (worker_id integer, lease_epoch bigint, floor_ms bigint, reserved_until_ms bigint)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $claim$
+#variable_conflict use_column
+DECLARE
+    cfg snowflake_id_internal.snowflake_registry_config := snowflake_id_internal.snowflake_registry_settings();
+    now_ts timestamptz := clock_timestamp();
+    now_ms bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+    chosen snowflake_id_internal.snowflake_registry;
+    new_until bigint;
+BEGIN
+    IF snowflake_registry_claim.token IS NULL THEN
+        RAISE EXCEPTION 'a claim needs a token' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF (cfg.worker_bits, cfg.sequence_bits, cfg.epoch_ms)
+       IS DISTINCT FROM (snowflake_registry_claim.worker_bits,
+                         snowflake_registry_claim.sequence_bits,
+                         snowflake_registry_claim.epoch_ms) THEN
+        RAISE EXCEPTION 'the layout of this server is not the registry''s'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('The registry hands out worker ids for %s worker bits, %s sequence bits and the epoch %s ms; this server has %s, %s and %s ms.',
+                                  cfg.worker_bits, cfg.sequence_bits, cfg.epoch_ms,
+                                  snowflake_registry_claim.worker_bits,
+                                  snowflake_registry_claim.sequence_bits,
+                                  snowflake_registry_claim.epoch_ms);
+    END IF;
+    IF ttl_ms IS NULL OR ttl_ms < 1000 OR ttl_ms > 600000 THEN
+        RAISE EXCEPTION 'ttl_ms must be between 1000 and 600000, not %', ttl_ms
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF frontier_ms IS NULL OR frontier_ms > now_ms + cfg.max_ahead_ms THEN
+        RAISE EXCEPTION 'this server''s IDs are too far ahead of the registry''s clock'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('Its IDs reach %s; the registry''s clock reads %s, and it reserves at most %s ms ahead of it.',
+                                  to_timestamp(frontier_ms / 1000.0), now_ts, cfg.max_ahead_ms),
+                  HINT = 'Check the clocks of this server and the registry.';
+    END IF;
+    -- Preference: a row this postmaster holds already (a crash restart),
+    -- this holder's previous id, the preferred id, then the free or
+    -- expired id with the oldest reservation. Rows another claim is
+    -- deciding on are skipped.
+    SELECT r.* INTO chosen
+      FROM snowflake_id_internal.snowflake_registry r
+     WHERE NOT r.retired
+       AND (r.token = snowflake_registry_claim.token
+            OR r.lease_expires IS NULL OR r.lease_expires <= now_ts)
+     ORDER BY (r.token = snowflake_registry_claim.token) IS TRUE DESC,
+              (r.holder_host = snowflake_registry_claim.holder_host
+               AND r.holder_port = snowflake_registry_claim.holder_port
+               AND r.holder_system_identifier = snowflake_registry_claim.system_identifier
+               AND r.holder_data_directory = snowflake_registry_claim.data_directory) IS TRUE DESC,
+              (r.worker_id = preferred) IS TRUE DESC,
+              r.reserved_until_ms, r.worker_id
+     LIMIT 1
+       FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN;  -- every id is held: the server reports it (55000)
+    END IF;
+    new_until := greatest(chosen.reserved_until_ms,
+                          least(greatest(chosen.reserved_until_ms, frontier_ms) + ttl_ms,
+                                now_ms + cfg.max_ahead_ms));
+    UPDATE snowflake_id_internal.snowflake_registry r
+       SET token = snowflake_registry_claim.token,
+           holder_host = snowflake_registry_claim.holder_host,
+           holder_port = snowflake_registry_claim.holder_port,
+           holder_system_identifier = snowflake_registry_claim.system_identifier,
+           holder_data_directory = snowflake_registry_claim.data_directory,
+           lease_epoch = r.lease_epoch + 1,
+           reserved_until_ms = new_until,
+           lease_expires = now_ts + make_interval(secs => ttl_ms / 1000.0),
+           claimed_at = now_ts,
+           renewed_at = now_ts
+     WHERE r.worker_id = chosen.worker_id;
+    RETURN QUERY SELECT chosen.worker_id, chosen.lease_epoch + 1,
+                        chosen.reserved_until_ms, new_until;
+END
+$claim$;
+COMMENT ON FUNCTION snowflake_registry_claim(uuid, text, integer, text, text, integer, integer, integer, bigint, integer, bigint) IS
+'Lease a worker id from this registry (called by the servers'' lease workers)';
+REVOKE ALL ON FUNCTION snowflake_registry_claim(uuid, text, integer, text, text, integer, integer, integer, bigint, integer, bigint) FROM PUBLIC;
+
+CREATE FUNCTION snowflake_registry_renew(
+    worker_id integer, token uuid, lease_epoch bigint, ttl_ms integer, frontier_ms bigint)
+RETURNS TABLE (reserved_until_ms bigint)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $renew$
+#variable_conflict use_column
+DECLARE
+    cfg snowflake_id_internal.snowflake_registry_config := snowflake_id_internal.snowflake_registry_settings();
+    now_ts timestamptz := clock_timestamp();
+    now_ms bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+BEGIN
+    IF ttl_ms IS NULL OR ttl_ms < 1000 OR ttl_ms > 600000 THEN
+        RAISE EXCEPTION 'ttl_ms must be between 1000 and 600000, not %', ttl_ms
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Compare-and-set on (token, epoch): a row claimed by anyone since,
+    -- or retired, is not renewed, and the holder stops.
+    RETURN QUERY
+    UPDATE snowflake_id_internal.snowflake_registry r
+       SET lease_expires = now_ts + make_interval(secs => ttl_ms / 1000.0),
+           renewed_at = now_ts,
+           reserved_until_ms = greatest(r.reserved_until_ms,
+                                        least(frontier_ms + ttl_ms, now_ms + cfg.max_ahead_ms))
+     WHERE r.worker_id = snowflake_registry_renew.worker_id
+       AND r.token = snowflake_registry_renew.token
+       AND r.lease_epoch = snowflake_registry_renew.lease_epoch
+       AND NOT r.retired
+    RETURNING r.reserved_until_ms;
+END
+$renew$;
+COMMENT ON FUNCTION snowflake_registry_renew(integer, uuid, bigint, integer, bigint) IS
+'Renew a worker-id lease of this registry; no row: the lease is lost';
+REVOKE ALL ON FUNCTION snowflake_registry_renew(integer, uuid, bigint, integer, bigint) FROM PUBLIC;
+
+CREATE FUNCTION snowflake_registry_release(worker_id integer, token uuid, lease_epoch bigint)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $release$
+#variable_conflict use_column
+BEGIN
+    PERFORM snowflake_id_internal.snowflake_registry_settings();
+    -- The reservation stays: the next holder starts above it.
+    UPDATE snowflake_id_internal.snowflake_registry r
+       SET lease_expires = least(r.lease_expires, clock_timestamp())
+     WHERE r.worker_id = snowflake_registry_release.worker_id
+       AND r.token = snowflake_registry_release.token
+       AND r.lease_epoch = snowflake_registry_release.lease_epoch;
+    RETURN FOUND;
+END
+$release$;
+COMMENT ON FUNCTION snowflake_registry_release(integer, uuid, bigint) IS
+'Give a worker-id lease of this registry back (a clean shutdown)';
+REVOKE ALL ON FUNCTION snowflake_registry_release(integer, uuid, bigint) FROM PUBLIC;
+
+CREATE FUNCTION snowflake_registry_retire(worker_id integer, retired boolean DEFAULT true)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $retire$
+#variable_conflict use_column
+BEGIN
+    PERFORM snowflake_id_internal.snowflake_registry_settings();
+    UPDATE snowflake_id_internal.snowflake_registry r
+       SET retired = snowflake_registry_retire.retired
+     WHERE r.worker_id = snowflake_registry_retire.worker_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'worker id % is not in the registry', snowflake_registry_retire.worker_id
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$retire$;
+COMMENT ON FUNCTION snowflake_registry_retire(integer, boolean) IS
+'Take a worker id out of the registry''s pool (its holder stops at its next renewal), or put it back (superuser only)';
+REVOKE ALL ON FUNCTION snowflake_registry_retire(integer, boolean) FROM PUBLIC;
+
+CREATE VIEW snowflake_registry_holders AS
+SELECT r.worker_id,
+       CASE WHEN r.retired THEN 'retired'
+            WHEN r.token IS NULL THEN 'free'
+            WHEN r.lease_expires OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN 'held'
+            ELSE 'expired' END AS state,
+       r.holder_host,
+       r.holder_port,
+       r.holder_system_identifier AS system_identifier,
+       r.holder_data_directory AS data_directory,
+       r.lease_epoch,
+       pg_catalog.to_timestamp(r.reserved_until_ms::pg_catalog.float8
+                               OPERATOR(pg_catalog./) 1000::pg_catalog.float8) AS reserved_until,
+       r.lease_expires,
+       r.claimed_at,
+       r.renewed_at
+  FROM snowflake_id_internal.snowflake_registry r;
+COMMENT ON VIEW snowflake_registry_holders IS
+'The worker ids of this snowflake_id registry and who holds them';
+REVOKE ALL ON snowflake_registry_holders FROM PUBLIC;
+GRANT SELECT ON snowflake_registry_holders TO pg_monitor;
