@@ -2263,8 +2263,15 @@ AS $retire$
 #variable_conflict use_column
 BEGIN
     PERFORM snowflake_id_internal.snowflake_registry_settings();
+    -- Retiring ends the lease for good: a new epoch fails its holder's
+    -- next renewal, even if the id is put back meanwhile.
     UPDATE snowflake_id_internal.snowflake_registry r
-       SET retired = snowflake_registry_retire.retired
+       SET retired = snowflake_registry_retire.retired,
+           lease_epoch = CASE WHEN snowflake_registry_retire.retired
+                              THEN r.lease_epoch + 1 ELSE r.lease_epoch END,
+           lease_expires = CASE WHEN snowflake_registry_retire.retired
+                                THEN least(r.lease_expires, clock_timestamp())
+                                ELSE r.lease_expires END
      WHERE r.worker_id = snowflake_registry_retire.worker_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'worker id % is not in the registry', snowflake_registry_retire.worker_id

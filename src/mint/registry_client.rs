@@ -313,7 +313,7 @@ impl Connection {
     fn failure(&self, what: &str) -> Failure {
         // SAFETY: accessor of a live connection object.
         let msg = text(unsafe { (self.api.error_message)(self.conn) });
-        Failure::local(format!("{what} {}: {}", self.name, msg.replace('\n', " ")))
+        Failure::local(format!("{what} {}: {}", self.name, squash(&msg)))
     }
 
     /// Whether the connection is still usable.
@@ -418,7 +418,7 @@ impl Connection {
                         message: format!(
                             "the registry {} answered: {}",
                             self.name,
-                            text((api.result_error_message)(res)).replace('\n', " ")
+                            squash(&text((api.result_error_message)(res)))
                         ),
                     });
                 }
@@ -434,4 +434,9 @@ impl Connection {
             }
         }
     }
+}
+
+/// A libpq message on one line: its newlines and tabs become spaces.
+fn squash(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
