@@ -492,7 +492,7 @@ pub fn no_lease(detail: String, exhausted: bool) -> ! {
         "no worker id is leased from the snowflake_id registry",
         Some(detail),
         Some(if exhausted {
-            "Every worker id of the registry is held by a live server. Retire ids that are no longer used with snowflake_registry_retire(), or give the layout more worker ids (snowflake_id.worker_bits, and snowflake_registry_init(worker_bits) on a new registry)."
+            "Every worker id of the registry is held by a live server; the id of a server that stopped without releasing it comes back one snowflake_id.lease_ttl later. For more servers, give the fleet more worker ids: a registry initialized with more worker_bits, and snowflake_id.worker_bits to match."
         } else {
             "The lease worker claims a worker id again as soon as the registry answers; see snowflake_stats() and the server log."
         }),

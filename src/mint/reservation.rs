@@ -220,8 +220,9 @@ pub fn renew(
 ) -> Option<i64> {
     // No reservation passes the high-water mark of every database.
     if at_least_ms != i64::MIN {
-        high_water::wait_for_mark(at_least_ms);
+        // A lost lease refuses at once, before any wait for the mark.
         lease::wait_for_cover(at_least_ms);
+        high_water::wait_for_mark(at_least_ms);
     }
     let guard = shmem::renewal_lock();
     if !still_needed() {

@@ -9,7 +9,7 @@
 #                    constraints, forced policies) runs as the owner in the
 #                    dry run, the back-fill, the rewrite and the final check
 #   collisions.sql   pre-created objects under the conversion's names
-#   surface.sql      what held: no SECURITY DEFINER, pinned search_path,
+#   surface.sql      what held: SECURITY DEFINER only for the registry, pinned search_path,
 #                    42501 for non-owners, hostile search_path objects and
 #                    identifiers; rewrite_rate's checks; the status view
 #   sync_commit.sql  a session's synchronous_commit cannot publish a
