@@ -327,7 +327,61 @@ struct Worker {
 const CLAIM_SQL: &str = "SELECT worker_id, lease_epoch, floor_ms, reserved_until_ms FROM {schema}.snowflake_registry_claim($1::pg_catalog.uuid, $2::pg_catalog.text, $3::pg_catalog.int4, $4::pg_catalog.text, $5::pg_catalog.text, $6::pg_catalog.int4, $7::pg_catalog.int4, $8::pg_catalog.int4, $9::pg_catalog.int8, $10::pg_catalog.int4, $11::pg_catalog.int8)";
 const RENEW_SQL: &str = "SELECT reserved_until_ms FROM {schema}.snowflake_registry_renew($1::pg_catalog.int4, $2::pg_catalog.uuid, $3::pg_catalog.int8, $4::pg_catalog.int4, $5::pg_catalog.int8)";
 const RELEASE_SQL: &str = "SELECT {schema}.snowflake_registry_release($1::pg_catalog.int4, $2::pg_catalog.uuid, $3::pg_catalog.int8)";
-const SCHEMA_SQL: &str = "SELECT pg_catalog.quote_ident(n.nspname) FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id'";
+/// The session the lease worker needs, whatever the registry's role and
+/// database settings say (`ALTER ROLE ... SET` by a member sharing the
+/// login role, `ALTER DATABASE ... SET` by the database's owner): a
+/// session's own values outrank both. Writable, read-committed, claims
+/// and renewals waited for by synchronous standbys (a failover must not
+/// lose a reservation), bounded waits (a lock queue or a standby that
+/// never answers ends the statement, and with it the wait), no time-out
+/// while idle between renewals, and nothing found through `search_path`.
+/// Only the settings the registry's server has are set.
+const SESSION_SQL: &str = "SELECT pg_catalog.count(pg_catalog.set_config(s.name, s.value, false)) FROM (VALUES ('role', 'none'), ('search_path', 'pg_catalog, pg_temp'), ('default_transaction_read_only', 'off'), ('default_transaction_isolation', 'read committed'), ('synchronous_commit', 'on'), ('statement_timeout', $1), ('lock_timeout', $2), ('idle_in_transaction_session_timeout', '0'), ('idle_session_timeout', '0'), ('transaction_timeout', '0'), ('client_connection_check_interval', '1000')) AS s(name, value) JOIN pg_catalog.pg_settings p ON p.name OPERATOR(pg_catalog.=) s.name";
+
+/// Where the extension's functions are in the registry database, and
+/// whether anyone but a superuser could change what those names call
+/// (`crate::mint::lease`: the lease worker refuses the registry then):
+/// the database's owner (who may drop or rename the extension's schema
+/// when it is `public`, and queue locks on the registry's table), the
+/// schema's owner, and every role with CREATE in the schema (an overload
+/// makes each call ambiguous).
+const SCHEMA_SQL: &str = "SELECT pg_catalog.quote_ident(n.nspname), dbo.rolsuper, so.rolsuper OR (n.nspowner OPERATOR(pg_catalog.=) 'pg_database_owner'::pg_catalog.regrole::pg_catalog.oid AND dbo.rolsuper), (SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC' ELSE pg_catalog.quote_ident(g.rolname) END, ', ') FROM pg_catalog.aclexplode(COALESCE(n.nspacl, pg_catalog.acldefault('n', n.nspowner))) a LEFT JOIN pg_catalog.pg_roles g ON g.oid OPERATOR(pg_catalog.=) a.grantee WHERE a.privilege_type OPERATOR(pg_catalog.=) 'CREATE' AND NOT COALESCE(g.rolsuper, false) AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner), pg_catalog.quote_ident(dbo.rolname), pg_catalog.quote_ident(so.rolname) FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace JOIN pg_catalog.pg_roles so ON so.oid OPERATOR(pg_catalog.=) n.nspowner JOIN pg_catalog.pg_database d ON d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database() JOIN pg_catalog.pg_roles dbo ON dbo.oid OPERATOR(pg_catalog.=) d.datdba WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id'";
+
+/// The schema of the extension in the registry database, from a row of
+/// [`SCHEMA_SQL`], or why the registry is refused.
+fn safe_schema(name: &str, row: Option<&Vec<Option<String>>>) -> Result<String, Failure> {
+    let refuse = |why: String| {
+        Err(Failure {
+            sqlstate: None,
+            message: format!("the registry database {name} is refused: {why}"),
+        })
+    };
+    let Some(r) = row else {
+        return refuse("the extension snowflake_id is not installed in it".into());
+    };
+    let col = |i: usize| r.get(i).cloned().flatten().unwrap_or_default();
+    if col(1) != "t" {
+        return refuse(format!(
+            "its owner {} is not a superuser, and could drop or replace the registry",
+            col(4)
+        ));
+    }
+    if col(2) != "t" {
+        return refuse(format!(
+            "the extension's schema {} belongs to {}, who is not a superuser",
+            col(0),
+            col(5)
+        ));
+    }
+    if !col(3).is_empty() {
+        return refuse(format!(
+            "{} may create objects in the extension's schema {}",
+            col(3),
+            col(0)
+        ));
+    }
+    Ok(col(0))
+}
 
 fn log(level: PgLogLevel, msg: String) {
     errors::report(
@@ -401,20 +455,22 @@ impl Worker {
         if self.conn.is_none() {
             let timeout = self.request_timeout();
             let mut c = Connection::open(&self.conninfo, timeout, &stopping)?;
-            let rows = c.query(SCHEMA_SQL, &[], timeout, &stopping)?;
-            let Some(schema) = rows.first().and_then(|r| r.first().cloned().flatten()) else {
-                return Err(Failure {
-                    sqlstate: None,
-                    message: format!(
-                        "the extension snowflake_id is not installed in the registry database {}",
-                        c.name
-                    ),
-                });
-            };
-            self.schema = schema;
+            let ms = timeout.as_millis() as i64;
+            c.query(
+                SESSION_SQL,
+                &[Some(format!("{ms}ms")), Some(format!("{}ms", ms / 2))],
+                timeout,
+                &stopping,
+            )?;
             self.conn = Some(c);
         }
-        Ok(self.conn.as_mut().expect("opened above"))
+        // Checked before every request, not only once per connection: a
+        // grant of CREATE, or a new owner, takes effect at once.
+        let timeout = self.request_timeout();
+        let c = self.conn.as_mut().expect("opened above");
+        let rows = c.query(SCHEMA_SQL, &[], timeout, &stopping)?;
+        self.schema = safe_schema(&c.name, rows.first())?;
+        Ok(c)
     }
 
     fn query(

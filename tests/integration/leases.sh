@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Worker ids leased from a registry (snowflake_id.worker_id_source =
-# 'registry', 0.9.0) on real clusters, on PostgreSQL 18 only. One registry
+# 'registry', 0.8.0) on real clusters, on PostgreSQL 18 only. One registry
 # server, an ordinary PostgreSQL that does not preload the library, with
 # the extension in database "registry" (snowflake_registry_init() with the
-# default 10 worker bits); the minting servers log in to it as
-# snowflake_lease, a role with nothing but the documented GRANT. Leases
+# default 10 worker bits); each minting server logs in to it as a role of
+# its own, a member of snowflake_lease, which has nothing but the
+# documented GRANT. Leases
 # last 3 s, or 10 s where a busy machine must not turn one late renewal
 # into a failure (heavy minting) or where the test acts before the
 # deadline (4). A PRIMARY KEY on the registry's cluster (database "judge",
@@ -73,14 +74,15 @@ NODES=(reg n1 n2 n3 n4 a a2 x y r c e1 e2 e3 e4 e5 p s)
 declare -A PORT_OF LEASE
 for i in "${!NODES[@]}"; do PORT_OF[${NODES[$i]}]=$((PORT0 + i)); done
 dir_of() { printf '%s/%s' "$BASE" "$1"; }
-registry_conninfo() { echo "host=127.0.0.1 port=${PORT_OF[reg]} dbname=$1 user=snowflake_lease"; }
+# registry_conninfo DB NODE: NODE's connection string, as its own login
+# role (docs/worker-ids.md: one per server, members of snowflake_lease).
+registry_conninfo() { echo "host=127.0.0.1 port=${PORT_OF[reg]} dbname=$1 user=lease_$2"; }
 
 # Settings of every server (durability as in production: fsync on), and
 # of the minting ones; a later line overrides an earlier one.
 COMMON=("listen_addresses = '127.0.0.1'" "fsync = on" "shared_buffers = '32MB'")
 MINT=("shared_preload_libraries = 'snowflake_id'"
       "snowflake_id.worker_id_source = 'registry'"
-      "snowflake_id.registry = '$(registry_conninfo registry)'"
       "snowflake_id.lease_ttl = '3s'")
 
 # PIDs stopped by freeze; thaw and the exit continue them.
@@ -107,7 +109,8 @@ fresh() {
 mint_init() {
     local n="$1"; shift
     fresh "$n"
-    cluster_init "$(dir_of "$n")" "${PORT_OF[$n]}" "${COMMON[@]}" "${MINT[@]}" "$@"
+    cluster_init "$(dir_of "$n")" "${PORT_OF[$n]}" "${COMMON[@]}" "${MINT[@]}" \
+        "snowflake_id.registry = '$(registry_conninfo registry "$n")'" "$@"
 }
 # start NODE [env assignments...]
 start() {
@@ -260,12 +263,13 @@ thaw() {
 
 # --- scenarios -------------------------------------------------------------
 setup_registry() {
-    log "registry: database registry, snowflake_registry_init(), login role snowflake_lease with the documented GRANT"
+    log "registry: database registry, snowflake_registry_init(), a login role per server in the group snowflake_lease with the documented GRANT"
     fresh reg
     cluster_init "$(dir_of reg)" "${PORT_OF[reg]}" "${COMMON[@]}"
     start reg
-    q reg -c "CREATE ROLE snowflake_lease LOGIN" -c "ALTER ROLE snowflake_lease SET synchronous_commit = on" \
-        -c "CREATE DATABASE registry" -c "CREATE DATABASE judge"
+    local n roles=("CREATE ROLE snowflake_lease NOLOGIN")
+    for n in "${NODES[@]}"; do roles+=("CREATE ROLE lease_$n LOGIN IN ROLE snowflake_lease"); done
+    q reg "${roles[@]/#/-c}" -c "CREATE DATABASE registry" -c "CREATE DATABASE judge"
     registry_db registry 10
     q reg -d judge -c "SET client_min_messages = warning" -c "CREATE EXTENSION postgres_fdw"
 }
@@ -453,7 +457,7 @@ scenario6() {
     q reg -c "CREATE DATABASE registry2"
     registry_db registry2 2 snowflake   # this one in its own schema, the recommended install
     for n in e1 e2 e3 e4 e5; do
-        mint_init "$n" "snowflake_id.worker_bits = 2" "snowflake_id.registry = '$(registry_conninfo registry2)'"
+        mint_init "$n" "snowflake_id.worker_bits = 2" "snowflake_id.registry = '$(registry_conninfo registry2 "$n")'"
     done
     start_all e1 e2 e3 e4
     for n in e1 e2 e3 e4; do make_ids "$n"; leased "$n"; exp+=" ${PORT_OF[$n]}"; done

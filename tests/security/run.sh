@@ -23,6 +23,13 @@
 #                    attack_schema_rename_bodies.sh: the same rename (or
 #                    an overload in her schema) never makes a superuser's
 #                    conversion, plan, js_safe or to_jsonb run her code
+#   attack_registry_*.sh  the red-team review of leased worker ids: a
+#                    registry database of a plain role, or a schema where
+#                    others may create, is refused (her renamed public,
+#                    dropped schema, lock queue and overloads never reach
+#                    the lease worker); a member's role settings (read-only,
+#                    synchronous_commit = local) never change the lease
+#                    worker's session
 #   high_water.sh    the high-water-mark attacks S29-S33 of issue 38: no
 #                    plain role's index, key, temp table or lock runs as,
 #                    blocks or moves anyone else at a first call
@@ -137,9 +144,13 @@ fi
 
 # The high-water-mark attacks (S29-S33), and the red-team review of the
 # mark's writers: each on a cluster of its own.
-# The scripts on the writers' background workers, which do not differ
-# between majors, run on the newest one only (CI's time budget).
-writers=(attack_schema_rename attack_session_authorization attack_lock_queue attack_db_settings attack_db_lock)
+# The scripts on the writers' background workers, and the red-team review
+# of the lease worker and the worker-id registry (attack_registry_*.sh),
+# which do not differ between majors, run on the newest one only (CI's
+# time budget).
+writers=(attack_schema_rename attack_session_authorization attack_lock_queue attack_db_settings attack_db_lock
+         attack_registry_owner attack_registry_overload attack_registry_settings attack_registry_sync_commit
+         attack_registry_lock_queue)
 if [ "$PG_MAJOR" != 18 ]; then
     log "security: ${writers[*]}: skipped (run on 18)"
     writers=()

