@@ -2216,7 +2216,20 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- Compare-and-set on (token, epoch): a row claimed by anyone since,
-    -- or retired, is not renewed, and the holder stops.
+    -- or retired, is not renewed, and the holder stops. A row another
+    -- transaction has locked is being claimed or retired right now: the
+    -- lease is lost as well, rather than waited for (a member's claim
+    -- held open would otherwise keep the holder from minting, and from
+    -- claiming another id, for as long as she likes).
+    PERFORM FROM snowflake_id_internal.snowflake_registry r
+      WHERE r.worker_id = snowflake_registry_renew.worker_id
+        AND r.token = snowflake_registry_renew.token
+        AND r.lease_epoch = snowflake_registry_renew.lease_epoch
+        AND NOT r.retired
+        FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
     RETURN QUERY
     UPDATE snowflake_id_internal.snowflake_registry r
        SET lease_expires = now_ts + make_interval(secs => ttl_ms / 1000.0),

@@ -343,9 +343,11 @@ const SESSION_SQL: &str = "SELECT pg_catalog.count(pg_catalog.set_config(s.name,
 /// (`crate::mint::lease`: the lease worker refuses the registry then):
 /// the database's owner (who may drop or rename the extension's schema
 /// when it is `public`, and queue locks on the registry's table), the
-/// schema's owner, and every role with CREATE in the schema (an overload
-/// makes each call ambiguous).
-const SCHEMA_SQL: &str = "SELECT pg_catalog.quote_ident(n.nspname), dbo.rolsuper, so.rolsuper OR (n.nspowner OPERATOR(pg_catalog.=) 'pg_database_owner'::pg_catalog.regrole::pg_catalog.oid AND dbo.rolsuper), (SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC' ELSE pg_catalog.quote_ident(g.rolname) END, ', ') FROM pg_catalog.aclexplode(COALESCE(n.nspacl, pg_catalog.acldefault('n', n.nspowner))) a LEFT JOIN pg_catalog.pg_roles g ON g.oid OPERATOR(pg_catalog.=) a.grantee WHERE a.privilege_type OPERATOR(pg_catalog.=) 'CREATE' AND NOT COALESCE(g.rolsuper, false) AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner), pg_catalog.quote_ident(dbo.rolname), pg_catalog.quote_ident(so.rolname) FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace JOIN pg_catalog.pg_roles so ON so.oid OPERATOR(pg_catalog.=) n.nspowner JOIN pg_catalog.pg_database d ON d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database() JOIN pg_catalog.pg_roles dbo ON dbo.oid OPERATOR(pg_catalog.=) d.datdba WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id'";
+/// schema's owner, every role with CREATE in the schema (an overload
+/// makes each call ambiguous), and every role that is a member of either
+/// owner (it has the owner's rights): PUBLIC and up to five roles are
+/// named.
+const SCHEMA_SQL: &str = "SELECT pg_catalog.quote_ident(n.nspname), dbo.rolsuper, so.rolsuper OR (n.nspowner OPERATOR(pg_catalog.=) 'pg_database_owner'::pg_catalog.regrole::pg_catalog.oid AND dbo.rolsuper), (SELECT pg_catalog.string_agg(x.who, ', ') FROM (SELECT 'PUBLIC' AS who FROM pg_catalog.aclexplode(COALESCE(n.nspacl, pg_catalog.acldefault('n', n.nspowner))) a WHERE a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE' UNION ALL (SELECT pg_catalog.quote_ident(r.rolname) FROM pg_catalog.pg_roles r WHERE NOT r.rolsuper AND r.oid OPERATOR(pg_catalog.<>) 'pg_database_owner'::pg_catalog.regrole::pg_catalog.oid AND (pg_catalog.has_schema_privilege(r.oid, n.oid, 'CREATE') OR pg_catalog.pg_has_role(r.oid, n.nspowner, 'MEMBER') OR pg_catalog.pg_has_role(r.oid, d.datdba, 'MEMBER')) ORDER BY r.rolname LIMIT 5)) x), pg_catalog.quote_ident(dbo.rolname), pg_catalog.quote_ident(so.rolname) FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace JOIN pg_catalog.pg_roles so ON so.oid OPERATOR(pg_catalog.=) n.nspowner JOIN pg_catalog.pg_database d ON d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database() JOIN pg_catalog.pg_roles dbo ON dbo.oid OPERATOR(pg_catalog.=) d.datdba WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id'";
 
 /// The schema of the extension in the registry database, from a row of
 /// [`SCHEMA_SQL`], or why the registry is refused.
@@ -373,10 +375,16 @@ fn safe_schema(name: &str, row: Option<&Vec<Option<String>>>) -> Result<String, 
             col(5)
         ));
     }
-    if !col(3).is_empty() {
+    let who = col(3);
+    if !who.is_empty() {
+        // Where PUBLIC may create, every role may: name PUBLIC alone.
+        let who = if who.starts_with("PUBLIC") {
+            "PUBLIC".to_string()
+        } else {
+            who
+        };
         return refuse(format!(
-            "{} may create objects in the extension's schema {}",
-            col(3),
+            "{who} may create objects in the extension's schema {} or act as its owner or the database's owner",
             col(0)
         ));
     }
@@ -620,7 +628,15 @@ impl Worker {
             Some(self.frontier_ms().to_string()),
         ];
         match self.query(RENEW_SQL, &params) {
-            Err(e) => self.failed("could not renew the lease", &e),
+            Err(e) => {
+                self.failed("could not renew the lease", &e);
+                if e.sqlstate.is_some() && !l.live(mono_ns()) {
+                    // The registry answers, but not this renewal, and the
+                    // lease ran out: claim another id rather than retry
+                    // this one for ever.
+                    self.lease = None;
+                }
+            }
             Ok(rows) => match rows.first().and_then(|r| parse(&r[0])) {
                 None => {
                     // Lost: the id was taken over (our lease expired) or
@@ -779,6 +795,11 @@ pub extern "C-unwind" fn snowflake_id_lease_main(_arg: pg_sys::Datum) {
         sleep = w.tick();
     }
     w.release();
+    // A worker that returns is not started again: exit with 1, so that
+    // the postmaster restarts it after a termination that is not a
+    // shutdown (at a shutdown nothing is restarted anyway).
+    // SAFETY: proc_exit runs the exit callbacks and ends the process.
+    unsafe { pg_sys::proc_exit(1) };
 }
 
 #[pg_guard]

@@ -268,7 +268,7 @@ setup_registry() {
     cluster_init "$(dir_of reg)" "${PORT_OF[reg]}" "${COMMON[@]}"
     start reg
     local n roles=("CREATE ROLE snowflake_lease NOLOGIN")
-    for n in "${NODES[@]}"; do roles+=("CREATE ROLE lease_$n LOGIN IN ROLE snowflake_lease"); done
+    for n in "${NODES[@]}"; do roles+=("CREATE ROLE lease_$n LOGIN CONNECTION LIMIT 3 IN ROLE snowflake_lease"); done
     q reg "${roles[@]/#/-c}" -c "CREATE DATABASE registry" -c "CREATE DATABASE judge"
     registry_db registry 10
     q reg -d judge -c "SET client_min_messages = warning" -c "CREATE EXTENSION postgres_fdw"

@@ -111,3 +111,17 @@ log "attack (registry overload): server 1: lease $(lease_of 1 || true); $(last_e
 no_lease 1 && die "attack (registry overload) WORKS: server 1 lost its lease: $(last_error 1)"
 mints 1 || die "attack (registry overload) WORKS: server 1 cannot mint"
 log "attack (registry overload) refused"
+
+# A plain role that is a member of the schema's owner has its rights
+# (CREATE in the schema, ALTER on its functions) without being a
+# superuser: the registry is refused while she is one, checked before
+# every request.
+rs postgres registry -c "GRANT postgres TO eve" >/dev/null
+refused_member() { [[ "$(last_error 1)" == *"eve may create objects in the extension's schema public"* ]]; }
+poll_until 30 refused_member \
+    || die "attack (registry overload) WORKS: server 1 still uses a registry whose schema owner's rights eve has (a member of postgres); last error '$(last_error 1)'"
+log "attack (registry overload): refused while eve is a member of the schema's owner: $(last_error 1)"
+rs postgres registry -c "REVOKE postgres FROM eve" >/dev/null
+poll_until 30 has_lease 1 || die "server 1 did not lease again after eve left the owner's role: $(last_error 1)"
+mints 1 || die "server 1 cannot mint after eve left the owner's role"
+log "attack (registry overload) refused: server 1 mints again under worker id $(lease_of 1)"

@@ -29,7 +29,10 @@
 #                    dropped schema, lock queue and overloads never reach
 #                    the lease worker); a member's role settings (read-only,
 #                    synchronous_commit = local) never change the lease
-#                    worker's session
+#                    worker's session; a claim she holds open loses the
+#                    holder its lease instead of blocking its renewals;
+#                    with the documented CONNECTION LIMIT she cannot take
+#                    every connection slot of the registry
 #   high_water.sh    the high-water-mark attacks S29-S33 of issue 38: no
 #                    plain role's index, key, temp table or lock runs as,
 #                    blocks or moves anyone else at a first call
@@ -150,7 +153,7 @@ fi
 # time budget).
 writers=(attack_schema_rename attack_session_authorization attack_lock_queue attack_db_settings attack_db_lock
          attack_registry_owner attack_registry_overload attack_registry_settings attack_registry_sync_commit
-         attack_registry_lock_queue)
+         attack_registry_lock_queue attack_registry_row_lock attack_registry_connections)
 if [ "$PG_MAJOR" != 18 ]; then
     log "security: ${writers[*]}: skipped (run on 18)"
     writers=()
