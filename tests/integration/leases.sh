@@ -6,9 +6,9 @@
 # default 10 worker bits); each minting server logs in to it as a role of
 # its own, a member of snowflake_lease, which has nothing but the
 # documented GRANT. Leases
-# last 3 s, or 10 s where a busy machine must not turn one late renewal
-# into a failure (heavy minting) or where the test acts before the
-# deadline (4). A PRIMARY KEY on the registry's cluster (database "judge",
+# last 10 s, so that a busy machine never turns one late renewal into a
+# failure, except where a test waits for a lease to run out or for a
+# lease period (x in 3, the primary in 7: 3 s). A PRIMARY KEY on the registry's cluster (database "judge",
 # the servers' IDs pulled over postgres_fdw) is the judge of "minted
 # twice" across servers.
 #  1. A registry and four servers started together get four distinct ids,
@@ -76,11 +76,13 @@ for i in "${!NODES[@]}"; do PORT_OF[${NODES[$i]}]=$((PORT0 + i)); done
 dir_of() { printf '%s/%s' "$BASE" "$1"; }
 # registry_conninfo DB NODE: NODE's connection string, as its own login
 # role (docs/worker-ids.md: one per server, members of snowflake_lease).
-registry_conninfo() { echo "host=127.0.0.1 port=${PORT_OF[reg]} dbname=$1 user=lease_$2"; }
+registry_conninfo() { echo "host=$(dir_of reg) port=${PORT_OF[reg]} dbname=$1 user=lease_$2"; }
 
 # Settings of every server (durability as in production: fsync on), and
 # of the minting ones; a later line overrides an earlier one.
-COMMON=("listen_addresses = '127.0.0.1'" "fsync = on" "shared_buffers = '32MB'")
+# Unix sockets only: a TCP port of this script's range may be a client's
+# ephemeral port at the moment a server starts.
+COMMON=("listen_addresses = ''" "fsync = on" "shared_buffers = '32MB'")
 MINT=("shared_preload_libraries = 'snowflake_id'"
       "snowflake_id.worker_id_source = 'registry'"
       "snowflake_id.lease_ttl = '3s'")
@@ -209,7 +211,7 @@ replayed_to() { [ "$(q "$1" -c "SELECT pg_last_wal_replay_lsn() >= '$2'::pg_lsn"
 link() {
     q reg -d judge -c "SET client_min_messages = warning" \
         -c "CREATE SERVER IF NOT EXISTS $1 FOREIGN DATA WRAPPER postgres_fdw
-                OPTIONS (host '127.0.0.1', port '${PORT_OF[$1]}', dbname 'postgres', fetch_size '50000')" \
+                OPTIONS (host '$(dir_of "$1")', port '${PORT_OF[$1]}', dbname 'postgres', fetch_size '50000')" \
         -c "CREATE USER MAPPING IF NOT EXISTS FOR postgres SERVER $1 OPTIONS (user 'postgres')" \
         -c "CREATE FOREIGN TABLE IF NOT EXISTS ids_$1 (id bigint, tag text) SERVER $1 OPTIONS (table_name 'ids')"
 }
@@ -344,7 +346,7 @@ scenario3() {
     log "3. a holder frozen past its TTL: its id taken by a server preferring it; resumed, it gets 55000, then another id"
     mint_init x; start x; make_ids x; leased x
     wx=${LEASE[x]}
-    mint_init y "snowflake_id.worker_id = $wx"
+    mint_init y "snowflake_id.worker_id = $wx" "snowflake_id.lease_ttl = '10s'"   # only x's lease must run out
     q x -c "INSERT INTO ids (tag) SELECT 'x-held' FROM generate_series(1, 10000)"
     lw=$(lease_worker_of x)
     # Every ID x issued under wx, stored or not, is at or below its last_id.
@@ -422,7 +424,7 @@ scenario4() {
 scenario5() {
     local w last_id last_ms state until_ms off first first_ms
     log "5. a clean stop releases the lease; restarted 1 h behind, the first ID is above the lease's reserved_until"
-    mint_init c; start c; make_ids c; leased c
+    mint_init c "snowflake_id.lease_ttl = '10s'"; start c; make_ids c; leased c
     w=${LEASE[c]}
     q c -c "INSERT INTO ids (tag) SELECT 'before' FROM generate_series(1, 10000)"
     last_id=$(q c -c "SELECT last_id FROM snowflake_stats()")
@@ -457,7 +459,8 @@ scenario6() {
     q reg -c "CREATE DATABASE registry2"
     registry_db registry2 2 snowflake   # this one in its own schema, the recommended install
     for n in e1 e2 e3 e4 e5; do
-        mint_init "$n" "snowflake_id.worker_bits = 2" "snowflake_id.registry = '$(registry_conninfo registry2 "$n")'"
+        mint_init "$n" "snowflake_id.worker_bits = 2" "snowflake_id.registry = '$(registry_conninfo registry2 "$n")'" \
+            "snowflake_id.lease_ttl = '10s'"
     done
     start_all e1 e2 e3 e4
     for n in e1 e2 e3 e4; do make_ids "$n"; leased "$n"; exp+=" ${PORT_OF[$n]}"; done
