@@ -2112,6 +2112,23 @@ END
 $settings$;
 REVOKE ALL ON FUNCTION snowflake_id_internal.snowflake_registry_settings() FROM PUBLIC;
 
+-- The length of a lease a server asks for, as an interval, or 22023
+-- when it is out of range: the one rule of claim and renew.
+CREATE FUNCTION snowflake_id_internal.snowflake_registry_ttl(ttl_ms integer)
+RETURNS interval
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $ttl$
+BEGIN
+    IF ttl_ms IS NULL OR ttl_ms < 1000 OR ttl_ms > 600000 THEN
+        RAISE EXCEPTION 'ttl_ms must be between 1000 and 600000, not %', ttl_ms
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN make_interval(secs => ttl_ms / 1000.0);
+END
+$ttl$;
+REVOKE ALL ON FUNCTION snowflake_id_internal.snowflake_registry_ttl(integer) FROM PUBLIC;
+
 CREATE FUNCTION snowflake_registry_claim(
     token uuid, holder_host text, holder_port integer,
     system_identifier text, data_directory text, preferred integer,
@@ -2126,6 +2143,7 @@ DECLARE
     cfg snowflake_id_internal.snowflake_registry_config := snowflake_id_internal.snowflake_registry_settings();
     now_ts timestamptz := clock_timestamp();
     now_ms bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+    ttl interval := snowflake_id_internal.snowflake_registry_ttl(ttl_ms);
     chosen snowflake_id_internal.snowflake_registry;
     new_until bigint;
 BEGIN
@@ -2143,10 +2161,6 @@ BEGIN
                                   snowflake_registry_claim.worker_bits,
                                   snowflake_registry_claim.sequence_bits,
                                   snowflake_registry_claim.epoch_ms);
-    END IF;
-    IF ttl_ms IS NULL OR ttl_ms < 1000 OR ttl_ms > 600000 THEN
-        RAISE EXCEPTION 'ttl_ms must be between 1000 and 600000, not %', ttl_ms
-            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF frontier_ms IS NULL OR frontier_ms > now_ms + cfg.max_ahead_ms THEN
         RAISE EXCEPTION 'this server''s IDs are too far ahead of the registry''s clock'
@@ -2187,7 +2201,7 @@ BEGIN
            holder_data_directory = snowflake_registry_claim.data_directory,
            lease_epoch = r.lease_epoch + 1,
            reserved_until_ms = new_until,
-           lease_expires = now_ts + make_interval(secs => ttl_ms / 1000.0),
+           lease_expires = now_ts + ttl,
            claimed_at = now_ts,
            renewed_at = now_ts
      WHERE r.worker_id = chosen.worker_id;
@@ -2210,11 +2224,8 @@ DECLARE
     cfg snowflake_id_internal.snowflake_registry_config := snowflake_id_internal.snowflake_registry_settings();
     now_ts timestamptz := clock_timestamp();
     now_ms bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+    ttl interval := snowflake_id_internal.snowflake_registry_ttl(ttl_ms);
 BEGIN
-    IF ttl_ms IS NULL OR ttl_ms < 1000 OR ttl_ms > 600000 THEN
-        RAISE EXCEPTION 'ttl_ms must be between 1000 and 600000, not %', ttl_ms
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
     -- Compare-and-set on (token, epoch): a row claimed by anyone since,
     -- or retired, is not renewed, and the holder stops. A row another
     -- transaction has locked is being claimed or retired right now: the
@@ -2232,7 +2243,7 @@ BEGIN
     END IF;
     RETURN QUERY
     UPDATE snowflake_id_internal.snowflake_registry r
-       SET lease_expires = now_ts + make_interval(secs => ttl_ms / 1000.0),
+       SET lease_expires = now_ts + ttl,
            renewed_at = now_ts,
            reserved_until_ms = greatest(r.reserved_until_ms,
                                         least(frontier_ms + ttl_ms, now_ms + cfg.max_ahead_ms))

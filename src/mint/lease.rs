@@ -455,43 +455,38 @@ impl Worker {
         self.shared.last_error.set("");
     }
 
-    /// A connection, opened if needed.
-    fn connection(&mut self) -> Result<&mut Connection, Failure> {
-        if self.conn.as_ref().is_some_and(|c| !c.ok()) {
-            self.conn = None;
-        }
-        if self.conn.is_none() {
-            let timeout = self.request_timeout();
-            let mut c = Connection::open(&self.conninfo, timeout, &stopping)?;
-            let ms = timeout.as_millis() as i64;
-            c.query(
-                SESSION_SQL,
-                &[Some(format!("{ms}ms")), Some(format!("{}ms", ms / 2))],
-                timeout,
-                &stopping,
-            )?;
-            self.conn = Some(c);
-        }
-        // Checked before every request, not only once per connection: a
-        // grant of CREATE, or a new owner, takes effect at once.
-        let timeout = self.request_timeout();
-        let c = self.conn.as_mut().expect("opened above");
-        let rows = c.query(SCHEMA_SQL, &[], timeout, &stopping)?;
-        self.schema = safe_schema(&c.name, rows.first())?;
-        Ok(c)
-    }
-
+    /// Run `sql` (`{schema}` stands for the extension's schema) on the
+    /// registry, connecting first if needed. Before every request, not
+    /// only once per connection, the registry is checked ([`SCHEMA_SQL`]):
+    /// a grant of CREATE, or a new owner, takes effect at once.
     fn query(
         &mut self,
         sql: &str,
         params: &[Option<String>],
     ) -> Result<Vec<Vec<Option<String>>>, Failure> {
         let timeout = self.request_timeout();
-        let c = self.connection()?;
-        let name = c.name.clone();
+        if self.conn.as_ref().is_some_and(|c| !c.ok()) {
+            self.conn = None;
+        }
+        let c = match &mut self.conn {
+            Some(c) => c,
+            None => {
+                let mut c = Connection::open(&self.conninfo, timeout, &stopping)?;
+                let ms = timeout.as_millis() as i64;
+                c.query(
+                    SESSION_SQL,
+                    &[Some(format!("{ms}ms")), Some(format!("{}ms", ms / 2))],
+                    timeout,
+                    &stopping,
+                )?;
+                self.conn.insert(c)
+            }
+        };
+        let rows = c.query(SCHEMA_SQL, &[], timeout, &stopping)?;
+        self.schema = safe_schema(&c.name, rows.first())?;
         let sql = sql.replace("{schema}", &self.schema);
-        let c = self.conn.as_mut().expect("opened above");
         let r = c.query(&sql, params, timeout, &stopping);
+        let name = c.name.clone();
         if r.is_err() && !c.ok() {
             self.conn = None;
         }
@@ -519,14 +514,9 @@ impl Worker {
 
     /// Stop minting: no worker id is held from here on.
     fn drop_worker(&self, why: &str) {
-        if self.shared.worker.swap(-1, Ordering::AcqRel) < 0 {
+        if !unassign(self.shared, self.state, &self.layout) {
             return;
         }
-        self.shared
-            .reserved_until_ms
-            .store(i64::MIN, Ordering::Release);
-        self.state
-            .assign_worker(NO_WORKER, i64::MIN, &self.layout, mono_ns());
         shmem::wake_waiters();
         log(
             PgLogLevel::WARNING,
@@ -808,13 +798,21 @@ unsafe extern "C-unwind" fn forget_worker(_code: std::ffi::c_int, _arg: pg_sys::
         l.latch.store(0, Ordering::Release);
         // Whatever ended the worker, nothing is minted under a lease that
         // nobody renews: the restarted worker claims again.
-        if l.worker.swap(-1, Ordering::AcqRel) >= 0 {
-            l.reserved_until_ms.store(i64::MIN, Ordering::Release);
-            if let (Some(state), Ok(layout)) = (shmem::state(), gucs::layout()) {
-                state.assign_worker(NO_WORKER, i64::MIN, &layout, mono_ns());
-            }
+        if let (Some(state), Ok(layout)) = (shmem::state(), gucs::layout()) {
+            unassign(l, state, &layout);
         }
     }
+}
+
+/// No worker id is held from here on: the generator refuses every caller
+/// and no reservation is made under the lease. Returns whether one was.
+fn unassign(l: &LeaseShared, state: &GeneratorState, layout: &Layout) -> bool {
+    if l.worker.swap(-1, Ordering::AcqRel) < 0 {
+        return false;
+    }
+    l.reserved_until_ms.store(i64::MIN, Ordering::Release);
+    state.assign_worker(NO_WORKER, i64::MIN, layout, mono_ns());
+    true
 }
 
 extension_sql_file!(
