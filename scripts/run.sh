@@ -24,7 +24,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 DIR=$(state_dir "$ROOT/.run/run-$PG_MAJOR" "run-$PG_MAJOR")
 stop_demo_servers "$DIR"   # one demo server at a time
 cluster_stop "$DIR"            # a running server would keep the old library
-install_extension
+install_extension              # by rename: never over a loaded library
 
 if [ ! -f "$DIR/data/PG_VERSION" ]; then
     log "initialising a cluster in $DIR/data"
@@ -60,10 +60,16 @@ SELECT count(*) AS rows, count(DISTINCT id) AS distinct_ids, count(DISTINCT conn
 SELECT o.id, d.ts, d.worker_id, d.sequence, o.item
   FROM demo_orders o, snowflake_decode(o.id) d
  ORDER BY o.id DESC LIMIT 5;
-\echo '-- a time-range query is a primary-key range scan:'
-SELECT count(*) AS last_minute
-  FROM demo_orders
- WHERE id BETWEEN snowflake_min_id(now() - interval '1 minute') AND snowflake_max_id(now());
+\echo '-- a time-range query is a primary-key range scan: the rows of 20 ms'
+\echo '-- in the middle of the demo, found through the primary key:'
+ANALYZE demo_orders;
+SELECT d.ts AS t FROM demo_orders o, snowflake_decode(o.id) d
+ ORDER BY o.id OFFSET 1000 LIMIT 1 \gset
+EXPLAIN (COSTS OFF)
+SELECT count(*) FROM demo_orders
+ WHERE id BETWEEN snowflake_min_id(:'t') AND snowflake_max_id(timestamptz :'t' + interval '20 ms');
+SELECT count(*) AS rows_in_those_20_ms FROM demo_orders
+ WHERE id BETWEEN snowflake_min_id(:'t') AND snowflake_max_id(timestamptz :'t' + interval '20 ms');
 SQL
 
 cat <<EOM

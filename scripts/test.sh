@@ -26,6 +26,13 @@
 #      benchmark runner cannot rot; its numbers are not checked
 # Layers 3-8 run once per supported PostgreSQL major (15-18 by default;
 # security on 15 and 18).
+# Every layer runs even when an earlier one failed, except the layers of a
+# major whose build and install failed (regress, upgrade, security,
+# integration; clients and bench on the major they use): those say "not
+# run" and why. The run always ends with its summary, one line per layer
+# and major (passed / failed / skipped / not run, with its duration) and
+# "summary: N passed, N failed, N skipped", and exits non-zero when
+# anything failed or did not run.
 # Quick loops: PG_VERSIONS="15 18" for a subset of majors,
 # SNOWFLAKE_TEST_LAYERS for a subset of layers, e.g. "regress integration",
 # and SNOWFLAKE_IT for a subset of the integration scripts, by name with or
@@ -53,14 +60,49 @@ if [ -n "${SNOWFLAKE_IT:-}" ]; then
 else
     INTEGRATION=("$ROOT"/tests/integration/*.sh)
 fi
+# The layers that run once: on PostgreSQL 18, or the last major requested.
+once_pg=18; [[ " ${VERSIONS[*]} " == *" 18 "* ]] || once_pg=${VERSIONS[-1]}
+
+# --- The plan and the summary ----------------------------------------------
+source "$ROOT/scripts/steps.sh"
+has lint && plan "lint"
+has unit && plan "unit"
+for v in "${VERSIONS[@]}"; do
+    has pgtest && plan "PG $v pg_test"
+    if has regress || has upgrade || has security || has integration || { has clients && [ "$v" = "$once_pg" ]; }; then
+        plan "PG $v build and install"
+    fi
+    has regress && plan "PG $v pg_regress"
+    has upgrade && plan "PG $v upgrade"
+    has security && [[ " 15 18 " == *" $v "* ]] && plan "PG $v security"
+    if has integration; then
+        for t in "${INTEGRATION[@]}"; do plan "PG $v integration $(basename "$t")"; done
+    fi
+    has package && plan "PG $v packages"
+done
+has clients && plan "clients (PG $once_pg)"
+has bench && plan "bench smoke (PG $once_pg)"
+# A demo server of scripts/run.sh that runs now must still run, and mint,
+# when the tests are done: no step may replace its library under it or
+# stop it (issue 45).
+DEMOS=(); declare -A DEMO_PID=() DEMO_LOG=()
+while read -r d; do
+    if demo_running "$d"; then
+        DEMOS+=("$d"); DEMO_PID[$d]=$(head -1 "$d/data/postmaster.pid")
+        DEMO_LOG[$d]=$(stat -c %s "$d/server.log" 2>/dev/null || echo 0)
+        plan "demo server $(basename "$d") still mints"
+    fi
+done < <(demo_dirs)
+
+trap summary EXIT
 
 bash "$ROOT/scripts/prereqs.sh" "${VERSIONS[@]}"
 export PATH="$HOME/.cargo/bin:$PATH"
 cd "$ROOT"
 mkdir -p "$ROOT/.run"
-declare -a SUMMARY=()
 
-if has lint; then
+# --- The layers -----------------------------------------------------------
+lint_layer() {
     log "lint: cargo fmt --check, cargo clippy, shellcheck, module graph, docs"
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets --features pg_test -q -- -D warnings
@@ -97,87 +139,55 @@ PY
     python3 "$ROOT/scripts/module_graph.py" || die "the module graph is not one-way"
     # Every relative link resolves; documented recipes equal the tested files.
     python3 "$ROOT/scripts/check_docs.py" || die "the documentation has the problems above"
+    # The summary of this script, after a failed step too (issue 45).
+    bash "$ROOT/tests/lint/steps.sh"
     # Where the Citus source comes from, case by case (no network needed).
     bash "$ROOT/tests/lint/citus_source.sh" > "$ROOT/.run/citus-source.log" 2>&1 \
         || { cat "$ROOT/.run/citus-source.log" >&2; die "the Citus source lookup is broken"; }
-    SUMMARY+=("lint: ok")
-fi
+}
 
-if has unit; then
+unit_layer() {
     log "unit tests of the pure core"
-    cargo test -q -p snowflake_id_core --release 2>&1 | tee "$ROOT/.run/unit.log" | grep -E "^test result" >&2
-    SUMMARY+=("unit: $(grep -E '^test result' "$ROOT/.run/unit.log" | head -1)")
-fi
+    cargo test -q -p snowflake_id_core --release > "$ROOT/.run/unit.log" 2>&1 \
+        || { grep -E "^test |panicked|^failures" "$ROOT/.run/unit.log" | tail -40 >&2; die "core unit tests failed; see .run/unit.log"; }
+    grep -E "^test result" "$ROOT/.run/unit.log" >&2
+    note "$(grep -E '^test result' "$ROOT/.run/unit.log" | awk '{p += $4; f += $6} END {print p " passed, " f " failed in " NR " test binaries"}')"
+}
 
-for v in "${VERSIONS[@]}"; do
-    select_pg "$v"
-    log "=== PostgreSQL $PG_MAJOR ($PG_CONFIG) ==="
-    if has pgtest; then
-        log "PostgreSQL $PG_MAJOR: #[pg_test]s (library preloaded, worker_id 42)"
-        args=(); if is_root; then args=(--runas postgres --pgdata "$(state_dir "$ROOT/.run/pgtest" pgtest)/data"); fi
-        cargo pgrx test "pg$PG_MAJOR" "${args[@]}" 2>&1 | tee "$ROOT/.run/pgtest-$PG_MAJOR.log" | grep -E "^test result|FAILED|panicked" >&2
-        grep -q "^test result: ok" "$ROOT/.run/pgtest-$PG_MAJOR.log" || die "pg_test failed; see .run/pgtest-$PG_MAJOR.log"
-        SUMMARY+=("PG $PG_MAJOR pg_test: $(grep -E '^test result' "$ROOT/.run/pgtest-$PG_MAJOR.log" | tail -1)")
-    fi
+pgtest_layer() {
+    log "PostgreSQL $PG_MAJOR: #[pg_test]s (library preloaded, worker_id 42)"
+    local args=(); if is_root; then args=(--runas postgres --pgdata "$(state_dir "$ROOT/.run/pgtest" pgtest)/data"); fi
+    # cargo-pgrx is registered with a private copy of this major
+    # (scripts/prereqs.sh): its in-place install touches no running server.
+    cargo pgrx test "pg$PG_MAJOR" "${args[@]}" > "$ROOT/.run/pgtest-$PG_MAJOR.log" 2>&1 || true
+    grep -E "^test result|FAILED|panicked" "$ROOT/.run/pgtest-$PG_MAJOR.log" >&2 || true
+    grep -q "^test result: ok" "$ROOT/.run/pgtest-$PG_MAJOR.log" || die "pg_test failed; see .run/pgtest-$PG_MAJOR.log"
+    note "$(grep -E '^test result' "$ROOT/.run/pgtest-$PG_MAJOR.log" | tail -1)"
+}
 
-    # Everything below runs real clusters on the release build.
-    if has regress || has upgrade || has security || has integration; then
-        install_extension
-    fi
+regress_layer() { bash "$ROOT/tests/regress/run.sh"; note "$(cat "$ROOT/.run/regress.summary")"; }
+upgrade_layer() {
+    bash "$ROOT/tests/upgrade/run.sh"
+    note "$(cat "$ROOT/.run/upgrade.summary") earlier release(s) -> HEAD, catalog equal to a fresh install"
+}
+security_layer() { bash "$ROOT/tests/security/run.sh"; note "$(cat "$ROOT/.run/security.summary")"; }
+integration_script() { log "PostgreSQL $PG_MAJOR: integration $(basename "$1")"; bash "$1"; }
+# Last for a major: on Debian's PostgreSQL it replaces the development
+# install with the .deb (dpkg renames files into place) and removes it.
+package_layer() {
+    SNOWFLAKE_PREREQS_DONE=1 bash "$ROOT/scripts/package.sh" "$PG_MAJOR"
+    bash "$ROOT/tests/package/run.sh" "$PG_MAJOR"
+    note "$(cat "$ROOT/.run/package.summary")"
+}
 
-    if has regress; then
-        bash "$ROOT/tests/regress/run.sh"
-        SUMMARY+=("PG $PG_MAJOR pg_regress: $(cat "$ROOT/.run/regress.summary")")
-    fi
+clients_layer() {
+    log "client layer on PostgreSQL $PG_MAJOR: psycopg, asyncpg, SQLAlchemy, Django, node-postgres, Knex"
+    SNOWFLAKE_PREREQS_DONE=1 bash "$ROOT/tests/clients/run.sh"
+    note "$(cat "$ROOT/.run/clients.summary")"
+}
 
-    if has upgrade; then
-        bash "$ROOT/tests/upgrade/run.sh"
-        SUMMARY+=("PG $PG_MAJOR upgrade: $(cat "$ROOT/.run/upgrade.summary") earlier release(s) -> HEAD, catalog equal to a fresh install")
-    fi
-
-    # The security layer on the oldest and the newest major.
-    if has security && [[ " 15 18 " == *" $PG_MAJOR "* ]]; then
-        bash "$ROOT/tests/security/run.sh"
-        SUMMARY+=("PG $PG_MAJOR security: $(cat "$ROOT/.run/security.summary")")
-    fi
-
-    if has integration; then
-        for t in "${INTEGRATION[@]}"; do
-            log "PostgreSQL $PG_MAJOR: integration $(basename "$t")"
-            rm -f "$ROOT/.run/skipped"
-            bash "$t"
-            if [ -f "$ROOT/.run/skipped" ]; then
-                SUMMARY+=("PG $PG_MAJOR integration $(basename "$t"): skipped ($(cat "$ROOT/.run/skipped"))")
-            else
-                SUMMARY+=("PG $PG_MAJOR integration $(basename "$t"): ok")
-            fi
-        done
-    fi
-
-    # Last: on Debian's PostgreSQL it replaces the development install with
-    # the .deb and removes that again.
-    if has package; then
-        SNOWFLAKE_PREREQS_DONE=1 bash "$ROOT/scripts/package.sh" "$PG_MAJOR"
-        bash "$ROOT/tests/package/run.sh" "$PG_MAJOR"
-        SUMMARY+=("PG $PG_MAJOR packages: $(cat "$ROOT/.run/package.summary")")
-    fi
-done
-
-# The layers that run once: on PostgreSQL 18, or the last major requested.
-once_pg=18; [[ " ${VERSIONS[*]} " == *" 18 "* ]] || once_pg=${VERSIONS[-1]}
-
-if has clients; then
-    clients_pg=$once_pg
-    log "client layer on PostgreSQL $clients_pg: psycopg, asyncpg, SQLAlchemy, Django, node-postgres, Knex"
-    (select_pg "$clients_pg"
-     has regress || has upgrade || has security || has integration || install_extension
-     SNOWFLAKE_PREREQS_DONE=1 bash "$ROOT/tests/clients/run.sh") \
-        || die "the client layer failed"
-    SUMMARY+=("clients (PG $clients_pg): $(cat "$ROOT/.run/clients.summary")")
-fi
-
-if has bench; then
-    bench_pg=$once_pg
+bench_layer() {
+    local bench_pg=$PG_MAJOR
     log "bench smoke on PostgreSQL $bench_pg: bench/run.sh --smoke, bench/profile.sh, bench/inserts.sh --smoke, bench/public.sh --smoke"
     SNOWFLAKE_PREREQS_DONE=1 PG_VERSION=$bench_pg BENCH_OUT="$ROOT/.run/bench-smoke.md" \
         bash "$ROOT/bench/run.sh" --smoke > "$ROOT/.run/bench-smoke.log" 2>&1 \
@@ -211,8 +221,56 @@ if has bench; then
             || { tail -40 "$ROOT/.run/device-selftest.log" >&2; die "bench/device.sh selftest failed; see .run/device-selftest.log"; }
         device=" and device pack"
     fi
-    SUMMARY+=("bench smoke (PG $bench_pg): runner, profiler, insert study$device ok")
-fi
+    note "runner, profiler, insert study$device ok"
+}
 
-log "all requested layers passed"
-printf '  %s\n' "${SUMMARY[@]}" >&2
+# --- The run --------------------------------------------------------------
+has lint && step "lint" lint_layer
+has unit && step "unit" unit_layer
+
+declare -A INSTALLED=()
+# run_if_installed NAME COMMAND...: a step that needs this build installed
+# into PostgreSQL $v.
+run_if_installed() {
+    if [ -n "${INSTALLED[$v]:-}" ]; then step "$@"; else not_run "$1" "the build and install of PostgreSQL $v failed"; fi
+}
+for v in "${VERSIONS[@]}"; do
+    select_pg "$v"
+    log "=== PostgreSQL $PG_MAJOR ($PG_CONFIG) ==="
+    has pgtest && step "PG $v pg_test" pgtest_layer
+    if [[ " ${STEPS[*]} " == *" PG $v build and install "* ]]; then
+        step "PG $v build and install" install_extension
+        if [ "${RESULT["PG $v build and install"]}" = passed ]; then INSTALLED[$v]=1; fi
+    fi
+    has regress && run_if_installed "PG $v pg_regress" regress_layer
+    has upgrade && run_if_installed "PG $v upgrade" upgrade_layer
+    # The security layer on the oldest and the newest major.
+    if has security && [[ " 15 18 " == *" $v "* ]]; then run_if_installed "PG $v security" security_layer; fi
+    if has integration; then
+        for t in "${INTEGRATION[@]}"; do
+            run_if_installed "PG $v integration $(basename "$t")" integration_script "$t"
+        done
+    fi
+    has package && step "PG $v packages" package_layer
+done
+
+select_pg "$once_pg"
+if has clients; then v=$once_pg; run_if_installed "clients (PG $once_pg)" clients_layer; fi
+has bench && step "bench smoke (PG $once_pg)" bench_layer
+
+# demo_mints DIR PID LOG_BYTES: the demo server in DIR is the same
+# postmaster, none of its processes died since the log had LOG_BYTES,
+# and it mints.
+demo_mints() {
+    local dir="$1" pid_before="$2" since="$3" pid port id died
+    demo_running "$dir" || die "the demo server in $dir is not running any more (see $dir/server.log)"
+    pid=$(head -1 "$dir/data/postmaster.pid"); port=$(sed -n '4p' "$dir/data/postmaster.pid")
+    [ "$pid" = "$pid_before" ] || die "the demo server in $dir was restarted (postmaster $pid_before, now $pid)"
+    died=$(tail -c +"$((since + 1))" "$dir/server.log" | grep -E "terminated by signal" | head -1 || true)
+    [ -z "$died" ] || die "a process of the demo server in $dir died during the tests: $died"
+    id=$(select_pg "$(cat "$dir/data/PG_VERSION")" && pq "$dir" "$port" -Atc "SELECT snowflake_nextval()") \
+        || die "the demo server in $dir does not mint"
+    note "postmaster $pid still up, minted $id"
+}
+for d in "${DEMOS[@]}"; do step "demo server $(basename "$d") still mints" demo_mints "$d" "${DEMO_PID[$d]}" "${DEMO_LOG[$d]}"; done
+exit 0

@@ -616,7 +616,9 @@ struct StressCounts {
 /// 20 ms lead bound admits, so it must wait at the bound and renew the
 /// reservation; the wall clock steps back at least twice per round; and
 /// rounds repeat, each checked in full, until every precondition holds
-/// (at most 50; the number taken is reported).
+/// (for at most 10 minutes, a bound only a hung machine reaches, never a
+/// count of rounds: on a machine loaded to 8× its cores a round can meet
+/// fewer of them; issue 45; the rounds taken are reported).
 #[test]
 fn stress_issue_order_with_every_rare_path_under_contention() {
     const MAX_LEAD_MS: u64 = 20;
@@ -640,8 +642,8 @@ fn stress_issue_order_with_every_rare_path_under_contention() {
     };
     while !enough(&total) {
         assert!(
-            rounds < 50,
-            "preconditions not met after {rounds} rounds: {} of {} calls overlapped, {} waits, {} renewals, {} steps back",
+            started_at.elapsed() < std::time::Duration::from_secs(600),
+            "preconditions not met after {rounds} rounds in 10 minutes: {} of {} calls overlapped, {} waits, {} renewals, {} steps back",
             total.overlapped,
             total.calls,
             total.waits,

@@ -352,12 +352,7 @@ const SCHEMA_SQL: &str = "SELECT pg_catalog.quote_ident(n.nspname), dbo.rolsuper
 /// The schema of the extension in the registry database, from a row of
 /// [`SCHEMA_SQL`], or why the registry is refused.
 fn safe_schema(name: &str, row: Option<&Vec<Option<String>>>) -> Result<String, Failure> {
-    let refuse = |why: String| {
-        Err(Failure {
-            sqlstate: None,
-            message: format!("the registry database {name} is refused: {why}"),
-        })
-    };
+    let refuse = |why: String| Err(Failure::local(format!("registry refused: {why}")).at(name));
     let Some(r) = row else {
         return refuse("the extension snowflake_id is not installed in it".into());
     };
@@ -567,14 +562,11 @@ impl Worker {
             Err(e) => self.failed("could not claim a worker id", &e),
             Ok(rows) if rows.is_empty() => {
                 self.shared.exhausted.store(true, Ordering::Release);
-                let e = Failure {
-                    sqlstate: None,
-                    message: format!(
-                        "every worker id of the registry is held ({} ids with {} worker bits)",
-                        1u64 << self.layout.worker_bits(),
-                        self.layout.worker_bits()
-                    ),
-                };
+                let e = Failure::local(format!(
+                    "every worker id of the registry is held ({} ids with {} worker bits)",
+                    1u64 << self.layout.worker_bits(),
+                    self.layout.worker_bits()
+                ));
                 self.failed("could not claim a worker id", &e);
                 // Not a transport failure: keep the connection, retry at
                 // a third of the TTL.
@@ -585,19 +577,13 @@ impl Worker {
                 let (Some(w), Some(epoch), floor, Some(ru)) =
                     (parse(&r[0]), parse(&r[1]), parse(&r[2]), parse(&r[3]))
                 else {
-                    let e = Failure {
-                        sqlstate: None,
-                        message: "the registry's claim returned NULLs".into(),
-                    };
+                    let e = Failure::local("the registry's claim returned NULLs");
                     return self.failed("could not claim a worker id", &e);
                 };
                 if w < 0 || w as u64 > self.layout.max_worker() {
-                    let e = Failure {
-                        sqlstate: None,
-                        message: format!(
-                            "the registry handed out worker id {w}, outside the layout"
-                        ),
-                    };
+                    let e = Failure::local(format!(
+                        "the registry handed out worker id {w}, outside the layout"
+                    ));
                     return self.failed("could not claim a worker id", &e);
                 }
                 self.succeeded();

@@ -156,24 +156,41 @@ unsafe fn symbol<T: Copy>(handle: *mut c_void, name: &CStr) -> Result<T, String>
 pub struct Failure {
     /// The server's SQLSTATE, when the registry answered with an error.
     pub sqlstate: Option<String>,
+    /// What went wrong, first: it leads every message shown of it.
     pub message: String,
+    /// Which registry, briefly (`"dbname" on host:port`, never the
+    /// password), shown last: a long socket path costs nothing else.
+    pub registry: String,
 }
 
 impl Failure {
-    fn local(message: impl Into<String>) -> Self {
+    pub fn local(message: impl Into<String>) -> Self {
         Failure {
             sqlstate: None,
             message: message.into(),
+            registry: String::new(),
         }
+    }
+
+    /// The same failure, naming the registry it came from.
+    pub fn at(mut self, registry: &str) -> Self {
+        self.registry = registry.to_string();
+        self
     }
 }
 
+/// The reason, its SQLSTATE, then the registry: `snowflake_stats()`'s
+/// `registry_last_error` and the log show it so (issue 45).
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.sqlstate {
-            Some(s) => write!(f, "{} (SQLSTATE {s})", self.message),
-            None => f.write_str(&self.message),
+        f.write_str(&self.message)?;
+        if let Some(s) = &self.sqlstate {
+            write!(f, " (SQLSTATE {s})")?;
         }
+        if !self.registry.is_empty() {
+            write!(f, "; registry {}", self.registry)?;
+        }
+        Ok(())
     }
 }
 
@@ -184,7 +201,7 @@ pub type Stop<'a> = &'a dyn Fn() -> bool;
 pub struct Connection {
     conn: *mut Conn,
     api: &'static Api,
-    /// `host=... port=... dbname=...`, for messages (never the password).
+    /// `"dbname" on host:port`, for messages (never the password).
     pub name: String,
 }
 
@@ -280,10 +297,10 @@ impl Connection {
                         let readable = poll == PGRES_POLLING_READING;
                         if !wait_socket((api.socket)(conn), readable, deadline, stop) {
                             return Err(Failure::local(format!(
-                                "could not connect to the registry {} within {} ms",
-                                me.name,
+                                "could not connect to the registry within {} ms",
                                 timeout.as_millis()
-                            )));
+                            ))
+                            .at(&me.name));
                         }
                         poll = (api.connect_poll)(conn);
                     }
@@ -307,13 +324,13 @@ impl Connection {
                 text((self.api.db)(self.conn)),
             )
         };
-        format!("host={h} port={p} dbname={d}")
+        format!("\"{d}\" on {h}:{p}")
     }
 
     fn failure(&self, what: &str) -> Failure {
         // SAFETY: accessor of a live connection object.
         let msg = text(unsafe { (self.api.error_message)(self.conn) });
-        Failure::local(format!("{what} {}: {}", self.name, squash(&msg)))
+        Failure::local(format!("{what}: {}", squash(&msg))).at(&self.name)
     }
 
     /// Whether the connection is still usable.
@@ -349,10 +366,10 @@ impl Connection {
             .collect();
         let timed_out = || {
             Failure::local(format!(
-                "the registry {} did not answer within {} ms",
-                self.name,
+                "the registry did not answer within {} ms",
                 timeout.as_millis()
             ))
+            .at(&self.name)
         };
         // SAFETY: the asynchronous query protocol of libpq-fe.h on a live,
         // non-blocking connection; every result is cleared.
@@ -415,11 +432,8 @@ impl Connection {
                     let state = text((api.result_error_field)(res, PG_DIAG_SQLSTATE));
                     error = Some(Failure {
                         sqlstate: (!state.is_empty()).then_some(state),
-                        message: format!(
-                            "the registry {} answered: {}",
-                            self.name,
-                            squash(&text((api.result_error_message)(res)))
-                        ),
+                        message: squash(&text((api.result_error_message)(res))),
+                        registry: self.name.clone(),
                     });
                 }
                 (api.clear)(res);
@@ -427,10 +441,7 @@ impl Connection {
             match (error, rows) {
                 (Some(e), _) => Err(e),
                 (None, Some(rows)) => Ok(rows),
-                (None, None) => Err(Failure::local(format!(
-                    "the registry {} returned no rows",
-                    self.name
-                ))),
+                (None, None) => Err(Failure::local("the registry returned no rows").at(&self.name)),
             }
         }
     }

@@ -130,7 +130,7 @@ impl Default for SharedText {
 }
 
 impl SharedText {
-    pub const CAPACITY: usize = 480;
+    pub const CAPACITY: usize = 1024;
 
     /// Replace the text (one writer at a time: the lease worker); longer
     /// texts are cut at a character boundary.

@@ -39,7 +39,7 @@ registry_scaffold owner "${SNOWFLAKE_ATTACK_PORT:-56120}"   # the registry; mint
 # ------------------------------------------------------------------------
 registry_up mallory
 minter_up 1; minter_up 2
-refused_owner() { [[ "$(last_error "$1")" == *"is refused: its owner mallory is not a superuser"* ]]; }
+refused_owner() { [[ "$(last_error "$1")" == *"registry refused: its owner mallory is not a superuser"* ]]; }
 for n in 1 2; do
     poll_until 30 refused_owner "$n" \
         || die "attack (registry owner) WORKS: server $n did not refuse the registry of mallory, a plain role; its lease: '$(lease_of "$n")', its last error: '$(last_error "$n")'"

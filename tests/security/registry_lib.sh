@@ -96,7 +96,7 @@ minter_up() {
 lease_of() { ms "$1" -c "SELECT lease_worker_id FROM snowflake_stats()" 2>/dev/null; }
 has_lease() { [ -n "$(lease_of "$1")" ]; }
 no_lease() { [ -z "$(lease_of "$1")" ]; }
-last_error() { ms "$1" -c "SELECT coalesce(registry_last_error, '') FROM snowflake_stats()" 2>&1 | cut -c1-200; }
+last_error() { ms "$1" -c "SELECT coalesce(registry_last_error, '') FROM snowflake_stats()" 2>&1; }
 mints() { ms "$1" -c "SELECT snowflake_nextval()" >/dev/null 2>&1; }
 leased() { poll_until 30 has_lease "$1" || die "server $1 leased no worker id within 30 s ($(last_error "$1"))"; }
 state_of() { rs postgres registry -c "SELECT state FROM $REG_SCHEMA.snowflake_registry_holders WHERE worker_id = $1"; }

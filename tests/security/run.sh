@@ -14,6 +14,10 @@
 #                    identifiers; rewrite_rate's checks; the status view
 #   sync_commit.sql  a session's synchronous_commit cannot publish a
 #                    reservation no synchronous standby confirmed
+#   squat_schema.sql a database owner's own snowflake_id_internal schema
+#                    neither blocks nor redirects the install or the
+#                    0.7.0 -> 0.8.0 upgrade (issue 46, item 7); then her
+#                    pg_dump of that database works (item 8)
 #   attack_*.sh      the red-team review of the high-water writers: a
 #                    database owner's renamed public schema, her
 #                    session_authorization and planner settings, a queued
@@ -105,7 +109,7 @@ write_public_keys "$DIR/data" "1:$PUBLIC_KEY"
 cluster_up "$DIR" RUST_BACKTRACE=1
 section "$HERE/setup.sql" "$DIR" "$PORT"
 [ ${#failed[@]} = 0 ] || die "the security layer's setup failed"
-for s in progress owner_code collisions surface public_keys fk_validate hostile_install hostile_online fleet; do
+for s in progress owner_code collisions surface public_keys fk_validate hostile_install hostile_online fleet squat_schema; do
     section "$HERE/$s.sql" "$DIR" "$PORT"
 done
 
@@ -119,6 +123,19 @@ if grep -qi "$PUBLIC_KEY" "$DIR/server.log"; then
     grep -i "$PUBLIC_KEY" "$DIR/server.log" | head -3 >&2
 else
     log "security: no log line holds the key of public IDs ($(grep -c "statement:" "$DIR/server.log") statements logged)"
+fi
+
+# Issue 46, item 8: a database's owner dumps her database as
+# docs/durability.md says (pg_dump --enable-row-security: the conversion
+# progress has row-level security), and the dump carries the high-water
+# mark. On 0.8.0 as first written: "permission denied for table
+# snowflake_registry".
+if ! out=$("$(pgbin)/pg_dump" --enable-row-security -h "$DIR" -p "$PORT" -U mallory -d sq_upgrade 2>&1); then
+    failed+=("owner-dump"); log "security: FAILED: the database owner's pg_dump failed: $(tail -3 <<< "$out")"
+elif ! grep -q "^COPY snowflake_id_internal.snowflake_high_water " <<< "$out"; then
+    failed+=("owner-dump"); log "security: FAILED: the database owner's dump carries no high-water mark"
+else
+    log "security: the database owner's pg_dump --enable-row-security works and carries the mark"
 fi
 
 # PGOPTIONS cannot set snowflake_id.* for a plain role.

@@ -12,6 +12,35 @@
 -- ACCESS EXCLUSIVE lock on it (CREATE RULE locks before it checks
 -- ownership), which would hold up the writers; no role can name this one.
 -- No index: nothing a plain role writes or owns runs when it is read.
+-- A schema of that name that is not the extension's own (a database's
+-- owner, or any role with CREATE on the database, may create one first)
+-- can neither block the install or upgrade (CREATE SCHEMA would fail)
+-- nor receive the extension's objects: it is renamed out of the way,
+-- under a name nobody can guess and so take first, and the WARNING names
+-- it. Renaming runs none of its owner's code (issue 46, item 7;
+-- tests/security/squat_schema.sql).
+DO $squat$
+DECLARE
+    squat record;
+    moved text;
+BEGIN
+    SELECT n.oid, pg_catalog.pg_get_userbyid(n.nspowner) AS owner INTO squat
+      FROM pg_catalog.pg_namespace n
+     WHERE n.nspname OPERATOR(pg_catalog.=) 'snowflake_id_internal';
+    IF FOUND THEN
+        LOOP
+            moved := pg_catalog.concat('snowflake_id_internal_moved_',
+                         pg_catalog.substr(pg_catalog.md5(pg_catalog.concat(pg_catalog.random(), pg_catalog.clock_timestamp())), 1, 12));
+            EXIT WHEN NOT EXISTS (SELECT FROM pg_catalog.pg_namespace n
+                                   WHERE n.nspname OPERATOR(pg_catalog.=) moved);
+        END LOOP;
+        EXECUTE pg_catalog.format('ALTER SCHEMA snowflake_id_internal RENAME TO %I', moved);
+        RAISE WARNING 'renamed the schema "snowflake_id_internal" of role "%" to "%"', squat.owner, moved
+              USING DETAIL = 'The schema was not the extension''s own; snowflake_id creates its own under that name.',
+                    HINT = 'Review the objects in it and drop the schema if nobody needs them.';
+    END IF;
+END
+$squat$;
 CREATE SCHEMA snowflake_id_internal;
 REVOKE ALL ON SCHEMA snowflake_id_internal FROM PUBLIC;
 GRANT USAGE ON SCHEMA snowflake_id_internal TO pg_database_owner;

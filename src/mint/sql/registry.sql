@@ -35,6 +35,12 @@ SELECT pg_catalog.pg_extension_config_dump('snowflake_id_internal.snowflake_regi
 SELECT pg_catalog.pg_extension_config_dump('snowflake_id_internal.snowflake_registry', '');
 REVOKE ALL ON snowflake_id_internal.snowflake_registry_config FROM PUBLIC;
 REVOKE ALL ON snowflake_id_internal.snowflake_registry FROM PUBLIC;
+-- The database's owner may read them, so that her pg_dump works (issue
+-- 46, item 8): they are empty but in the registry database, whose owner
+-- the servers require to be a superuser with no other member, so the
+-- holders' tokens reach no one new.
+GRANT SELECT ON snowflake_id_internal.snowflake_registry_config TO pg_database_owner;
+GRANT SELECT ON snowflake_id_internal.snowflake_registry TO pg_database_owner;
 COMMENT ON TABLE snowflake_id_internal.snowflake_registry IS
 'snowflake_id''s worker-id registry: one row per worker id, leased to one server at a time';
 

@@ -1,0 +1,67 @@
+# shellcheck shell=bash
+# The steps of scripts/test.sh and their summary. Source it after lib.sh;
+# tests/lint/steps.sh tests it.
+#   plan NAME                 a step this run means to take
+#   step NAME COMMAND...      run it (a failure ends the step, not the run)
+#   not_run NAME WHY          a planned step that cannot run
+#   note TEXT                 (inside a step) the summary's note for it
+#   trap summary EXIT         the summary, always, and the exit status
+# STEPS: every step this run means to take, in order; RESULT/TOOK/NOTE:
+# what became of it. A step never reached says "not run".
+STEPS=() T_START=$SECONDS
+declare -A RESULT=() TOOK=() NOTE=()
+plan() { STEPS+=("$1"); }
+summary() {
+    local rc=$? s n_pass=0 n_fail=0 n_skip=0 n_not=0 r
+    trap - EXIT
+    printf '\n' >&2
+    log "summary of scripts/test.sh ($(( (SECONDS - T_START) / 60 )) min $(( (SECONDS - T_START) % 60 )) s)"
+    for s in "${STEPS[@]}"; do
+        r=${RESULT[$s]:-not run}
+        case "$r" in
+            passed) n_pass=$((n_pass + 1)) ;;
+            failed) n_fail=$((n_fail + 1)) ;;
+            skipped) n_skip=$((n_skip + 1)) ;;
+            *) n_not=$((n_not + 1)) ;;
+        esac
+        printf '  %-46s %-8s %6s  %s\n' "$s" "$r" "${TOOK[$s]:+${TOOK[$s]} s}" "${NOTE[$s]:-}" >&2
+    done
+    [ "$n_not" = 0 ] || printf '  %s step(s) not run\n' "$n_not" >&2
+    local failed=0
+    if [ "$n_fail" != 0 ] || [ "$n_not" != 0 ] || [ "$rc" != 0 ]; then
+        failed=1
+        printf '\033[1;31mFAILED:\033[0m %s failed, %s not run\n' "$n_fail" "$n_not" >&2
+    else
+        log "all requested layers passed"
+    fi
+    # The last line of all: the counts, for people and for CI.
+    printf 'summary: %s passed, %s failed, %s skipped\n' "$n_pass" "$n_fail" "$n_skip"
+    exit "$failed"
+}
+
+# step NAME COMMAND...: run one planned step in a subshell (its `die`
+# ends the step, not the run; `set -e` holds inside it), and record passed / failed / skipped (an
+# integration script that called skip_test), its duration, and the first
+# line of .run/step.note as its note.
+step() {
+    local name="$1" t0=$SECONDS rc; shift
+    rm -f "$ROOT/.run/skipped" "$ROOT/.run/step.note"
+    set +e
+    (set -e; "$@")
+    rc=$?
+    set -e
+    TOOK[$name]=$((SECONDS - t0))
+    if [ $rc != 0 ]; then
+        RESULT[$name]=failed
+        log "FAILED: $name (exit $rc, after ${TOOK[$name]} s); the run goes on"
+    elif [ -f "$ROOT/.run/skipped" ]; then
+        RESULT[$name]=skipped; NOTE[$name]=$(head -1 "$ROOT/.run/skipped")
+    else
+        RESULT[$name]=passed
+        [ ! -f "$ROOT/.run/step.note" ] || NOTE[$name]=$(head -1 "$ROOT/.run/step.note")
+    fi
+}
+# not_run NAME WHY: a planned step that cannot run.
+not_run() { RESULT[$1]="not run"; NOTE[$1]=$2; }
+note() { printf '%s\n' "$*" > "$ROOT/.run/step.note"; }
+

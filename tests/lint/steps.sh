@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The summary of scripts/test.sh (scripts/steps.sh), on a run with a step
+# that passes, one that fails (as an integration script fails: `die`
+# inside it), one that skips, one that cannot run and one never reached:
+# the run goes on after the failure, ends with one line per step and
+# "summary: 1 passed, 1 failed, 1 skipped", and exits non-zero (issue 45).
+# A run where every step passes exits 0 with "summary: 2 passed, 0 failed,
+# 0 skipped".
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+SCRATCH=$(mktemp -d)
+trap 'rm -rf "$SCRATCH"' EXIT
+
+cat > "$SCRATCH/run.sh" <<SH
+set -euo pipefail
+source "$ROOT/scripts/lib.sh"
+ROOT=$SCRATCH
+mkdir -p "\$ROOT/.run"
+source "$ROOT/scripts/steps.sh"
+plan "ok step"; plan "failing step"; plan "skipping step"; plan "blocked step"; plan "unreached step"
+trap summary EXIT
+ok() { note "fine"; }
+fails() { die "an integration script failed"; }
+skips() { skip_test "not here"; }
+step "ok step" ok
+step "failing step" fails
+step "skipping step" skips
+not_run "blocked step" "what it needs failed"
+[ -z "\${ALL_PASS:-}" ] || { STEPS=("ok step" "ok step 2"); step "ok step 2" ok; exit 0; }
+exit 0
+SH
+set +e
+bash "$SCRATCH/run.sh" > "$SCRATCH/out" 2> "$SCRATCH/err"
+rc=$?
+set -e
+[ $rc != 0 ] || die "a run with a failed step exited 0"
+[ "$(tail -1 "$SCRATCH/out")" = "summary: 1 passed, 1 failed, 1 skipped" ] \
+    || die "the last line of stdout is not the summary: $(tail -1 "$SCRATCH/out")"
+for want in "ok step +passed .*fine" "failing step +failed" "skipping step +skipped .*not here" \
+            "blocked step +not run .*what it needs failed" "unreached step +not run" "2 step\(s\) not run"; do
+    grep -qE "$want" "$SCRATCH/err" || { cat "$SCRATCH/err" >&2; die "the summary has no line matching '$want'"; }
+done
+grep -q "the run goes on" "$SCRATCH/err" || die "the failed step did not say the run goes on"
+
+ALL_PASS=1 bash "$SCRATCH/run.sh" > "$SCRATCH/out" 2> "$SCRATCH/err" \
+    || { cat "$SCRATCH/err" >&2; die "a run where every step passed exited non-zero"; }
+[ "$(tail -1 "$SCRATCH/out")" = "summary: 2 passed, 0 failed, 0 skipped" ] \
+    || die "the summary of a passing run is wrong: $(tail -1 "$SCRATCH/out")"
+log "steps: the summary lists every step and counts them, after a failure too"
