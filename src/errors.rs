@@ -91,6 +91,22 @@ pub fn generation_blocked(msg: String, detail: String) -> ! {
     )
 }
 
+/// `snowflake_accept_configuration()` of a held-back high-water mark at
+/// or past the layout's last millisecond: applying it would exhaust the
+/// ID space at once (issue 46: only the clock may).
+pub fn far_mark_exhausts(mark_ms: i64, last_unix_ms: i64) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_DATETIME_FIELD_OVERFLOW,
+        "the held-back snowflake_id high-water mark would exhaust the ID space",
+        Some(format!(
+            "The mark {} is at or past {}, the last millisecond the layout can represent; no ID could follow it.",
+            format_epoch(mark_ms),
+            format_epoch(last_unix_ms)
+        )),
+        Some("Delete the row from snowflake_id_internal.snowflake_high_water in the database that holds it and restart the server: a real server's IDs never got there."),
+    )
+}
+
 pub fn not_superuser() -> ! {
     must_be_superuser("accept a snowflake_id configuration")
 }

@@ -88,6 +88,17 @@ pub const RECHECK_WITHOUT: std::time::Duration = std::time::Duration::from_secs(
 pub const ACTIVE_MS: i64 = 10_000;
 /// How long a caller waits for a round before 55000.
 pub const WAIT_MS: i64 = 20_000;
+/// A mark more than this far ahead of both the clock and the generator
+/// moves nothing by itself (issue 46): one number edited in a dump, or
+/// a row from an untrusted publisher, could otherwise move every ID of
+/// the server days ahead, or exhaust the layout. It is held back
+/// ([`hold_far_mark`]), generation stops with 55000 (a lower ID could
+/// repeat one the mark covers), and `snowflake_accept_configuration()`
+/// applies it.
+pub const FAR_MS: i64 = 600_000;
+/// `GeneratorState::blocked` code (within `reservation::BLOCKED_MASK`,
+/// beside the state file's): a far mark is held back.
+pub const BLOCKED_FAR_MARK: u64 = 4;
 
 /// A flag in `GeneratorState::blocked` (above `reservation::BLOCKED_MASK`):
 /// some database lags behind the mark, and calls check whether theirs does.
@@ -140,9 +151,16 @@ static READY: AtomicBool = AtomicBool::new(false);
 /// start-up has raised the generator above every database's mark.
 #[inline(always)]
 pub fn ensure_ready() {
-    if !READY.load(Ordering::Relaxed) {
+    if !ready() {
         wait_ready();
     }
+}
+
+/// Whether this backend has seen the first round done (it may mint
+/// without waiting for one).
+#[inline(always)]
+pub fn ready() -> bool {
+    READY.load(Ordering::Relaxed)
 }
 
 #[cold]
@@ -227,6 +245,46 @@ fn unavailable(t: &shmem::Tracking, what: &str) -> ! {
         format!("{what} within {} s.", WAIT_MS / 1000)
     };
     errors::high_water_unavailable(detail)
+}
+
+/// The largest mark applied by itself: [`FAR_MS`] beyond the later of
+/// the clock and the generator's frontier (a server whose IDs run ahead
+/// after a restart with its clock behind keeps its own marks).
+fn far_limit(frontier_ms: i64) -> i64 {
+    SystemClock
+        .wall_ns()
+        .div_euclid(1_000_000)
+        .max(frontier_ms)
+        .saturating_add(FAR_MS)
+}
+
+/// Hold back a mark beyond [`far_limit`], found in database `db` (OID,
+/// and its name for the log): remember it, stop generation
+/// (`BLOCKED_FAR_MARK`, unless something else already stopped it), and
+/// say so once per mark.
+fn hold_far_mark(t: &shmem::Tracking, state: &GeneratorState, mark_ms: i64, db: u32, name: &str) {
+    let before = t.mark_far_ms.fetch_max(mark_ms, Ordering::AcqRel);
+    if before < mark_ms {
+        t.mark_far_db.store(db, Ordering::Release);
+    }
+    let _ = state
+        .blocked
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+            (b & 0xFF == 0).then_some(b | BLOCKED_FAR_MARK)
+        });
+    if before < mark_ms {
+        let ahead_s = (mark_ms - SystemClock.wall_ns().div_euclid(1_000_000)) / 1000;
+        errors::report(
+            PgLogLevel::WARNING,
+            PgSqlErrorCode::ERRCODE_WARNING,
+            format!(
+                "snowflake_id: high-water mark {} in database \"{name}\" is {ahead_s} s ahead of the clock; not applied, and no ID is handed out until a superuser decides",
+                format_epoch(mark_ms)
+            ),
+            Some(format!("A mark more than {} minutes ahead of the clock and of this server's IDs moves nothing by itself: a dump edited by hand, a row from an untrusted publisher, or a clock far behind since the mark was written.", FAR_MS / 60_000)),
+            Some("If the mark is right (the clock is behind the old server's IDs), apply it with SELECT snowflake_accept_configuration() as a superuser; if not, delete its row from snowflake_id_internal.snowflake_high_water in that database and restart."),
+        );
+    }
 }
 
 /// The launcher: make a round when one is due. Returns whether a round
@@ -321,6 +379,7 @@ fn round(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) -> Round 
     let own = t.mark_tried_ms.fetch_max(target, Ordering::AcqRel);
     let mut found = i64::MIN;
     let mut found_in = String::new();
+    let mut found_db = 0u32;
     // Forget databases that lagged and are gone.
     for s in &t.lagging {
         let v = s.load(Ordering::Acquire);
@@ -343,6 +402,7 @@ fn round(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) -> Round 
                 if f > found {
                     found = f;
                     found_in.clone_from(&db.name);
+                    found_db = db.oid.to_u32();
                 }
             }
             Err(WriteFail::InDatabase) if mark_lagging(t, db.oid.to_u32()) => {
@@ -393,7 +453,9 @@ fn round(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) -> Round 
     // A mark this server did not write since start-up (its own are at
     // most the largest target an earlier round tried; the writers read
     // before they write): at start-up every mark found, later a restore.
-    if found > own && found >= frontier {
+    if found > own && found >= frontier && found > far_limit(frontier) {
+        hold_far_mark(t, state, found, found_db, &found_in);
+    } else if found > own && found >= frontier {
         state.raise_above(found, layout, clock.mono_ns());
         errors::report(
             PgLogLevel::LOG,
@@ -709,6 +771,23 @@ fn raise_for_restored(
         && worker_bits as u32 == layout.worker_bits()
         && sequence_bits as u32 == layout.sequence_bits();
     if !ours || mark_ms <= t.mark_tried_ms.load(Ordering::Acquire) || shmem::in_recovery() {
+        return;
+    }
+    let clock = SystemClock;
+    let frontier = state.frontier_ms(&layout, clock.wall_ns(), clock.mono_ns());
+    if mark_ms > far_limit(frontier) {
+        // SAFETY: reading this backend's database and its name.
+        let (db, name) = unsafe {
+            let db = pg_sys::MyDatabaseId;
+            let p = pg_sys::get_database_name(db);
+            let name = if p.is_null() {
+                String::new()
+            } else {
+                std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+            };
+            (db.to_u32(), name)
+        };
+        hold_far_mark(t, state, mark_ms, db, &name);
         return;
     }
     state.raise_above(mark_ms, &layout, SystemClock.mono_ns());

@@ -190,7 +190,15 @@ fn generator() -> (&'static GeneratorState, Config) {
     if blocked != 0 {
         refuse_if_blocked(blocked, &layout);
     }
-    high_water::ensure_ready();
+    if !high_water::ready() {
+        // The first round may have found a mark it holds back
+        // (`high_water::BLOCKED_FAR_MARK`): look again once it is done.
+        high_water::ensure_ready();
+        let blocked = state.blocked.load(Ordering::Acquire);
+        if blocked != 0 {
+            refuse_if_blocked(blocked, &layout);
+        }
+    }
     let cfg = Config {
         layout,
         worker,

@@ -195,6 +195,24 @@ pub fn blocked_reason(code: u64, layout: &Layout) -> (String, String) {
                 datadir::system_identifier()
             ),
         ),
+        (high_water::BLOCKED_FAR_MARK, _) => {
+            let (mark, db) = shmem::tracking().map_or((i64::MIN, 0), |t| {
+                (
+                    t.mark_far_ms.load(std::sync::atomic::Ordering::Acquire),
+                    t.mark_far_db.load(std::sync::atomic::Ordering::Acquire),
+                )
+            });
+            let now = SystemClock.wall_ns().div_euclid(1_000_000);
+            (
+                "snowflake_id high-water mark is far ahead of the clock".into(),
+                format!(
+                    "A high-water mark of this server's worker id and layout, {} (in the database with OID {db}), is {} s ahead of the clock and was not applied: a mark more than {} minutes ahead moves nothing by itself. If it is right, accept it; if not, delete its row from snowflake_id_internal.snowflake_high_water there and restart.",
+                    snowflake_id_core::format_epoch(mark),
+                    (mark - now) / 1000,
+                    high_water::FAR_MS / 60_000
+                ),
+            )
+        }
         (_, Err(e)) => (
             format!("snowflake_id state file is unusable: {e}"),
             format!("The file \"{}\" records the highest reserved timestamp; without it new IDs might repeat old ones.", state_path()),

@@ -43,6 +43,12 @@ pub struct Tracking {
     /// The largest target a round has tried to write since start-up: the
     /// marks above the published one that this server wrote itself.
     pub mark_tried_ms: AtomicI64,
+    /// A mark of this configuration found more than `high_water::FAR_MS`
+    /// ahead of both the clock and the generator, held back rather than
+    /// applied (issue 46): the largest such mark (`i64::MIN`: none), and
+    /// the OID of a database that holds it.
+    pub mark_far_ms: AtomicI64,
+    pub mark_far_db: AtomicU32,
     /// An install or upgrade created the table somewhere: the next round
     /// visits every database.
     pub mark_rescan: AtomicBool,
@@ -177,6 +183,8 @@ impl Default for Tracking {
             mark_ready: AtomicBool::new(false),
             mark_found_ms: AtomicI64::new(i64::MIN),
             mark_tried_ms: AtomicI64::new(i64::MIN),
+            mark_far_ms: AtomicI64::new(i64::MIN),
+            mark_far_db: AtomicU32::new(0),
             mark_rescan: AtomicBool::new(false),
             mark_wanted: AtomicBool::new(false),
             launcher_latch: AtomicUsize::new(0),

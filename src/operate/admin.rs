@@ -1,7 +1,7 @@
 //! Observability and administration: `snowflake_stats()` and
 //! `snowflake_accept_configuration()`.
 
-use crate::mint::{lease, reservation, shmem};
+use crate::mint::{high_water, lease, reservation, shmem};
 use crate::read::decode;
 use crate::{errors, gucs};
 use pgrx::prelude::*;
@@ -88,6 +88,9 @@ pub fn snowflake_stats() -> TableIterator<
         reservation::BLOCKED_CONFIG_CHANGED => "disabled: configuration changed".to_string(),
         reservation::BLOCKED_STATE_FILE => "disabled: state file unusable".to_string(),
         reservation::BLOCKED_FOREIGN_FILE => "disabled: state file of another cluster".to_string(),
+        high_water::BLOCKED_FAR_MARK => {
+            "disabled: high-water mark far ahead of the clock".to_string()
+        }
         _ if shmem::in_recovery() => "standby: in recovery".to_string(),
         _ if lease::current_worker_id().is_none() && gucs::leased() => {
             "no worker id leased".to_string()
@@ -96,7 +99,7 @@ pub fn snowflake_stats() -> TableIterator<
         _ if shmem::tracking().is_some_and(|t| !t.mark_ready.load(Ordering::Acquire)) => {
             "waiting for the high-water mark".to_string()
         }
-        _ if crate::mint::high_water::this_database_lags() => {
+        _ if high_water::this_database_lags() => {
             "disabled here: high-water mark not writable in this database".to_string()
         }
         _ => "ok".to_string(),
@@ -133,7 +136,11 @@ pub fn snowflake_stats() -> TableIterator<
 
 /// Superuser only. Accept the current configuration after a change that
 /// could make new IDs smaller than old ones (a later epoch, narrower
-/// fields), or after the state file was found unreadable or corrupt.
+/// fields), or after the state file was found unreadable or corrupt, or
+/// apply a high-water mark held back for being more than 10 minutes
+/// ahead of the clock (a restore, or a clock far behind: the generator
+/// moves above it; refused with 22008 when the mark is at the layout's
+/// end).
 /// Rewrites the state file with the current configuration and re-enables
 /// `snowflake_nextval()`. New IDs continue above the old reservation's
 /// timestamp (or from the clock if the file was unusable), but with a
@@ -157,10 +164,25 @@ pub fn snowflake_accept_configuration() -> String {
     if lease::current_worker_id().is_none() {
         lease::refuse_without_worker();
     }
-    let was = st.blocked.load(Ordering::Acquire) & reservation::BLOCKED_MASK;
     // The generator is above every database's high-water mark before
     // anything is minted again.
-    crate::mint::high_water::ensure_ready();
+    high_water::ensure_ready();
+    let was = st.blocked.load(Ordering::Acquire) & reservation::BLOCKED_MASK;
+    // A mark held back for being far ahead of the clock is applied here,
+    // and only here (issue 46), unless it would exhaust the layout.
+    let far = shmem::tracking()
+        .map(|t| t.mark_far_ms.load(Ordering::Acquire))
+        .filter(|&ms| ms != i64::MIN);
+    if let Some(far) = far {
+        if far >= layout.last_unix_ms() {
+            errors::far_mark_exhausts(far, layout.last_unix_ms());
+        }
+        st.raise_above(far, &layout, SystemClock.mono_ns());
+        if let Some(t) = shmem::tracking() {
+            t.mark_found_ms.fetch_max(far, Ordering::AcqRel);
+            t.mark_far_ms.store(i64::MIN, Ordering::Release);
+        }
+    }
     let from_marks = shmem::tracking()
         .map(|t| t.mark_found_ms.load(Ordering::Acquire))
         .filter(|&ms| ms != i64::MIN);
@@ -172,7 +194,19 @@ pub fn snowflake_accept_configuration() -> String {
         reservation::BLOCKED_CONFIG_CHANGED => "configuration change accepted",
         reservation::BLOCKED_STATE_FILE => "unusable state file replaced",
         reservation::BLOCKED_FOREIGN_FILE => "state file of another cluster accepted",
+        high_water::BLOCKED_FAR_MARK => "high-water mark far ahead of the clock accepted",
         _ => "configuration already accepted",
+    };
+    let applied;
+    let what = match far {
+        Some(ms) if was != high_water::BLOCKED_FAR_MARK => {
+            applied = format!(
+                "{what}; high-water mark {} applied",
+                snowflake_id_core::format_epoch(ms)
+            );
+            applied.as_str()
+        }
+        _ => what,
     };
     if was == reservation::BLOCKED_STATE_FILE && from_marks.is_none() {
         errors::report(

@@ -32,6 +32,13 @@
 #     => true), which reports it.
 #  9. A FOR ALL TABLES publication from a server whose clock is 1 h
 #     ahead: the subscriber's IDs stay on its own clock.
+# 10. A mark edited 30 days ahead, restored by a superuser: held back (no
+#     ID, 55000 naming it, a WARNING), never applied by itself; one at the
+#     layout's last millisecond cannot even be accepted (22008); its rows
+#     deleted and a restart: IDs follow the clock (issue 46, item 5).
+# Wherever the old server's mark is more than 10 minutes ahead of the new
+# server's clock and IDs (1, 3, 4, 5: the clock 1 h behind, no state
+# file), it is held back too, until snowflake_accept_configuration().
 # TOOLBOX_SCENARIOS="2 6" runs some of them only (each on its own, e.g.
 # to show which fail against an older version).
 set -euo pipefail
@@ -46,7 +53,7 @@ all_stop() { for d in "$BASE"/*/; do [ -f "$d/data/PG_VERSION" ] && cluster_stop
 trap all_stop EXIT
 all_stop
 PRELOAD="shared_preload_libraries = 'snowflake_id'"
-want() { [[ " ${TOOLBOX_SCENARIOS:-1 2 3 4 5 6 7 8 9} " == *" $1 "* ]]; }
+want() { [[ " ${TOOLBOX_SCENARIOS:-1 2 3 4 5 6 7 8 9 10} " == *" $1 "* ]]; }
 
 # fresh NAME: an empty directory for a cluster, owned by postgres.
 fresh() { local d="$BASE/$1"; cluster_stop "$d"; rm -rf "$d"; mkdir -p "$d"; is_root && chown postgres:postgres "$d"; echo "$d"; }
@@ -91,6 +98,22 @@ empty_after() {
     [ "$id" -gt "$4" ] || die "$3: the first ID from the database with no tables ($id) is not above $4"
     log "   $3: the first ID from a database with no tables, $id, is above $4 too"
 }
+# held_back DIR PORT LABEL: the old server's mark, more than 10 minutes
+# ahead of this server's clock, moved nothing by itself (issue 46): no ID
+# (55000, naming it), snowflake_stats() says why; then a superuser's
+# snowflake_accept_configuration() applies it.
+held_back() {
+    local out
+    out=$(q "$1" "$2" -c "SELECT snowflake_nextval()" 2>&1) && die "$3: minted below a mark far ahead of the clock ($out)"
+    [[ "$out" == *"high-water mark is far ahead of the clock"* ]] || die "$3: not refused for the far mark: $out"
+    [ "$(q "$1" "$2" -c "SELECT state FROM snowflake_stats()")" = "disabled: high-water mark far ahead of the clock" ] \
+        || die "$3: snowflake_stats().state does not say why generation is disabled"
+    grep -q "is [0-9]* s ahead of the clock; not applied" "$1/server.log" || die "$3: the log does not report the far mark"
+    out=$(q "$1" "$2" -c "SELECT snowflake_accept_configuration()")
+    [[ "$out" == *"high-water mark"*"accepted"* || "$out" == *"high-water mark"*"applied"* ]] \
+        || die "$3: the acceptance does not say it applied the mark: $out"
+    log "   $3: the far mark was held back until accepted ($out)"
+}
 # put_state FILE DIR: FILE as DIR's state file, as an operator would copy it.
 put_state() { as_pg tee "$2/data/snowflake_id.state" < "$1" >/dev/null; as_pg chmod 600 "$2/data/snowflake_id.state"; }
 # upgrade OLD_BINDIR OLD_DIR NEW_DIR MODE: pg_upgrade, run as postgres in NEW_DIR.
@@ -115,6 +138,7 @@ log "1. pg_upgrade --copy (PostgreSQL $PG_MAJOR), the state file not copied, clo
 B=$(fresh b); init "$B" $((PORT + 1)); upgrade "$(pgbin)" "$A" "$B" --copy
 setclock "-1h"; start "$B"
 grep -q 'no state file' "$B/server.log" || die "1: the log does not say the state file is missing"
+held_back "$B" $((PORT + 1)) "pg_upgrade --copy"
 after "$B" $((PORT + 1)) "pg_upgrade --copy" "$ISSUED"
 empty_after "$B" $((PORT + 1)) "pg_upgrade --copy" "$ISSUED"
 cluster_stop "$B"
@@ -153,6 +177,7 @@ if [ "$PG_MAJOR" = 18 ] && want 3; then
     U=$(fresh u18); init "$U" $((PORT + 4)); as_pg "$(pgbin)/pg_checksums" --disable -D "$U/data" >/dev/null
     upgrade "$(pg_config_for 17 | xargs dirname)" "$BASE/o17" "$U" --link
     setclock "-1h"; start "$U"
+    held_back "$U" $((PORT + 4)) "pg_upgrade 17 -> 18 --link"
     after "$U" $((PORT + 4)) "pg_upgrade 17 -> 18 --link" "$ISSUED17"
     empty_after "$U" $((PORT + 4)) "pg_upgrade 17 -> 18 --link" "$ISSUED17"
     cluster_stop "$U"
@@ -167,6 +192,7 @@ if [ "$PG_MAJOR" = 18 ] && want 3; then
     cluster_stop "$A"
     W=$(fresh w18); init "$W" $((PORT + 4)); upgrade "$(pgbin)" "$A" "$W" --swap
     setclock "-1h"; start "$W"
+    held_back "$W" $((PORT + 4)) "pg_upgrade --swap"
     after "$W" $((PORT + 4)) "pg_upgrade --swap" "$ISSUED"
     empty_after "$W" $((PORT + 4)) "pg_upgrade --swap" "$ISSUED"
     cluster_stop "$W"
@@ -179,7 +205,8 @@ A=$(fresh a); init "$A" "$PORT"; start "$A"
 read -r KEY ISSUED < <(prime "$A" "$PORT")
 if want 4; then
 D=$(fresh d); init "$D" $((PORT + 5)); setclock "-1h"; start "$D"
-"$(pgbin)/pg_dump" -h "$A" -p "$PORT" -U postgres postgres | q "$D" $((PORT + 5)) -q >/dev/null
+"$(pgbin)/pg_dump" -h "$A" -p "$PORT" -U postgres postgres | q "$D" $((PORT + 5)) -q >/dev/null 2>&1
+held_back "$D" $((PORT + 5)) "dump and restore, same worker id"
 after "$D" $((PORT + 5)) "dump and restore, same worker id" "$ISSUED"
 cluster_stop "$D"
 # Another worker id: the other server's mark is not this one's.
@@ -209,6 +236,7 @@ setclock "-1h"; start "$A"
 after "$A" "$PORT" "state file deleted" "$ISSUED"
 ISSUED=$(q "$A" "$PORT" -c "SELECT last_id FROM snowflake_stats()")
 cluster_stop "$A"; rm "$A/data/snowflake_id.state"; start "$A"
+held_back "$A" "$PORT" "state file deleted while stopped"
 after "$A" "$PORT" "state file deleted while stopped" "$ISSUED"
 fi
 
@@ -296,6 +324,42 @@ id=$(q "$S" $((PORT + 8)) -c "SELECT snowflake_nextval()")
     || die "9: the publisher's mark moved the subscriber's IDs to its time ($id)"
 log "   the subscriber holds the publisher's mark and mints on its own clock ($id)"
 cluster_stop "$S"; cluster_stop "$P"
+fi
+
+# --- 10. a mark edited in a dump --------------------------------------------------------
+if want 10; then
+log "10. a restored mark edited 30 days ahead, then to the layout's last millisecond"
+setclock "+0"
+G=$(fresh g); init "$G" $((PORT + 9)); start "$G"
+q "$G" $((PORT + 9)) -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" >/dev/null
+first=$(q "$G" $((PORT + 9)) -c "SELECT snowflake_nextval()")
+# restore_mark MARK_SQL: one row of this server's worker id and layout,
+# as a restore of an edited dump writes it (a superuser's INSERT; the
+# trigger sees what COPY would give it).
+restore_mark() {
+    q "$G" $((PORT + 9)) -c "INSERT INTO snowflake_id_internal.snowflake_high_water (worker_id, epoch_ms, worker_bits, sequence_bits, mark_ms)
+        SELECT worker_id, (extract(epoch FROM epoch) * 1000)::bigint, worker_bits, sequence_bits, $1 FROM snowflake_stats()" 2>&1
+}
+out=$(restore_mark "(extract(epoch FROM now() + interval '30 days') * 1000)::bigint")
+[[ "$out" == *"ahead of the clock; not applied"* ]] || die "10: restoring a mark 30 days ahead said nothing: $out"
+out=$(q "$G" $((PORT + 9)) -c "SELECT snowflake_nextval()" 2>&1) \
+    && die "10: a restored mark 30 days ahead was applied by itself: the next ID is $out (the first was $first)"
+[[ "$out" == *"far ahead of the clock"* ]] || die "10: not refused for the far mark: $out"
+[ "$(q "$G" $((PORT + 9)) -c "SELECT snowflake_timestamp(last_id) < now() + interval '1 minute' FROM snowflake_stats()")" = t ] \
+    || die "10: the generator moved to the far mark"
+log "   a mark 30 days ahead is held back: $(head -1 <<< "$out")"
+restore_mark "(SELECT (extract(epoch FROM epoch) * 1000)::bigint + (1::bigint << timestamp_bits) - 1 FROM snowflake_stats())" >/dev/null
+out=$(q "$G" $((PORT + 9)) -c "SELECT snowflake_accept_configuration()" 2>&1) \
+    && die "10: a mark at the layout's last millisecond was accepted: $out"
+[[ "$out" == *"would exhaust the ID space"* ]] || die "10: the refusal does not say why: $out"
+log "   a mark at the layout's last millisecond cannot be accepted: $(head -1 <<< "$out")"
+q "$G" $((PORT + 9)) -c "DELETE FROM snowflake_id_internal.snowflake_high_water WHERE mark_ms > (extract(epoch FROM now() + interval '1 day') * 1000)::bigint" >/dev/null
+cluster_stop "$G"; start "$G"
+id=$(q "$G" $((PORT + 9)) -c "SELECT snowflake_nextval()")
+[ "$id" -gt "$first" ] && [ "$(q "$G" $((PORT + 9)) -c "SELECT snowflake_timestamp($id) < now() + interval '1 minute'")" = t ] \
+    || die "10: after the rows were deleted and a restart, IDs do not follow the clock ($id)"
+log "   the rows deleted and a restart: IDs follow the clock again ($id)"
+cluster_stop "$G"
 fi
 cluster_stop "$A"
 log "toolbox: ok"

@@ -18,5 +18,5 @@ SELECT sectest.check(count(*) = 1, 'her schema is kept, renamed: ' || string_agg
   FROM pg_namespace n
  WHERE n.nspname LIKE 'snowflake\_id\_internal\_moved\_%' AND n.nspowner = 'mallory'::regrole;
 -- The mark goes into the extension's table (NULL before the first round).
-SELECT snowflake_write_high_water() IS NULL AS no_mark_yet;
+SELECT public.snowflake_write_high_water() IS NULL AS no_mark_yet;
 SELECT sectest.nothing_ran('a squatted snowflake_id_internal');
