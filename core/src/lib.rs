@@ -9,6 +9,7 @@ pub mod format;
 pub mod generator;
 pub mod layout;
 pub mod lease;
+pub mod oid_set;
 pub mod public;
 pub mod state_file;
 #[cfg(any(test, feature = "testing"))]
@@ -26,6 +27,7 @@ pub use generator::{
 };
 pub use layout::{IdError, Layout, LayoutError, Parts};
 pub use lease::Lease;
+pub use oid_set::OidSet;
 pub use state_file::{compatibility, Compatibility, StateError, StateFile};
 #[cfg(any(test, feature = "testing"))]
 pub use testing::ManualClock;

@@ -148,12 +148,17 @@ pub extern "C-unwind" fn snowflake_id_high_water_writer_main(arg: pg_sys::Datum)
             );
         }
     }
-    let found = BackgroundWorker::transaction(|| high_water::read_and_write_here(Some(target)));
+    let (found, old) = BackgroundWorker::transaction(|| {
+        let found = high_water::read_and_write_here(Some(target));
+        (found, found.is_none() && high_water::old_version_here())
+    });
     t.writer_found_ms
         .store(found.unwrap_or(i64::MIN), Ordering::Release);
     t.writer_status.store(
         if found.is_some() {
             high_water::WRITER_WRITTEN
+        } else if old {
+            high_water::WRITER_OLD_VERSION
         } else {
             high_water::WRITER_NO_TABLE
         },

@@ -116,6 +116,9 @@ pub const RETRY_LAGGING: std::time::Duration = std::time::Duration::from_secs(10
 pub const WRITER_NONE: u32 = 0;
 pub const WRITER_WRITTEN: u32 = 1;
 pub const WRITER_NO_TABLE: u32 = 2;
+/// No table, but the extension at a version without it (0.7.0 or
+/// older): the database's owner did not run `ALTER EXTENSION … UPDATE`.
+pub const WRITER_OLD_VERSION: u32 = 3;
 
 const TABLE_SQL: &str = include_str!("sql/high_water_table.sql");
 const READ_SQL: &str = include_str!("sql/high_water_read.sql");
@@ -133,6 +136,9 @@ struct LauncherMemory {
     without: std::collections::HashMap<u32, std::time::Instant>,
     /// Databases whose writer failed, and when rounds try them again.
     retry_lagging: std::collections::HashMap<u32, std::time::Instant>,
+    /// Databases found with the extension at a version before 0.8.0,
+    /// each named once in the log.
+    old_version: std::collections::HashSet<u32>,
 }
 
 thread_local! {
@@ -381,14 +387,32 @@ fn round(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) -> Round 
     let mut found_in = String::new();
     let mut found_db = 0u32;
     // Forget databases that lagged and are gone.
-    for s in &t.lagging {
-        let v = s.load(Ordering::Acquire);
-        if v != 0 && !dbs.iter().any(|d| d.oid.to_u32() == v) {
+    for v in t.lagging.oids() {
+        if !dbs.iter().any(|d| d.oid.to_u32() == v) {
             unmark_lagging(t, v);
         }
     }
     for db in dbs.iter().filter(|d| !skip.contains(&d.oid.to_u32())) {
         match write_in(db.oid, target) {
+            Ok((WRITER_OLD_VERSION, _)) => {
+                unmark_lagging(t, db.oid.to_u32());
+                MEMORY.with(|m| {
+                    let mut m = m.borrow_mut();
+                    m.without.insert(db.oid.to_u32(), now + RECHECK_WITHOUT);
+                    if m.old_version.insert(db.oid.to_u32()) {
+                        errors::report(
+                            PgLogLevel::WARNING,
+                            PgSqlErrorCode::ERRCODE_WARNING,
+                            format!(
+                                "snowflake_id: database \"{}\" has the extension at a version before 0.8.0: it holds no high-water mark, and a dump of it carries none",
+                                db.name
+                            ),
+                            Some("Its IDs are covered by the state file and the WAL only, not by pg_upgrade or pg_dump of that database.".into()),
+                            Some("Run ALTER EXTENSION snowflake_id UPDATE in that database."),
+                        );
+                    }
+                })
+            }
             Ok((WRITER_NO_TABLE, _)) => {
                 unmark_lagging(t, db.oid.to_u32());
                 MEMORY.with(|m| {
@@ -586,13 +610,7 @@ fn write_in(db: pg_sys::Oid, target: i64) -> Result<(u32, i64), WriteFail> {
 /// in it ([`refuse_if_this_database_lags`]) until its writer succeeds.
 /// Returns false when there is no room to record it.
 fn mark_lagging(t: &shmem::Tracking, db: u32) -> bool {
-    let mut recorded = t.lagging.iter().any(|s| s.load(Ordering::Acquire) == db);
-    if !recorded {
-        recorded = t.lagging.iter().any(|s| {
-            s.compare_exchange(0, db, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
-        });
-    }
+    let recorded = t.lagging.insert(db);
     if recorded {
         if let Some(st) = shmem::state() {
             st.blocked.fetch_or(LAGGING_FLAG, Ordering::AcqRel);
@@ -603,10 +621,8 @@ fn mark_lagging(t: &shmem::Tracking, db: u32) -> bool {
 
 /// Database `db` holds the mark again (or is gone): forget that it lagged.
 fn unmark_lagging(t: &shmem::Tracking, db: u32) {
-    for s in &t.lagging {
-        let _ = s.compare_exchange(db, 0, Ordering::AcqRel, Ordering::Acquire);
-    }
-    if t.lagging.iter().all(|s| s.load(Ordering::Acquire) == 0) {
+    t.lagging.remove(db);
+    if t.lagging.is_empty() {
         if let Some(st) = shmem::state() {
             st.blocked.fetch_and(!LAGGING_FLAG, Ordering::AcqRel);
         }
@@ -617,7 +633,7 @@ fn unmark_lagging(t: &shmem::Tracking, db: u32) {
 pub fn this_database_lags() -> bool {
     // SAFETY: reading this backend's database.
     let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
-    shmem::tracking().is_some_and(|t| t.lagging.iter().any(|s| s.load(Ordering::Acquire) == db))
+    shmem::tracking().is_some_and(|t| t.lagging.contains(db))
 }
 
 /// ERROR (55000) when this backend's database lags behind the mark: its
@@ -627,6 +643,17 @@ pub fn refuse_if_this_database_lags() {
     if this_database_lags() {
         errors::high_water_lags_here();
     }
+}
+
+/// In the current database: whether the extension is installed at a
+/// version without the high-water table (read from the catalog).
+pub fn old_version_here() -> bool {
+    Spi::get_one::<bool>(
+        "SELECT true FROM pg_catalog.pg_extension WHERE extname OPERATOR(pg_catalog.=) 'snowflake_id'",
+    )
+    .ok()
+    .flatten()
+    .unwrap_or(false)
 }
 
 /// This server's configuration as the table's key columns.

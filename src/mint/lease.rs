@@ -481,16 +481,11 @@ impl Worker {
         self.schema = safe_schema(&c.name, rows.first())?;
         let sql = sql.replace("{schema}", &self.schema);
         let r = c.query(&sql, params, timeout, &stopping);
-        let name = c.name.clone();
         if r.is_err() && !c.ok() {
             self.conn = None;
         }
-        r.map_err(|mut e| {
-            if !e.message.contains(&name) {
-                e.message = format!("{} ({name})", e.message);
-            }
-            e
-        })
+        // Every failure of the client names its registry already.
+        r
     }
 
     /// Publish a live lease to backends.

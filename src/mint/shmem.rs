@@ -21,8 +21,10 @@ static STATE: PgAtomic<AssertPGRXSharedMemory<GeneratorState>> =
     unsafe { PgAtomic::new(c"snowflake_id generator state") };
 
 /// How many databases can lag behind the high-water mark at once before
-/// a failing writer holds up the whole server (`crate::mint::high_water`).
-pub const LAGGING_DATABASES: usize = 64;
+/// a failing writer holds up the whole server (`crate::mint::high_water`;
+/// 64 in 0.8.0 as first written, which a role with CREATEDB could
+/// overflow: issue 46). 16 KB of shared memory.
+pub const LAGGING_DATABASES: usize = 4096;
 
 /// What the extension tracks in shared memory besides the generator. New
 /// at every start-up and crash restart, like the generator.
@@ -60,7 +62,7 @@ pub struct Tracking {
     /// Databases whose writer failed (OIDs; 0 is a free slot): no ID is
     /// handed out in them until their mark is written again
     /// (`crate::mint::high_water`).
-    pub lagging: [AtomicU32; LAGGING_DATABASES],
+    pub lagging: snowflake_id_core::OidSet<LAGGING_DATABASES>,
     /// The last database whose writer failed (its OID; 0: none since the
     /// last round that wrote every database).
     pub mark_failed_db: AtomicU32,
@@ -188,7 +190,7 @@ impl Default for Tracking {
             mark_rescan: AtomicBool::new(false),
             mark_wanted: AtomicBool::new(false),
             launcher_latch: AtomicUsize::new(0),
-            lagging: std::array::from_fn(|_| AtomicU32::new(0)),
+            lagging: snowflake_id_core::OidSet::default(),
             mark_failed_db: AtomicU32::new(0),
             writer_status: AtomicU32::new(0),
             writer_found_ms: AtomicI64::new(i64::MIN),

@@ -27,6 +27,8 @@
 #                    attack_schema_rename_bodies.sh: the same rename (or
 #                    an overload in her schema) never makes a superuser's
 #                    conversion, plan, js_safe or to_jsonb run her code
+#   attack_lagging_overflow.sh  70 databases of a CREATEDB role whose
+#                    writers die never stop minting in bob's (issue 46)
 #   attack_registry_*.sh  the red-team review of leased worker ids: a
 #                    registry database of a plain role, or a schema where
 #                    others may create, is refused (her renamed public,
@@ -138,6 +140,20 @@ else
     log "security: the database owner's pg_dump --enable-row-security works and carries the mark"
 fi
 
+# Issue 46, item 7: a database left on a version before 0.8.0 (no
+# high-water mark there) is named in the log.
+pq "$DIR" "$PORT" -c "CREATE DATABASE old07" >/dev/null
+pq "$DIR" "$PORT" -d old07 -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id VERSION '0.7.0'" >/dev/null
+named_old() {
+    pq "$DIR" "$PORT" -c "SELECT snowflake_write_high_water()" -c "SELECT snowflake_nextval()" >/dev/null 2>&1 || true
+    grep -q 'database "old07" has the extension at a version before 0.8.0' "$DIR/server.log"
+}
+if poll_until 60 named_old; then
+    log "security: a database left on 0.7.0 is named in the log after $POLL_MS ms"
+else
+    failed+=("old-version"); log "security: FAILED: no log line names the database left on 0.7.0"
+fi
+
 # PGOPTIONS cannot set snowflake_id.* for a plain role.
 if out=$(PGOPTIONS="-c snowflake_id.worker_id=7" "$(pgbin)/psql" -X -h "$DIR" -p "$PORT" -U mallory -d postgres \
         -At -c "SHOW snowflake_id.worker_id" 2>&1); then
@@ -169,6 +185,7 @@ fi
 # which do not differ between majors, run on the newest one only (CI's
 # time budget).
 writers=(attack_schema_rename attack_session_authorization attack_lock_queue attack_db_settings attack_db_lock
+         attack_lagging_overflow
          attack_registry_owner attack_registry_overload attack_registry_settings attack_registry_sync_commit
          attack_registry_lock_queue attack_registry_row_lock attack_registry_connections)
 if [ "$PG_MAJOR" != 18 ]; then
