@@ -52,10 +52,15 @@ fi
 libdir=\${DESTDIR:-}\$("\$PG_CONFIG" --pkglibdir)
 extdir=\${DESTDIR:-}\$("\$PG_CONFIG" --sharedir)/extension
 install -d "\$libdir" "\$extdir"
-# install(1) replaces the file instead of rewriting it in place, so servers
-# that have the old library loaded keep running.
-install -m 755 "\$here/lib/snowflake_id.so" "\$libdir/snowflake_id.so"
-install -m 644 "\$here"/extension/* "\$extdir/"
+# Each file is written under a temporary name beside its target and
+# renamed into place: a server that has the old library loaded keeps its
+# mapping (writing over it in place would crash that server).
+put() { # put FILE DIR MODE
+    tmp="\$2/.\$(basename "\$1").new.\$\$"
+    install -m "\$3" "\$1" "\$tmp" && mv -f "\$tmp" "\$2/\$(basename "\$1")"
+}
+put "\$here/lib/snowflake_id.so" "\$libdir" 755
+for f in "\$here"/extension/*; do put "\$f" "\$extdir" 644; done
 echo "installed snowflake_id $VERSION into \$libdir and \$extdir"
 echo "next: shared_preload_libraries = 'snowflake_id' and snowflake_id.worker_id in postgresql.conf,"
 echo "      restart the server, then CREATE EXTENSION snowflake_id;"
