@@ -104,6 +104,9 @@ pub const BLOCKED_FAR_MARK: u64 = 4;
 /// some database lags behind the mark, and calls check whether theirs does.
 pub const LAGGING_FLAG: u64 = 0x100;
 
+/// How long a call in a lagging database waits for a round to write its
+/// mark before 55000.
+pub const LAG_WAIT_MS: i64 = 2_000;
 /// How long the launcher waits for one writer before it stops it and
 /// counts its database as lagging.
 pub const WRITER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -145,9 +148,15 @@ thread_local! {
     static MEMORY: std::cell::RefCell<LauncherMemory> = std::cell::RefCell::new(LauncherMemory::default());
 }
 
-/// How far a round raises the mark beyond the frontier (see [`AHEAD_MS`]).
+/// How far a round raises the mark beyond the frontier (see [`AHEAD_MS`]),
+/// never more than half of [`FAR_MS`]: the server's own mark is never one
+/// it would hold back after a restart, however slow rounds get.
 fn ahead_ms() -> i64 {
-    MEMORY.with(|m| AHEAD_MS.max(m.borrow().last_round_ms.saturating_mul(3)))
+    MEMORY.with(|m| {
+        AHEAD_MS
+            .max(m.borrow().last_round_ms.saturating_mul(3))
+            .min(FAR_MS / 2)
+    })
 }
 
 /// Set once this backend has seen the first round done.
@@ -293,6 +302,68 @@ fn hold_far_mark(t: &shmem::Tracking, state: &GeneratorState, mark_ms: i64, db: 
     }
 }
 
+/// A held-back mark that the clock has come within [`FAR_MS`] of is an
+/// ordinary mark now: apply it and lift the hold, as a round would have
+/// done had it found the mark now.
+fn release_far_mark_in_reach(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) {
+    let far = t.mark_far_ms.load(Ordering::Acquire);
+    let clock = SystemClock;
+    if far == i64::MIN
+        || far > far_limit(state.frontier_ms(layout, clock.wall_ns(), clock.mono_ns()))
+    {
+        return;
+    }
+    state.raise_above(far, layout, clock.mono_ns());
+    t.mark_found_ms.fetch_max(far, Ordering::AcqRel);
+    t.mark_far_ms.store(i64::MIN, Ordering::Release);
+    let _ = state
+        .blocked
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+            (b & 0xFF == BLOCKED_FAR_MARK).then_some(b & !0xFF)
+        });
+    errors::report(
+        PgLogLevel::LOG,
+        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+        format!(
+            "snowflake_id: the held-back high-water mark {} is within {} minutes of the clock now; applied",
+            format_epoch(far),
+            FAR_MS / 60_000
+        ),
+        None,
+        None,
+    );
+}
+
+/// Whether another session holds a lock on database `db` that a writer's
+/// connection would wait for (CREATE DATABASE … TEMPLATE, RENAME or DROP
+/// DATABASE, which may be held open in a transaction): asked without
+/// waiting, so that such a database costs the round nothing (it lags,
+/// and its sessions, if any, mint nothing until it is written).
+fn database_locked(db: pg_sys::Oid) -> bool {
+    // SAFETY: the lock a backend's InitPostgres takes on its database
+    // (LockSharedObject(DatabaseRelationId, db, 0, RowExclusiveLock)),
+    // asked for without waiting inside a short transaction of the
+    // launcher, and released at once.
+    unsafe {
+        pg_sys::StartTransactionCommand();
+        let tag = pg_sys::LOCKTAG {
+            locktag_field1: 0,
+            locktag_field2: pg_sys::DatabaseRelationId.to_u32(),
+            locktag_field3: db.to_u32(),
+            locktag_field4: 0,
+            locktag_type: pg_sys::LockTagType::LOCKTAG_OBJECT as u8,
+            locktag_lockmethodid: pg_sys::DEFAULT_LOCKMETHOD as u8,
+        };
+        let mode = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
+        let got = pg_sys::LockAcquire(&tag, mode, false, true);
+        if got != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL {
+            pg_sys::LockRelease(&tag, mode, false);
+        }
+        pg_sys::CommitTransactionCommand();
+        got == pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
+    }
+}
+
 /// The launcher: make a round when one is due. Returns whether a round
 /// ran and was published.
 pub fn launcher_tick(state: &GeneratorState, layout: &Layout) -> bool {
@@ -352,10 +423,14 @@ enum Round {
 struct Database {
     oid: pg_sys::Oid,
     name: String,
+    /// `ALLOW_CONNECTIONS false`: no writer can connect, so sessions
+    /// still in it may mint nothing (issue 46, item 6).
+    closed: bool,
 }
 
 fn round(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) -> Round {
     let clock = SystemClock;
+    release_far_mark_in_reach(t, state, layout);
     let frontier = state.frontier_ms(layout, clock.wall_ns(), clock.mono_ns());
     let published = t.mark_ms.load(Ordering::Acquire);
     let target = frontier
@@ -392,8 +467,33 @@ fn round(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) -> Round 
             unmark_lagging(t, v);
         }
     }
-    for db in dbs.iter().filter(|d| !skip.contains(&d.oid.to_u32())) {
-        match write_in(db.oid, target) {
+    for db in dbs.iter().filter(|d| d.closed) {
+        // A closed database's sessions (opened before ALLOW_CONNECTIONS
+        // false) would mint above a mark no writer can raise there: they
+        // mint nothing until it opens again. Without sessions there is
+        // nothing to stop, and nothing to write.
+        // SAFETY: a read of the shared process array.
+        if unsafe { pg_sys::CountDBBackends(db.oid) } > 0 {
+            mark_lagging(t, db.oid.to_u32());
+        } else {
+            unmark_lagging(t, db.oid.to_u32());
+        }
+    }
+    // Lagging databases first (one created while the last round ran, a
+    // new tenant, say): each hands out IDs again as soon as its writer
+    // commits, not only when the round is done.
+    let mut order: Vec<&Database> = dbs
+        .iter()
+        .filter(|d| !d.closed && !skip.contains(&d.oid.to_u32()))
+        .collect();
+    order.sort_by_key(|d| !t.lagging.contains(d.oid.to_u32()));
+    for db in order {
+        let written = if database_locked(db.oid) {
+            Err(WriteFail::InDatabase)
+        } else {
+            write_in(db.oid, target)
+        };
+        match written {
             Ok((WRITER_OLD_VERSION, _)) => {
                 unmark_lagging(t, db.oid.to_u32());
                 MEMORY.with(|m| {
@@ -467,10 +567,16 @@ fn round(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) -> Round 
             }
         }
     }
-    // A database created meanwhile may hold an older mark: do it again.
-    let again = databases();
-    if again.len() != dbs.len() || again.iter().zip(&dbs).any(|(a, b)| a.oid != b.oid) {
-        return Round::Failed;
+    // A database created meanwhile (from a template that has the
+    // extension) may hold an older mark: it mints nothing until the next
+    // round writes it, and the others go on (in 0.8.0 as first written
+    // the whole round failed, so creating databases stopped minting
+    // everywhere: issue 46). One dropped meanwhile is forgotten next
+    // round.
+    for db in databases() {
+        if !db.closed && !dbs.iter().any(|d| d.oid == db.oid) && !mark_lagging(t, db.oid.to_u32()) {
+            return Round::Failed;
+        }
     }
     t.mark_failed_db.store(0, Ordering::Release);
     let ready = t.mark_ready.load(Ordering::Acquire);
@@ -503,8 +609,9 @@ fn round(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) -> Round 
     Round::Published
 }
 
-/// The databases a writer can connect to, read from `pg_database` (a
-/// shared catalog) by the launcher, which is connected to none.
+/// Every valid database, read from `pg_database` (a shared catalog) by
+/// the launcher, which is connected to none; `closed` where a writer
+/// cannot connect.
 fn databases() -> Vec<Database> {
     let mut out = vec![];
     // SAFETY: the sequence autovacuum's launcher uses to list databases
@@ -523,13 +630,14 @@ fn databases() -> Vec<Database> {
             }
             let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_database>(tup);
             // -2: a database whose DROP was interrupted (invalid).
-            if (*form).datallowconn && (*form).datconnlimit != -2 {
+            if (*form).datconnlimit != -2 {
                 let name = std::ffi::CStr::from_ptr((*form).datname.data.as_ptr())
                     .to_string_lossy()
                     .into_owned();
                 out.push(Database {
                     oid: (*form).oid,
                     name,
+                    closed: !(*form).datallowconn,
                 });
             }
         }
@@ -560,17 +668,39 @@ fn write_in(db: pg_sys::Oid, target: i64) -> Result<(u32, i64), WriteFail> {
     t.writer_found_ms.store(i64::MIN, Ordering::Release);
     // SAFETY: reading this process's pid.
     let me = unsafe { pg_sys::MyProcPid };
-    let handle = pgrx::bgworkers::BackgroundWorkerBuilder::new("snowflake_id high-water writer")
-        .set_type("snowflake_id high-water writer")
-        .set_library("snowflake_id")
-        .set_function("snowflake_id_high_water_writer_main")
-        .enable_spi_access()
-        .set_argument(Some(pg_sys::Datum::from(db)))
-        .set_extra(&target.to_string())
-        .set_notify_pid(me)
-        .set_restart_time(None)
-        .load_dynamic()
-        .map_err(|_| WriteFail::Start)?;
+    // No free background worker slot (parallel queries take them and
+    // give them back): try again every 10 ms for WRITER_TIMEOUT.
+    let started = std::time::Instant::now();
+    let handle = loop {
+        let built = pgrx::bgworkers::BackgroundWorkerBuilder::new("snowflake_id high-water writer")
+            .set_type("snowflake_id high-water writer")
+            .set_library("snowflake_id")
+            .set_function("snowflake_id_high_water_writer_main")
+            .enable_spi_access()
+            .set_argument(Some(pg_sys::Datum::from(db)))
+            .set_extra(&target.to_string())
+            .set_notify_pid(me)
+            .set_restart_time(None)
+            .load_dynamic();
+        match built {
+            Ok(h) => break h,
+            Err(_) if started.elapsed() > WRITER_TIMEOUT => return Err(WriteFail::Start),
+            Err(_) => {
+                // SAFETY: a latch wait of a background worker, as below.
+                unsafe {
+                    pg_sys::WaitLatch(
+                        pg_sys::MyLatch,
+                        (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH)
+                            as i32,
+                        10,
+                        pg_sys::PG_WAIT_EXTENSION,
+                    );
+                    pg_sys::ResetLatch(pg_sys::MyLatch);
+                }
+                pgrx::check_for_interrupts!();
+            }
+        }
+    };
     // A writer can wait where no setting bounds it (connecting to a
     // database that a CREATE or DROP DATABASE holds, say): give it
     // WRITER_TIMEOUT, then stop it and count its database as lagging.
@@ -639,8 +769,16 @@ pub fn this_database_lags() -> bool {
 /// ERROR (55000) when this backend's database lags behind the mark: its
 /// writer could not write it (its owner holds a lock on the table, say),
 /// so a dump of it would not carry the IDs handed out meanwhile.
+/// A database that only awaits the next round (created while the last
+/// one ran) is written by it: wait up to [`LAG_WAIT_MS`] for it first.
+/// The wait asks for no round: a database whose writer keeps failing
+/// must not make every call there run a round over every database.
 pub fn refuse_if_this_database_lags() {
-    if this_database_lags() {
+    if !this_database_lags() {
+        return;
+    }
+    let caught_up = marks().is_some() && shmem::wait_until(LAG_WAIT_MS, || !this_database_lags());
+    if !caught_up {
         errors::high_water_lags_here();
     }
 }
@@ -721,8 +859,10 @@ pub fn snowflake_write_high_water() -> Option<TimestampWithTimeZone> {
     }
     let t = shmem::tracking()?;
     // This database has the table now: the next round visits it, even if
-    // an earlier one found it without.
+    // an earlier one found it without, and runs now (a new tenant mints
+    // at once).
     t.mark_rescan.store(true, Ordering::Release);
+    wake_launcher(t);
     let ms = t.mark_ms.load(Ordering::Acquire);
     if ms == i64::MIN || shmem::in_recovery() || lease::current_worker_id().is_none() {
         return None;

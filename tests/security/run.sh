@@ -29,6 +29,8 @@
 #                    conversion, plan, js_safe or to_jsonb run her code
 #   attack_lagging_overflow.sh  70 databases of a CREATEDB role whose
 #                    writers die never stop minting in bob's (issue 46)
+#   attack_rename_lock.sh  nor do 20 of her databases locked by RENAME
+#                    DATABASE in an open transaction
 #   attack_registry_*.sh  the red-team review of leased worker ids: a
 #                    registry database of a plain role, or a schema where
 #                    others may create, is refused (her renamed public,
@@ -185,7 +187,7 @@ fi
 # which do not differ between majors, run on the newest one only (CI's
 # time budget).
 writers=(attack_schema_rename attack_session_authorization attack_lock_queue attack_db_settings attack_db_lock
-         attack_lagging_overflow
+         attack_lagging_overflow attack_rename_lock
          attack_registry_owner attack_registry_overload attack_registry_settings attack_registry_sync_commit
          attack_registry_lock_queue attack_registry_row_lock attack_registry_connections)
 if [ "$PG_MAJOR" != 18 ]; then
