@@ -11,10 +11,13 @@
 #     created and one dropped about every half second for 30 s, while bob
 #     inserts into his database 10 times a second: no INSERT fails. (On
 #     0.8.0 as first written a round failed whenever the list of databases
-#     changed while it ran, and bob's INSERTs failed with 55000.) How long
+#     changed while it ran; at this size the failed rounds only delayed
+#     bob's INSERTs, up to seconds, and the script passed there too: the
+#     issue's 200 databases and a create every 2 s gave 55000.) How long
 #     a new tenant waits from CREATE EXTENSION to its first ID (a database
 #     created while a round runs awaits the next one) is reported, not
 #     asserted.
+# DATABASES_SCENARIOS="2" runs some of them only.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 [ "$PG_MAJOR" = 18 ] || skip_test "runs on 18"
@@ -26,10 +29,12 @@ cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowfla
     "max_connections = 150"
 cluster_up "$DIR"
 q() { local db="$1"; shift; pq "$DIR" "$PORT" -d "$db" -At "$@"; }
+want() { [[ " ${DATABASES_SCENARIOS:-1 2} " == *" $1 "* ]]; }
 q postgres -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
     -c "CREATE TABLE ids (id bigint PRIMARY KEY DEFAULT snowflake_nextval())" >/dev/null
 
 # --- 1. a closed database --------------------------------------------------------------
+if want 1; then
 log "1. a session left open in a database whose connections are disallowed"
 q postgres -c "CREATE DATABASE closedb" >/dev/null
 q closedb -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" >/dev/null
@@ -68,8 +73,10 @@ log "   $(grep -o 'refused after [0-9]* ms' <<< "$out"); no ID above the databas
 reopened() { q closedb -c "SELECT snowflake_nextval()" >/dev/null 2>&1; }
 poll_until 60 reopened || die "1: the reopened database does not mint again"
 log "   reopened, it mints again after $POLL_MS ms"
+fi
 
 # --- 2. tenant churn --------------------------------------------------------------------
+if want 2; then
 log "2. 60 tenant databases, then one created and one dropped every half second for 30 s"
 q template1 -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" >/dev/null
 for i in $(seq 1 60); do q postgres -c "CREATE DATABASE t$i" >/dev/null; done
@@ -95,4 +102,5 @@ pgbench_clean "$DIR/bob.out" || { cat "$DIR/bob.out" >&2; die "2: bob's INSERTs 
 sorted=$(printf '%s\n' "${firsts[@]}" | sort -n)
 log "   $n databases created and dropped; bob: $(grep -o 'number of transactions actually processed: [0-9/]*' "$DIR/bob.out"), none failed"
 log "   a new tenant's CREATE EXTENSION and first ID: median $(sed -n "$(( (n + 1) / 2 ))p" <<< "$sorted") ms, slowest $(tail -1 <<< "$sorted") ms (reported, not asserted)"
+fi
 log "databases: ok"

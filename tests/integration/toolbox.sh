@@ -102,8 +102,23 @@ empty_after() {
 # ahead of this server's clock, moved nothing by itself (issue 46): no ID
 # (55000, naming it), snowflake_stats() says why; then a superuser's
 # snowflake_accept_configuration() applies it.
+# libfaketime does not reach every process of Debian's PostgreSQL 15: its
+# postmaster, and so the launcher it starts, read the real clock soon
+# after start-up. Where the launcher's log line says it raised the
+# generator to a mark within 10 minutes of its own clock, not holding the
+# mark back was right, and that is checked instead.
 held_back() {
-    local out
+    local out line at mark
+    poll_until 30 grep -qE "ahead of the clock; not applied|generator raised above (the|a) high-water mark" "$1/server.log" \
+        || die "$3: the first round did not report the old server's mark"
+    if ! grep -q "ahead of the clock; not applied" "$1/server.log"; then
+        line=$(grep -E "generator raised above (the|a) high-water mark" "$1/server.log" | tail -1)
+        at=$(date -d "$(cut -d' ' -f1-3 <<< "$line")" +%s)
+        mark=$(date -d "$(sed -E 's/.*high-water mark ([0-9-]+ [0-9:.]+\+00).*/\1/' <<< "$line")" +%s)
+        [ $((mark - at)) -le 600 ] || die "$3: a mark $((mark - at)) s ahead of the launcher's clock was applied by itself"
+        log "   $3: the launcher's clock (not faked on this build) was $((mark - at)) s behind the mark: applied, as it should be"
+        return 0
+    fi
     out=$(q "$1" "$2" -c "SELECT snowflake_nextval()" 2>&1) && die "$3: minted below a mark far ahead of the clock ($out)"
     [[ "$out" == *"high-water mark is far ahead of the clock"* ]] || die "$3: not refused for the far mark: $out"
     [ "$(q "$1" "$2" -c "SELECT state FROM snowflake_stats()")" = "disabled: high-water mark far ahead of the clock" ] \
