@@ -111,7 +111,7 @@ for _ in 1 2 3 4 5; do
     ms=$(time_until_idle "$pid" "PERFORM 1" "qs")
     overruns+=("$(overrun "$ms" 300)")
     wait "$burst" && die "the burst was not ended by statement_timeout"
-    grep -q "canceling statement due to statement timeout" "$BASE/burst.out" || { cat "$BASE/burst.out" >&2; die "no 57014 after statement_timeout"; }
+    poll_until 10 grep -q "canceling statement due to statement timeout" "$BASE/burst.out" || { cat "$BASE/burst.out" >&2; die "no 57014 after statement_timeout"; }
 done
 med=$(printf '%s\n' "${overruns[@]}" | median)
 log "statement_timeout = 300ms on a burst sleeping on back-pressure: 57014, ended this many ms after the timeout: ${overruns[*]} (median $med; reported, not asserted)"
@@ -136,7 +136,7 @@ for _ in 1 2 3 4 5; do
     sleeping "$pid" || die "the burst was never seen sleeping"
     cancels+=("$(time_until_idle "$pid" "PERFORM pg_cancel_backend($pid)" "clock_timestamp()")")
     wait "$burst" && die "the burst was not cancelled"
-    grep -q "canceling statement due to user request" "$BASE/burst.out" || { cat "$BASE/burst.out" >&2; die "no 57014 after pg_cancel_backend"; }
+    poll_until 10 grep -q "canceling statement due to user request" "$BASE/burst.out" || { cat "$BASE/burst.out" >&2; die "no 57014 after pg_cancel_backend"; }
 done
 med=$(printf '%s\n' "${cancels[@]}" | median)
 log "pg_cancel_backend of a burst sleeping for the clock (each seen sleeping): 57014, ended after ms: ${cancels[*]} (median $med; reported, not asserted)"
@@ -196,6 +196,9 @@ start_burst() {
 WAITING='^(Extension|snowflake_id reservation)$'
 stat_now() { q -At -c "SELECT reserved_until || ' ' || coalesce(last_id, 0) FROM snowflake_stats()"; }
 
+# The client writes a statement's error to its file a moment after its
+# backend goes idle: every check of an error polls for it (10 s, a bound
+# only a hung machine reaches).
 # One attempt of iteration I: 0 done, 2 the mark was met first (again).
 holder_round() {
     local i="$1" h w t ev ms before
@@ -206,13 +209,13 @@ holder_round() {
     w=$(start_burst "w$i") || die "waiter burst $i did not start"
     ev=$(wait_event_of "$w" "$WAITING") || { q -At -c "SELECT pg_cancel_backend($h)" >/dev/null; wait; met_the_mark "w$i" && return 2; cat "$BASE/w$i.out" >&2; die "a second burst is not waiting for the renewal (wait event: $ev)"; }
     waiter_ms+=("$(time_until_idle "$w" "PERFORM pg_cancel_backend($w)" "clock_timestamp()")")
-    grep -q "canceling statement due to user request" "$BASE/w$i.out" || { cat "$BASE/w$i.out" >&2; die "no 57014 for the waiting caller"; }
+    poll_until 10 grep -q "canceling statement due to user request" "$BASE/w$i.out" || { cat "$BASE/w$i.out" >&2; die "no 57014 for the waiting caller"; }
     t=$(start_burst "t$i" "SET statement_timeout = '300ms'") || die "timed burst $i did not start"
     ms=$(time_until_idle "$t" "PERFORM 1" "qs")
     timeout_over+=("$(overrun "$ms" 300)")
-    grep -q "canceling statement due to statement timeout" "$BASE/t$i.out" || { cat "$BASE/t$i.out" >&2; die "no 57014 after statement_timeout while waiting for the renewal"; }
+    poll_until 10 grep -q "canceling statement due to statement timeout" "$BASE/t$i.out" || { cat "$BASE/t$i.out" >&2; die "no 57014 after statement_timeout while waiting for the renewal"; }
     holder_ms+=("$(time_until_idle "$h" "PERFORM pg_cancel_backend($h)" "clock_timestamp()")")
-    grep -q "ERROR:  canceling statement due to user request" "$BASE/h$i.out" || { cat "$BASE/h$i.out" >&2; die "the renewing caller did not fail with 57014"; }
+    poll_until 10 grep -q "ERROR:  canceling statement due to user request" "$BASE/h$i.out" || { cat "$BASE/h$i.out" >&2; die "the renewing caller did not fail with 57014"; }
     wait
     [ "$(stat_now)" = "$before" ] || die "a reservation the standby never confirmed was published, or IDs were issued ($before -> $(stat_now))"
     return 0
