@@ -96,9 +96,13 @@ pub const WAIT_MS: i64 = 20_000;
 /// repeat one the mark covers), and `snowflake_accept_configuration()`
 /// applies it.
 pub const FAR_MS: i64 = 600_000;
-/// `GeneratorState::blocked` code (within `reservation::BLOCKED_MASK`,
-/// beside the state file's): a far mark is held back.
+/// `GeneratorState::blocked` code (within [`BLOCKED_CODES`], beside the
+/// state file's): a far mark is held back.
 pub const BLOCKED_FAR_MARK: u64 = 4;
+/// The bits of `GeneratorState::blocked` that hold one code, as
+/// `reservation::BLOCKED_MASK` (which imports this module; it asserts the
+/// two are equal).
+pub const BLOCKED_CODES: u64 = 0xFF;
 
 /// A flag in `GeneratorState::blocked` (above `reservation::BLOCKED_MASK`):
 /// some database lags behind the mark, and calls check whether theirs does.
@@ -285,7 +289,7 @@ fn hold_far_mark(t: &shmem::Tracking, state: &GeneratorState, mark_ms: i64, db: 
     let _ = state
         .blocked
         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
-            (b & 0xFF == 0).then_some(b | BLOCKED_FAR_MARK)
+            (b & BLOCKED_CODES == 0).then_some(b | BLOCKED_FAR_MARK)
         });
     if before < mark_ms {
         let ahead_s = (mark_ms - SystemClock.wall_ns().div_euclid(1_000_000)) / 1000;
@@ -319,7 +323,7 @@ fn release_far_mark_in_reach(t: &shmem::Tracking, state: &GeneratorState, layout
     let _ = state
         .blocked
         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
-            (b & 0xFF == BLOCKED_FAR_MARK).then_some(b & !0xFF)
+            (b & BLOCKED_CODES == BLOCKED_FAR_MARK).then_some(b & !BLOCKED_CODES)
         });
     errors::report(
         PgLogLevel::LOG,
@@ -583,9 +587,10 @@ fn round(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) -> Round 
     // A mark this server did not write since start-up (its own are at
     // most the largest target an earlier round tried; the writers read
     // before they write): at start-up every mark found, later a restore.
-    if found > own && found >= frontier && found > far_limit(frontier) {
+    let not_ours = found > own && found >= frontier;
+    if not_ours && found > far_limit(frontier) {
         hold_far_mark(t, state, found, found_db, &found_in);
-    } else if found > own && found >= frontier {
+    } else if not_ours {
         state.raise_above(found, layout, clock.mono_ns());
         errors::report(
             PgLogLevel::LOG,
@@ -658,6 +663,23 @@ enum WriteFail {
     InDatabase,
 }
 
+/// The launcher's wait while it polls a writer: 10 ms on its latch (the
+/// postmaster sets it when a writer it was told about stops), then any
+/// pending interrupt.
+fn nap() {
+    // SAFETY: the standard latch wait of a background worker.
+    unsafe {
+        pg_sys::WaitLatch(
+            pg_sys::MyLatch,
+            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+            10,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ResetLatch(pg_sys::MyLatch);
+    }
+    pgrx::check_for_interrupts!();
+}
+
 /// Start a writer in database `db` for `target` and wait for it. Returns
 /// its status and the largest mark it read.
 fn write_in(db: pg_sys::Oid, target: i64) -> Result<(u32, i64), WriteFail> {
@@ -685,20 +707,7 @@ fn write_in(db: pg_sys::Oid, target: i64) -> Result<(u32, i64), WriteFail> {
         match built {
             Ok(h) => break h,
             Err(_) if started.elapsed() > WRITER_TIMEOUT => return Err(WriteFail::Start),
-            Err(_) => {
-                // SAFETY: a latch wait of a background worker, as below.
-                unsafe {
-                    pg_sys::WaitLatch(
-                        pg_sys::MyLatch,
-                        (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH)
-                            as i32,
-                        10,
-                        pg_sys::PG_WAIT_EXTENSION,
-                    );
-                    pg_sys::ResetLatch(pg_sys::MyLatch);
-                }
-                pgrx::check_for_interrupts!();
-            }
+            Err(_) => nap(),
         }
     };
     // A writer can wait where no setting bounds it (connecting to a
@@ -713,21 +722,7 @@ fn write_in(db: pg_sys::Oid, target: i64) -> Result<(u32, i64), WriteFail> {
                 let _ = handle.terminate().wait_for_shutdown();
                 return Err(WriteFail::InDatabase);
             }
-            _ => {
-                // SAFETY: the standard latch wait of a background worker;
-                // the postmaster sets it when the writer stops.
-                unsafe {
-                    pg_sys::WaitLatch(
-                        pg_sys::MyLatch,
-                        (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH)
-                            as i32,
-                        10,
-                        pg_sys::PG_WAIT_EXTENSION,
-                    );
-                    pg_sys::ResetLatch(pg_sys::MyLatch);
-                }
-                pgrx::check_for_interrupts!();
-            }
+            _ => nap(),
         }
     }
     match t.writer_status.load(Ordering::Acquire) {

@@ -33,6 +33,7 @@ pub const BLOCKED_FOREIGN_FILE: u64 = 3;
 /// The bits of `GeneratorState::blocked` that hold the codes above; the
 /// rest are flags of `crate::mint::high_water` that block only some databases.
 pub const BLOCKED_MASK: u64 = 0xFF;
+const _: () = assert!(BLOCKED_MASK == high_water::BLOCKED_CODES);
 
 fn log(level: PgLogLevel, msg: String, detail: Option<String>, hint: Option<&str>) {
     errors::report(
