@@ -23,10 +23,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
 attack_cluster dblock "${SNOWFLAKE_ATTACK_PORT:-56114}" 25
 as postgres postgres -c "CREATE ROLE mallory LOGIN CREATEDB" -c "CREATE ROLE bob LOGIN" \
     -c "CREATE DATABASE bobdb OWNER bob" >/dev/null
-as postgres bobdb -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
-    -c "REVOKE CONNECT ON DATABASE bobdb FROM PUBLIC" >/dev/null
-as bob bobdb -c "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text)" >/dev/null
-as bob bobdb -c "INSERT INTO orders (item) VALUES ('warm-up')" >/dev/null
+bob_orders
 
 # mallory: six empty databases of her own, a session in each, and a
 # CREATE DATABASE ... TEMPLATE loop on each.
@@ -38,14 +35,6 @@ for i in 1 2 3 4 5 6; do
 done
 sleep 2
 
-errs=0 last=""
-end=$((SECONDS + 40))
-while [ $SECONDS -lt $end ]; do
-    if ! last=$(as bob bobdb -c "SET statement_timeout = '15s'" \
-                  -c "INSERT INTO orders (item) VALUES ('book') RETURNING id" 2>&1); then
-        errs=$((errs + 1)); log "attack (database lock): bob's INSERT failed: $(echo "$last" | head -1)"
-    fi
-    sleep 0.5
-done
-[ "$errs" = 0 ] || die "attack (database lock) WORKS: mallory's CREATE DATABASE ... TEMPLATE loops stopped bob's INSERTs ($errs failures)"
+bob_inserts "database lock" 40
+[ "$BOB_ERRS" = 0 ] || die "attack (database lock) WORKS: mallory's CREATE DATABASE ... TEMPLATE loops stopped bob's INSERTs ($BOB_ERRS failures)"
 log "attack (database lock) refused: bob minted throughout"

@@ -35,16 +35,8 @@ as mallory dbm -c "ALTER DATABASE dbm SET geqo_threshold = 2" \
     -c "ALTER DATABASE dbm SET geqo_pool_size = 2147483647" >/dev/null
 log "attack (database settings): $(as mallory dbm -c "SELECT setconfig FROM pg_db_role_setting WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = 'dbm')")"
 
-errs=0 last=""
-end=$((SECONDS + 25))
-while [ $SECONDS -lt $end ]; do
-    if ! last=$(as bob bobdb -c "SET statement_timeout = '15s'" \
-                  -c "INSERT INTO orders (item) VALUES ('book') RETURNING id" 2>&1); then
-        errs=$((errs + 1)); log "attack (database settings): bob's INSERT failed: $(echo "$last" | head -1)"
-    fi
-    sleep 0.5
-done
+bob_inserts "database settings" 25
 grep -E "invalid memory alloc|could not write the high-water" "$DIR/server.log" \
     | tail -2 >&2 || true
-[ "$errs" = 0 ] || die "attack (database settings) WORKS: mallory's ALTER DATABASE SET geqo_* stopped bob's INSERTs ($errs failures)"
+[ "$BOB_ERRS" = 0 ] || die "attack (database settings) WORKS: mallory's ALTER DATABASE SET geqo_* stopped bob's INSERTs ($BOB_ERRS failures)"
 log "attack (database settings) refused: bob minted throughout"

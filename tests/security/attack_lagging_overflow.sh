@@ -17,10 +17,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
 attack_cluster lagging "${SNOWFLAKE_ATTACK_PORT:-56118}" 27
 as postgres postgres -c "CREATE ROLE mallory LOGIN CREATEDB" -c "CREATE ROLE bob LOGIN" \
     -c "CREATE DATABASE bobdb OWNER bob" >/dev/null
-as postgres bobdb -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
-    -c "REVOKE CONNECT ON DATABASE bobdb FROM PUBLIC" >/dev/null
-as bob bobdb -c "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text)" >/dev/null
-as bob bobdb -c "INSERT INTO orders (item) VALUES ('warm-up')" >/dev/null
+bob_orders
 
 for i in $(seq 1 70); do
     as mallory postgres -c "CREATE DATABASE lag$i TEMPLATE template0" \
@@ -28,18 +25,9 @@ for i in $(seq 1 70); do
 done
 log "attack (lagging overflow): mallory owns 70 databases whose writers die"
 
-errs=0 n=0 last=""
-end=$((SECONDS + 40))
-while [ $SECONDS -lt $end ]; do
-    if ! last=$(as bob bobdb -c "SET statement_timeout = '15s'" \
-                  -c "INSERT INTO orders (item) VALUES ('book') RETURNING id" 2>&1); then
-        errs=$((errs + 1)); log "attack (lagging overflow): bob's INSERT failed: $(echo "$last" | head -1)"
-    fi
-    n=$((n + 1))
-    sleep 0.5
-done
+bob_inserts "lagging overflow" 40
 failed_writes=$(grep -o 'could not write the high-water mark in database "lag[0-9]*"' "$DIR/server.log" | sort -u | wc -l)
 [ "$failed_writes" -ge 65 ] \
     || die "attack (lagging overflow): only $failed_writes of mallory's databases lagged; the attack did not take place"
-[ "$errs" = 0 ] || die "attack (lagging overflow) WORKS: mallory's 70 lagging databases stopped bob's INSERTs ($errs of $n failed)"
-log "attack (lagging overflow) refused: bob minted throughout ($n INSERTs) while $failed_writes of her databases lagged"
+[ "$BOB_ERRS" = 0 ] || die "attack (lagging overflow) WORKS: mallory's 70 lagging databases stopped bob's INSERTs ($BOB_ERRS of $BOB_TRIES failed)"
+log "attack (lagging overflow) refused: bob minted throughout ($BOB_TRIES INSERTs) while $failed_writes of her databases lagged"

@@ -6,6 +6,13 @@
 #       stopped at exit together with the PIDs in the array `holders`;
 #       sets DIR and PORT.
 #   as ROLE DB ARGS...: psql as ROLE in DB, tuples only, stop on error.
+#   bob_orders: the victim, bob: the extension in bobdb (his database,
+#       which must exist), CONNECT revoked from PUBLIC so that no one
+#       else can connect, his table keyed by snowflake_nextval() and one
+#       INSERT.
+#   bob_inserts LABEL SECONDS: bob INSERTs every 0.5 s for SECONDS, each
+#       with a 15 s statement timeout, logging each failure under LABEL;
+#       sets BOB_TRIES and BOB_ERRS.
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 holders=()
 attack_cluster() {
@@ -26,4 +33,23 @@ attack_cleanup() {
 as() {
     local role="$1" db="$2"; shift 2
     "$(pgbin)/psql" -X -q -h "$DIR" -p "$PORT" -U "$role" -d "$db" -v ON_ERROR_STOP=1 -At "$@"
+}
+bob_orders() {
+    as postgres bobdb -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
+        -c "REVOKE CONNECT ON DATABASE bobdb FROM PUBLIC" >/dev/null
+    as bob bobdb -c "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text)" >/dev/null
+    as bob bobdb -c "INSERT INTO orders (item) VALUES ('warm-up')" >/dev/null
+}
+BOB_TRIES=0 BOB_ERRS=0
+bob_inserts() {
+    local label="$1" end=$((SECONDS + $2)) last
+    BOB_TRIES=0 BOB_ERRS=0
+    while [ $SECONDS -lt "$end" ]; do
+        if ! last=$(as bob bobdb -c "SET statement_timeout = '15s'" \
+                      -c "INSERT INTO orders (item) VALUES ('book') RETURNING id" 2>&1); then
+            BOB_ERRS=$((BOB_ERRS + 1)); log "attack ($label): bob's INSERT failed: $(echo "$last" | head -1)"
+        fi
+        BOB_TRIES=$((BOB_TRIES + 1))
+        sleep 0.5
+    done
 }

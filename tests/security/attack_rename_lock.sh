@@ -20,10 +20,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
 attack_cluster renamelock "${SNOWFLAKE_ATTACK_PORT:-56119}" 28
 as postgres postgres -c "CREATE ROLE mallory LOGIN CREATEDB" -c "CREATE ROLE bob LOGIN" \
     -c "CREATE DATABASE bobdb OWNER bob" >/dev/null
-as postgres bobdb -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
-    -c "REVOKE CONNECT ON DATABASE bobdb FROM PUBLIC" >/dev/null
-as bob bobdb -c "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text)" >/dev/null
-as bob bobdb -c "INSERT INTO orders (item) VALUES ('warm-up')" >/dev/null
+bob_orders
 
 renames="BEGIN;"
 for i in $(seq 1 20); do
@@ -36,17 +33,8 @@ held() { [ "$(as postgres postgres -c "SELECT count(*) FROM pg_locks WHERE lockt
 poll_until 30 held || die "attack (rename lock): mallory's transaction does not hold the 20 locks"
 log "attack (rename lock): mallory holds RENAME locks on 20 databases in an open transaction"
 
-errs=0 n=0 last=""
-end=$((SECONDS + 40))
-while [ $SECONDS -lt $end ]; do
-    if ! last=$(as bob bobdb -c "SET statement_timeout = '15s'" \
-                  -c "INSERT INTO orders (item) VALUES ('book') RETURNING id" 2>&1); then
-        errs=$((errs + 1)); log "attack (rename lock): bob's INSERT failed: $(echo "$last" | head -1)"
-    fi
-    n=$((n + 1))
-    sleep 0.5
-done
+bob_inserts "rename lock" 40
 ahead=$(as postgres bobdb -c "SELECT round(extract(epoch FROM snowflake_high_water() - now()))")
-[ "$errs" = 0 ] || die "attack (rename lock) WORKS: mallory's locked databases stopped bob's INSERTs ($errs of $n failed)"
+[ "$BOB_ERRS" = 0 ] || die "attack (rename lock) WORKS: mallory's locked databases stopped bob's INSERTs ($BOB_ERRS of $BOB_TRIES failed)"
 [ "$ahead" -le 300 ] || die "attack (rename lock) WORKS: the mark runs $ahead s ahead of the clock"
-log "attack (rename lock) refused: bob minted throughout ($n INSERTs); the mark is $ahead s ahead"
+log "attack (rename lock) refused: bob minted throughout ($BOB_TRIES INSERTs); the mark is $ahead s ahead"

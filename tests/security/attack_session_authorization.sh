@@ -34,16 +34,8 @@ as bob bobdb -c "INSERT INTO orders (item) VALUES ('warm-up')" >/dev/null
 as mallory dbm -c "ALTER DATABASE dbm SET session_authorization = 'mallory'" >/dev/null
 log "attack (session_authorization): $(as mallory dbm -c "SELECT setconfig FROM pg_db_role_setting WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = 'dbm')")"
 
-errs=0 last=""
-end=$((SECONDS + 25))
-while [ $SECONDS -lt $end ]; do
-    if ! last=$(as bob bobdb -c "SET statement_timeout = '15s'" \
-                  -c "INSERT INTO orders (item) VALUES ('book') RETURNING id" 2>&1); then
-        errs=$((errs + 1)); log "attack (session_authorization): bob's INSERT failed: $(echo "$last" | head -1)"
-    fi
-    sleep 0.5
-done
+bob_inserts "session_authorization" 25
 grep -E "permission denied for table snowflake_high_water|could not write the high-water" "$DIR/server.log" \
     | tail -2 >&2 || true
-[ "$errs" = 0 ] || die "attack (session_authorization) WORKS: mallory's ALTER DATABASE stopped bob's INSERTs ($errs failures)"
+[ "$BOB_ERRS" = 0 ] || die "attack (session_authorization) WORKS: mallory's ALTER DATABASE stopped bob's INSERTs ($BOB_ERRS failures)"
 log "attack (session_authorization) refused: bob minted throughout"

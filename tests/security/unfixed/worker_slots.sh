@@ -21,10 +21,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../attack_lib.sh"
 attack_cluster slots "${SNOWFLAKE_ATTACK_PORT:-56111}" 22 "max_worker_processes = 8" "max_parallel_workers = 8"
 as postgres postgres -c "CREATE ROLE eve LOGIN" -c "CREATE ROLE bob LOGIN" \
     -c "CREATE DATABASE bobdb OWNER bob" >/dev/null
-as postgres bobdb -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
-    -c "REVOKE CONNECT ON DATABASE bobdb FROM PUBLIC" >/dev/null
-as bob bobdb -c "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text)" >/dev/null
-as bob bobdb -c "INSERT INTO orders (item) VALUES ('warm-up')" >/dev/null
+bob_orders
 
 # eve: one parallel worker per session, as many sessions as it takes.
 for _ in $(seq 1 8); do
@@ -34,15 +31,7 @@ sleep 2
 busy=$(as postgres postgres -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'parallel worker'")
 log "attack (worker slots): eve's sessions hold $busy parallel workers"
 
-errs=0 last=""
-end=$((SECONDS + 25))
-while [ $SECONDS -lt $end ]; do
-    if ! last=$(as bob bobdb -c "SET statement_timeout = '15s'" \
-                  -c "INSERT INTO orders (item) VALUES ('book') RETURNING id" 2>&1); then
-        errs=$((errs + 1)); log "attack (worker slots): bob's INSERT failed: $(echo "$last" | head -1)"
-    fi
-    sleep 0.5
-done
+bob_inserts "worker slots" 25
 grep -E "could not write the high-water" "$DIR/server.log" | tail -2 >&2 || true
-[ "$errs" = 0 ] || die "attack (worker slots) WORKS: eve (no privileges) stopped bob's INSERTs in his own database ($errs failures)"
+[ "$BOB_ERRS" = 0 ] || die "attack (worker slots) WORKS: eve (no privileges) stopped bob's INSERTs in his own database ($BOB_ERRS failures)"
 log "attack (worker slots) refused: bob minted throughout"
