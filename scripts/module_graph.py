@@ -117,7 +117,7 @@ LEAVES = {
 # The reasons for each cut are in CONTRIBUTING.md ("Where code lives").
 GROUND = "ground"
 ROOMS = {
-    "src": ["read", "mint", "convert", "operate"],
+    "src": ["read", "mint", "high_water", "convert", "operate"],
 }
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

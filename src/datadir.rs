@@ -68,6 +68,11 @@ pub fn load() -> Result<Option<StateFile>, StateError> {
     StateFile::load(&data_dir())
 }
 
+/// Whether this server starts as a standby (`standby.signal`).
+pub fn standby_signal() -> bool {
+    data_dir().join("standby.signal").exists()
+}
+
 /// Whether the state file is there (readable or not).
 pub fn exists() -> bool {
     data_dir()

@@ -478,25 +478,61 @@ pub fn must_be_superuser(to_do: &str) -> ! {
     )
 }
 
-/// The high-water mark could not be read or raised in time: no ID may be
-/// handed out above what every database holds.
+/// The marks of every database were not read in time after a start that
+/// needs them (no state file, a state file of another cluster or an
+/// unusable one, a crash): no ID may be handed out below what any
+/// database holds (`crate::high_water`).
 pub fn high_water_unavailable(detail: String) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "snowflake_id high-water mark is not available",
         Some(detail),
-        Some("No ID is handed out until every database that has the extension holds a high-water mark above it. See the server log for the \"snowflake_id high-water\" processes' errors; run ALTER EXTENSION snowflake_id UPDATE in databases that still have version 0.7.0."),
+        Some("After this kind of start, no ID is handed out until the marks of every database have been read. See the server log for the \"snowflake_id high-water\" processes' errors."),
     )
 }
 
-/// This database's high-water mark could not be written: no ID is handed
-/// out in it, so that a dump of it never lacks one (`crate::mint::high_water`).
+/// This database's high-water mark could not be raised above the next
+/// ID: its table's lock was not granted in time (`crate::high_water`).
+/// Other databases go on.
+pub fn high_water_locked_here() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
+        "could not raise the snowflake_id high-water mark in this database",
+        Some("Another session holds, or waits for, a lock on snowflake_id_internal.snowflake_high_water that conflicts with the mark's write, so IDs handed out here now might not be carried by a dump of this database. Other databases go on.".into()),
+        Some("Find the session in pg_locks (a VACUUM FULL, an ALTER or a LOCK on that table, or a lock request queued behind an open transaction) and end it."),
+    )
+}
+
+/// A database whose marks could not be read after a start that needs
+/// them, and that could not read its own mark either: no ID here.
 pub fn high_water_lags_here() -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-        "snowflake_id high-water mark cannot be written in this database",
-        Some("The last round of the high-water launcher failed in this database, so IDs handed out here now might not be carried by a dump of it. Other databases go on.".into()),
-        Some("See the \"snowflake_id high-water writer\" errors in the server log, such as a lock held on snowflake_id_internal.snowflake_high_water; IDs are handed out again once a round succeeds."),
+        "snowflake_id high-water mark of this database has not been read since start-up",
+        Some("Its mark was not read when the server started, and could not be read now. Other databases go on.".into()),
+        Some("See the server log; IDs are handed out here as soon as the mark can be read."),
+    )
+}
+
+/// The high-water table was altered (a superuser's ALTER TABLE): its row
+/// cannot be raised safely.
+pub fn high_water_table_altered() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowflake_id_internal.snowflake_high_water does not have the columns snowflake_id created",
+        Some("Its high-water mark cannot be raised, so no ID is handed out in this database.".into()),
+        Some("Reinstall the extension in this database (DROP EXTENSION snowflake_id CASCADE; CREATE EXTENSION snowflake_id), or restore the table's columns."),
+    )
+}
+
+/// The first ID of a new configuration in this database, minted by a
+/// parallel worker, which cannot insert the mark's row.
+pub fn high_water_row_in_parallel() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_TRANSACTION_STATE,
+        "cannot create this database's snowflake_id high-water mark in a parallel worker",
+        Some("This database holds no mark for the server's worker id and layout yet.".into()),
+        Some("Call SELECT snowflake_nextval() once outside a parallel query (or SELECT snowflake_write_high_water() as a superuser)."),
     )
 }
 

@@ -12,7 +12,9 @@
 //! - [`read`]: decoding IDs, their text, JSON and public forms;
 //! - [`mint`]: minting IDs and keeping them unique (the generator, shared
 //!   memory, the durable reservation, WAL, the background worker, the
-//!   high-water mark);
+//!   worker-id lease);
+//! - [`high_water`]: the high-water mark each database keeps of the IDs
+//!   minted in it;
 //! - [`convert`]: converting existing tables to snowflake keys;
 //! - [`operate`]: what an administrator calls (statistics, raising the
 //!   floor, the fleet check).
@@ -25,6 +27,7 @@ pub mod convert;
 pub mod datadir;
 pub mod errors;
 pub mod gucs;
+pub mod high_water;
 pub mod mint;
 pub mod operate;
 pub mod read;
@@ -63,6 +66,8 @@ pub extern "C-unwind" fn _PG_init() {
     wal::register();
     backend_clock::detect();
     bgworker::register();
+    high_water::init();
+    reservation::register_clean_stop();
     lease::register();
 }
 

@@ -15,8 +15,15 @@
 //! worker_id=42
 //! reserved_until_ms=1763712000000
 //! system_identifier=7441000217000000000
+//! stopped_at_checkpoint=22817384
 //! checksum=9c3f0c1d2e4b5a69
 //! ```
+//!
+//! `stopped_at_checkpoint` (optional) is written at a clean stop, when no
+//! process can mint any more: the LSN of the shutdown checkpoint, and the
+//! reservation is then the last ID's millisecond. A start that finds the
+//! same checkpoint in `pg_control` knows the file is the one its clean
+//! stop wrote, not a stale copy.
 //!
 //! `system_identifier` is the PostgreSQL cluster's (`pg_control_system()`),
 //! so that a file copied from another cluster is recognised as such.
@@ -49,6 +56,8 @@ pub struct StateFile {
     /// The system identifier of the cluster that wrote the file; `None`
     /// for a version 1 file, which did not record it.
     pub system_identifier: Option<u64>,
+    /// Written at a clean stop: the shutdown checkpoint's LSN.
+    pub stopped_at_checkpoint: Option<u64>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -92,6 +101,9 @@ impl StateFile {
         );
         if let Some(id) = self.system_identifier {
             body.push_str(&format!("system_identifier={id}\n"));
+            if let Some(lsn) = self.stopped_at_checkpoint {
+                body.push_str(&format!("stopped_at_checkpoint={lsn}\n"));
+            }
         }
         let sum = fnv1a64(body.as_bytes());
         format!("{body}checksum={sum:016x}\n")
@@ -110,7 +122,7 @@ impl StateFile {
         if sum != Some(fnv1a64(body.as_bytes())) {
             return corrupt("checksum mismatch");
         }
-        let mut lines = body.lines();
+        let mut lines = body.lines().peekable();
         let version = match lines.next() {
             Some(MAGIC_V1) => 1,
             Some(MAGIC) => 2,
@@ -138,7 +150,18 @@ impl StateFile {
             } else {
                 None
             },
+            stopped_at_checkpoint: None,
         };
+        let mut s = s;
+        if version >= 2 {
+            if let Some(v) = lines
+                .peek()
+                .and_then(|l| l.strip_prefix("stopped_at_checkpoint="))
+            {
+                s.stopped_at_checkpoint = Some(num("stopped_at_checkpoint", v)?);
+                lines.next();
+            }
+        }
         if lines.next().is_some() {
             return corrupt("unexpected line");
         }
@@ -250,6 +273,7 @@ mod tests {
             worker_id: 42,
             reserved_until_ms: 1_763_712_000_000,
             system_identifier: Some(7_441_000_217_000_000_000),
+            stopped_at_checkpoint: None,
         }
     }
 
@@ -261,6 +285,7 @@ mod tests {
         // A system identifier above i64::MAX survives.
         let big = StateFile {
             system_identifier: Some(u64::MAX),
+            stopped_at_checkpoint: Some(u64::MAX),
             ..s
         };
         assert_eq!(StateFile::decode(&big.encode()), Ok(big));

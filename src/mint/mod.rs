@@ -2,7 +2,7 @@
 //! is issued twice, across restarts, crashes, failovers and restores.
 //!
 //! Uses [`crate::read`] (decoding) and the ground (errors, settings, the
-//! data directory); used by [`crate::convert`] and [`crate::operate`],
+//! data directory); used by `crate::high_water`, [`crate::convert`] and [`crate::operate`],
 //! never the other way (`scripts/module_graph.py`).
 //! - [`nextval`]: the generator as SQL, `snowflake_nextval()`;
 //! - [`backend_clock`]: its clock (a per-backend millisecond cache on an
@@ -14,12 +14,13 @@
 //! - [`lease`], [`registry_client`]: worker ids leased from a registry
 //!   (`snowflake_id.worker_id_source = registry`), with the SQL of the
 //!   registry in `sql/registry.sql`;
-//! - [`high_water`]: the server-wide high-water mark, kept in a table in
-//!   every database (`snowflake_high_water()`), with its SQL in `sql/`.
+//! - [`bound`]: the per-database bound an ID needs before it is
+//!   returned, asked of `crate::high_water` (which uses this room, never
+//!   the other way).
 
 pub mod backend_clock;
 pub mod bgworker;
-pub mod high_water;
+pub mod bound;
 pub mod lease;
 pub mod nextval;
 pub mod registry_client;

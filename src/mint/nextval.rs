@@ -1,6 +1,6 @@
 //! `snowflake_nextval()`: the generator, as SQL.
 
-use crate::mint::{backend_clock, high_water, lease, reservation, shmem};
+use crate::mint::{backend_clock, bound, lease, reservation, shmem};
 use crate::read::decode;
 use crate::{errors, gucs};
 use pgrx::pg_sys;
@@ -45,6 +45,7 @@ pub fn snowflake_nextval() -> i64 {
     }
     match result {
         Ok(id) => {
+            bound::check(id, &cfg.layout);
             LAST.store(id, Ordering::Relaxed);
             id
         }
@@ -143,6 +144,7 @@ pub fn snowflake_nextval_bulk(count: i64) -> SetOfIterator<'static, i64> {
     }
     let layout = cfg.layout;
     if let Some(b) = blocks.last() {
+        bound::check(b.last(&layout), &layout);
         LAST.store(b.last(&layout), Ordering::Relaxed);
     }
     SetOfIterator::new(blocks.into_iter().flat_map(move |b| b.ids(layout)))
@@ -190,15 +192,6 @@ fn generator() -> (&'static GeneratorState, Config) {
     if blocked != 0 {
         refuse_if_blocked(blocked, &layout);
     }
-    if !high_water::ready() {
-        // The first round may have found a mark it holds back
-        // (`high_water::BLOCKED_FAR_MARK`): look again once it is done.
-        high_water::ensure_ready();
-        let blocked = state.blocked.load(Ordering::Acquire);
-        if blocked != 0 {
-            refuse_if_blocked(blocked, &layout);
-        }
-    }
     let cfg = Config {
         layout,
         worker,
@@ -207,8 +200,7 @@ fn generator() -> (&'static GeneratorState, Config) {
     (state, cfg)
 }
 
-/// ERROR (55000) when generation is disabled for the server, or for this
-/// database (its high-water mark could not be written: `crate::mint::high_water`).
+/// ERROR (55000) when generation is disabled for the server.
 #[cold]
 #[inline(never)]
 fn refuse_if_blocked(blocked: u64, layout: &snowflake_id_core::Layout) {
@@ -217,7 +209,6 @@ fn refuse_if_blocked(blocked: u64, layout: &snowflake_id_core::Layout) {
         let (msg, detail) = reservation::blocked_reason(code, layout);
         errors::generation_blocked(msg, detail);
     }
-    high_water::refuse_if_this_database_lags();
 }
 
 /// Set once this backend has seen recovery over. Recovery never starts

@@ -15,7 +15,7 @@
 //!   file is read; see [`startup_state`] for the outcomes.
 
 use crate::datadir::{self, state_path};
-use crate::mint::{high_water, lease, shmem};
+use crate::mint::{lease, shmem};
 use crate::{errors, gucs};
 use pgrx::pg_sys;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
@@ -30,10 +30,19 @@ pub const THRESHOLD_MS: i64 = 1_000;
 pub const BLOCKED_CONFIG_CHANGED: u64 = 1;
 pub const BLOCKED_STATE_FILE: u64 = 2;
 pub const BLOCKED_FOREIGN_FILE: u64 = 3;
-/// The bits of `GeneratorState::blocked` that hold the codes above; the
-/// rest are flags of `crate::mint::high_water` that block only some databases.
+/// A high-water mark far ahead of the clock is held back
+/// (`crate::high_water`, which sets and lifts it).
+pub const BLOCKED_FAR_MARK: u64 = 4;
+/// The bits of `GeneratorState::blocked` that hold the codes above.
 pub const BLOCKED_MASK: u64 = 0xFF;
-const _: () = assert!(BLOCKED_MASK == high_water::BLOCKED_CODES);
+pub const BLOCKED_CODES: u64 = BLOCKED_MASK;
+/// A mark more than this far ahead of both the clock and the generator
+/// moves nothing by itself (issue 46): one number edited in a dump, or a
+/// row from an untrusted publisher, could otherwise move every ID of the
+/// server days ahead, or exhaust the layout. `crate::high_water` holds
+/// it back, generation stops with 55000 (a lower ID could repeat one the
+/// mark covers), and `snowflake_accept_configuration()` applies it.
+pub const FAR_MS: i64 = 600_000;
 
 fn log(level: PgLogLevel, msg: String, detail: Option<String>, hint: Option<&str>) {
     errors::report(
@@ -69,9 +78,10 @@ fn unreserved_state() -> GeneratorState {
 /// - an unreadable or corrupt file: refuse to generate (never restart from
 ///   zero silently) until a superuser accepts.
 ///
-/// Whatever the file says, generation then waits for the first round of
-/// the high-water mark (`crate::mint::high_water`), which raises the generator
-/// above the mark every database holds: the file is a cache.
+/// Where the file is not provably current ([`marks_needed_at_start`]),
+/// generation then waits for the start-up read of the high-water marks
+/// (`crate::high_water`), which raises the generator above the mark every
+/// database holds.
 pub fn startup_state() -> GeneratorState {
     let st = startup_state_from_file();
     if gucs::leased() {
@@ -98,7 +108,11 @@ fn configured_worker() -> Option<u64> {
 fn startup_state_from_file() -> GeneratorState {
     let layout = &gucs::layout().expect("layout validated in _PG_init");
     let mono = SystemClock.mono_ns();
-    match datadir::load() {
+    let loaded = datadir::load();
+    shmem::set_marks_needed(marks_needed_at_start(
+        loaded.as_ref().ok().and_then(|f| f.as_ref()),
+    ));
+    match loaded {
         Ok(None) => {
             log(
                 PgLogLevel::LOG,
@@ -196,7 +210,7 @@ pub fn blocked_reason(code: u64, layout: &Layout) -> (String, String) {
                 datadir::system_identifier()
             ),
         ),
-        (high_water::BLOCKED_FAR_MARK, _) => {
+        (BLOCKED_FAR_MARK, _) => {
             let (mark, db) = shmem::tracking().map_or((i64::MIN, 0), |t| {
                 (
                     t.mark_far_ms.load(std::sync::atomic::Ordering::Acquire),
@@ -210,7 +224,7 @@ pub fn blocked_reason(code: u64, layout: &Layout) -> (String, String) {
                     "A high-water mark of this server's worker id and layout, {} (in the database with OID {db}), is {} s ahead of the clock and was not applied: a mark more than {} minutes ahead moves nothing by itself. If it is right, accept it; if not, delete its row from snowflake_id_internal.snowflake_high_water there and restart.",
                     snowflake_id_core::format_epoch(mark),
                     (mark - now) / 1000,
-                    high_water::FAR_MS / 60_000
+                    FAR_MS / 60_000
                 ),
             )
         }
@@ -237,11 +251,9 @@ pub fn renew(
     at_least_ms: i64,
     still_needed: impl FnOnce() -> bool,
 ) -> Option<i64> {
-    // No reservation passes the high-water mark of every database.
     if at_least_ms != i64::MIN {
-        // A lost lease refuses at once, before any wait for the mark.
+        // A lost lease refuses at once.
         lease::wait_for_cover(at_least_ms);
-        high_water::wait_for_mark(at_least_ms);
     }
     let guard = shmem::renewal_lock();
     if !still_needed() {
@@ -266,6 +278,100 @@ pub fn this_server_file(layout: &Layout, reserved_ms: i64) -> StateFile {
         worker_id: lease::current_worker_id().unwrap_or(0),
         reserved_until_ms: reserved_ms,
         system_identifier: Some(datadir::system_identifier()),
+        stopped_at_checkpoint: None,
+    }
+}
+
+/// `pg_control` as it is on disk now: its state and the LSN of its
+/// latest checkpoint. `None` when it cannot be read (its CRC is wrong).
+fn control_file() -> Option<(pg_sys::DBState::Type, u64)> {
+    // SAFETY: reading pg_control of this data directory into a palloc'd
+    // copy, as pg_controldata does; called in the postmaster.
+    unsafe {
+        let mut crc_ok = false;
+        let cf = pg_sys::get_controlfile(pg_sys::DataDir, &mut crc_ok);
+        if cf.is_null() || !crc_ok {
+            return None;
+        }
+        Some(((*cf).state, (*cf).checkPoint))
+    }
+}
+
+/// Whether this start must read every database's high-water mark before
+/// the first ID (`crate::high_water`), given the state file found: yes
+/// unless the file is this cluster's and provably current, which it is
+/// - after a clean stop that wrote it ([`write_at_clean_stop`]: it names
+///   the shutdown checkpoint `pg_control` names);
+/// - on a standby (`standby.signal`), or after a standby's clean stop:
+///   the WAL it replays carries every reservation, and promotion needs
+///   nothing more.
+///
+/// After a crash, the file could be a stale copy put back by hand, and
+/// without one (`pg_upgrade`, a lost file) or with another cluster's or
+/// an unusable one, only the marks know how far the old IDs went.
+fn marks_needed_at_start(file: Option<&StateFile>) -> bool {
+    let Some(file) = file.filter(|f| f.system_identifier == Some(datadir::system_identifier()))
+    else {
+        return true;
+    };
+    if datadir::standby_signal() {
+        return false;
+    }
+    match control_file() {
+        Some((pg_sys::DBState::DB_SHUTDOWNED, checkpoint)) => {
+            file.stopped_at_checkpoint != Some(checkpoint)
+        }
+        Some((pg_sys::DBState::DB_SHUTDOWNED_IN_RECOVERY, _)) => false,
+        _ => true,
+    }
+}
+
+/// Register [`write_at_clean_stop`] for the postmaster's exit (`_PG_init`,
+/// while preloading; children forget it when they fork).
+pub fn register_clean_stop() {
+    // SAFETY: registering an exit callback in the postmaster.
+    unsafe { pg_sys::on_proc_exit(Some(write_at_clean_stop), pg_sys::Datum::from(0)) };
+}
+
+/// At the postmaster's exit after a clean stop (every other process has
+/// exited, the shutdown checkpoint is written): rewrite the state file
+/// with the last ID's millisecond (or the clock, if later) as the
+/// reservation, and the checkpoint's LSN, so that the next start
+/// continues right above the last ID, not a window beyond it, and needs
+/// no read of the marks. Nothing is written when generation is disabled,
+/// while the start-up read of the marks is pending, in recovery or in
+/// binary-upgrade mode: the next start then reads the marks.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn write_at_clean_stop(code: std::ffi::c_int, _arg: pg_sys::Datum) {
+    let (Some(state), Some(t), Ok(layout)) = (shmem::state(), shmem::tracking(), gucs::layout())
+    else {
+        return;
+    };
+    let Some(worker) = lease::current_worker_id() else {
+        return;
+    };
+    if code != 0
+        || state.blocked.load(std::sync::atomic::Ordering::Acquire) & BLOCKED_MASK != 0
+        || !t.mark_ready.load(std::sync::atomic::Ordering::Acquire)
+        || shmem::binary_upgrade()
+    {
+        return;
+    }
+    let Some((pg_sys::DBState::DB_SHUTDOWNED, checkpoint)) = control_file() else {
+        return;
+    };
+    let last_ms = state.last_issued().map_or(i64::MIN, |id| {
+        layout.epoch_ms() + layout.timestamp_of(id as u64) as i64
+    });
+    let reserved = last_ms.max(SystemClock.wall_ns().div_euclid(1_000_000));
+    let file = StateFile {
+        worker_id: worker,
+        stopped_at_checkpoint: Some(checkpoint),
+        ..this_server_file(&layout, reserved)
+    };
+    if datadir::store(&file).is_err() {
+        // The file of the last reservation stays; the next start reads
+        // the marks.
     }
 }
 
@@ -284,20 +390,14 @@ fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -> Op
     let cur = state
         .reserved_until_ms
         .load(std::sync::atomic::Ordering::Acquire);
-    // Never past the high-water mark (`crate::mint::high_water`), never below
-    // the current reservation.
+    // Never past the lease, never below the current reservation.
     let target = state
         .renewal_target(layout, clock.wall_ns(), clock.mono_ns(), WINDOW_MS)
         .max(at_least_ms)
-        .min(high_water::cap_ms())
         .min(lease::cap_ms())
         .max(cur);
-    if target == i64::MIN {
-        // Nothing may be reserved before the first high-water round.
-        return Some(cur);
-    }
     if target <= cur && datadir::exists() && !crate::mint::wal::checkpoint_passed_last_record() {
-        // The mark holds the reservation back: nothing new to persist.
+        // The lease holds the reservation back: nothing new to persist.
         return Some(cur);
     }
     let file = this_server_file(layout, target);

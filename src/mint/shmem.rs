@@ -20,11 +20,22 @@ static STATE: PgAtomic<AssertPGRXSharedMemory<GeneratorState>> =
     // SAFETY: the name is unique to this extension.
     unsafe { PgAtomic::new(c"snowflake_id generator state") };
 
-/// How many databases can lag behind the high-water mark at once before
-/// a failing writer holds up the whole server (`crate::mint::high_water`;
-/// 64 in 0.8.0 as first written, which a role with CREATEDB could
-/// overflow: issue 46). 16 KB of shared memory.
+/// How many databases the start-up read of the high-water marks can
+/// leave to read their own (`crate::high_water`). 16 KB of shared memory.
 pub const LAGGING_DATABASES: usize = 4096;
+/// How many databases left on a version before 0.8.0 are named in the
+/// log, each once.
+pub const OLD_VERSION_DATABASES: usize = 1024;
+
+/// Set in the postmaster by the initial state's function (which runs
+/// first at every creation of shared memory): whether this start must
+/// read every database's high-water mark before the first ID.
+static MARKS_NEEDED: AtomicBool = AtomicBool::new(true);
+
+/// See [`MARKS_NEEDED`].
+pub fn set_marks_needed(needed: bool) {
+    MARKS_NEEDED.store(needed, Ordering::Relaxed);
+}
 
 /// What the extension tracks in shared memory besides the generator. New
 /// at every start-up and crash restart, like the generator.
@@ -32,44 +43,39 @@ pub struct Tracking {
     /// The end LSN of the last reservation record written (`crate::mint::wal`),
     /// so that the worker can write it again once a checkpoint passes it.
     pub last_reservation_lsn: AtomicU64,
-    /// The high-water mark committed in every database that has the
-    /// extension (`crate::mint::high_water`), a Unix ms: no reservation passes
-    /// it. `i64::MIN` until the first round since start-up.
-    pub mark_ms: AtomicI64,
-    /// Set once the first round since start-up (or promotion) has read
-    /// every database's mark and raised the generator above it.
+    /// Set once generation may begin: at once where the state file is
+    /// provably current, else once the start-up read has raised the
+    /// generator above every database's high-water mark.
     pub mark_ready: AtomicBool,
-    /// The largest mark of this configuration the first round found
-    /// (`i64::MIN`: none in any database).
+    /// The largest mark of this configuration found by the start-up read
+    /// or a restore (`i64::MIN`: none).
     pub mark_found_ms: AtomicI64,
-    /// The largest target a round has tried to write since start-up: the
-    /// marks above the published one that this server wrote itself.
+    /// The largest mark this server has written since start-up.
     pub mark_tried_ms: AtomicI64,
-    /// A mark of this configuration found more than `high_water::FAR_MS`
+    /// A mark of this configuration found more than `reservation::FAR_MS`
     /// ahead of both the clock and the generator, held back rather than
     /// applied (issue 46): the largest such mark (`i64::MIN`: none), and
     /// the OID of a database that holds it.
     pub mark_far_ms: AtomicI64,
     pub mark_far_db: AtomicU32,
-    /// An install or upgrade created the table somewhere: the next round
-    /// visits every database.
-    pub mark_rescan: AtomicBool,
-    /// A caller waits for a round (the mark is too low, or not read yet).
+    /// A caller waits for the start-up read.
     pub mark_wanted: AtomicBool,
     /// The launcher's latch (a `*mut Latch` in shared memory), 0 when it
     /// is not running.
     pub launcher_latch: AtomicUsize,
-    /// Databases whose writer failed (OIDs; 0 is a free slot): no ID is
-    /// handed out in them until their mark is written again
-    /// (`crate::mint::high_water`).
+    /// Databases the start-up read could not reach (OIDs): their own
+    /// backends read their marks before their first ID.
     pub lagging: snowflake_id_core::OidSet<LAGGING_DATABASES>,
-    /// The last database whose writer failed (its OID; 0: none since the
-    /// last round that wrote every database).
+    /// The last database the start-up read failed at (0: none).
     pub mark_failed_db: AtomicU32,
-    /// The answer of the per-database writer to its launcher: a status
-    /// (`crate::mint::high_water` defines them) and the largest mark it read.
+    /// The answer of a reader to its launcher: a status
+    /// (`crate::high_water::scan` defines them) and the largest mark it read.
     pub writer_status: AtomicU32,
     pub writer_found_ms: AtomicI64,
+    /// Databases found with the extension at a version before 0.8.0
+    /// (named once in the log), and how many.
+    pub old_versions: snowflake_id_core::OidSet<OLD_VERSION_DATABASES>,
+    pub old_version_count: AtomicU32,
     /// The worker-id lease (`crate::mint::lease`).
     pub lease: LeaseShared,
 }
@@ -177,23 +183,34 @@ impl SharedText {
     }
 }
 
+impl Tracking {
+    /// The tracking of a new start: ready at once unless the start-up
+    /// read of the marks is needed ([`set_marks_needed`]).
+    fn at_start() -> Self {
+        Tracking {
+            mark_ready: AtomicBool::new(!MARKS_NEEDED.load(Ordering::Relaxed)),
+            ..Tracking::default()
+        }
+    }
+}
+
 impl Default for Tracking {
     fn default() -> Self {
         Tracking {
             last_reservation_lsn: AtomicU64::new(0),
-            mark_ms: AtomicI64::new(i64::MIN),
             mark_ready: AtomicBool::new(false),
             mark_found_ms: AtomicI64::new(i64::MIN),
             mark_tried_ms: AtomicI64::new(i64::MIN),
             mark_far_ms: AtomicI64::new(i64::MIN),
             mark_far_db: AtomicU32::new(0),
-            mark_rescan: AtomicBool::new(false),
             mark_wanted: AtomicBool::new(false),
             launcher_latch: AtomicUsize::new(0),
             lagging: snowflake_id_core::OidSet::default(),
             mark_failed_db: AtomicU32::new(0),
             writer_status: AtomicU32::new(0),
             writer_found_ms: AtomicI64::new(i64::MIN),
+            old_versions: snowflake_id_core::OidSet::default(),
+            old_version_count: AtomicU32::new(0),
             lease: LeaseShared::default(),
         }
     }
@@ -246,7 +263,7 @@ pub fn init(initial: fn() -> GeneratorState) {
         STATE = unsafe { AssertPGRXSharedMemory::new(INITIAL.get().expect("set just before")()) }
     );
     pg_shmem_init!(RENEWAL);
-    pg_shmem_init!(TRACKING = unsafe { AssertPGRXSharedMemory::new(Tracking::default()) });
+    pg_shmem_init!(TRACKING = unsafe { AssertPGRXSharedMemory::new(Tracking::at_start()) });
     PRELOADED.store(true, Ordering::Relaxed);
 }
 

@@ -64,6 +64,7 @@ impl Reservation {
             worker_id: self.worker_id,
             reserved_until_ms: self.reserved_until_ms,
             system_identifier: Some(datadir::system_identifier()),
+            stopped_at_checkpoint: None,
         }
     }
 

@@ -1,7 +1,8 @@
 //! Observability and administration: `snowflake_stats()` and
 //! `snowflake_accept_configuration()`.
 
-use crate::mint::{high_water, lease, reservation, shmem};
+use crate::high_water;
+use crate::mint::{lease, reservation, shmem};
 use crate::read::decode;
 use crate::{errors, gucs};
 use pgrx::prelude::*;
@@ -88,7 +89,7 @@ pub fn snowflake_stats() -> TableIterator<
         reservation::BLOCKED_CONFIG_CHANGED => "disabled: configuration changed".to_string(),
         reservation::BLOCKED_STATE_FILE => "disabled: state file unusable".to_string(),
         reservation::BLOCKED_FOREIGN_FILE => "disabled: state file of another cluster".to_string(),
-        high_water::BLOCKED_FAR_MARK => {
+        reservation::BLOCKED_FAR_MARK => {
             "disabled: high-water mark far ahead of the clock".to_string()
         }
         _ if shmem::in_recovery() => "standby: in recovery".to_string(),
@@ -100,7 +101,7 @@ pub fn snowflake_stats() -> TableIterator<
             "waiting for the high-water mark".to_string()
         }
         _ if high_water::this_database_lags() => {
-            "disabled here: high-water mark not writable in this database".to_string()
+            "ok; this database's high-water mark is read at its first ID".to_string()
         }
         _ => "ok".to_string(),
     };
@@ -194,12 +195,12 @@ pub fn snowflake_accept_configuration() -> String {
         reservation::BLOCKED_CONFIG_CHANGED => "configuration change accepted",
         reservation::BLOCKED_STATE_FILE => "unusable state file replaced",
         reservation::BLOCKED_FOREIGN_FILE => "state file of another cluster accepted",
-        high_water::BLOCKED_FAR_MARK => "high-water mark far ahead of the clock accepted",
+        reservation::BLOCKED_FAR_MARK => "high-water mark far ahead of the clock accepted",
         _ => "configuration already accepted",
     };
     let applied;
     let what = match far {
-        Some(ms) if was != high_water::BLOCKED_FAR_MARK => {
+        Some(ms) if was != reservation::BLOCKED_FAR_MARK => {
             applied = format!(
                 "{what}; high-water mark {} applied",
                 snowflake_id_core::format_epoch(ms)

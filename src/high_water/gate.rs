@@ -1,0 +1,113 @@
+//! The gate: before a backend returns an ID, its own database's mark is
+//! above it (`crate::mint::bound` asks; this answers).
+//!
+//! Everything here happens in the minting backend, in its own database:
+//! no other database, no `pg_database` read, no background worker and no
+//! new connection is involved, so nothing a role does elsewhere can stop
+//! or slow it. What can stop it is this database's own table: a lock
+//! that a superuser's DDL holds, or that this database's owner queues,
+//! for more than `row::LOCK_WAIT` (then 55P03, here only).
+
+use super::row::{self, Open, Table};
+use super::{
+    apply_found, database_name, ensure_ready, key, next_target, old_version_here,
+    this_database_lags, RAISE_WITHIN_MS, RECHECK_MISSING_MS,
+};
+use crate::errors;
+use crate::gucs;
+use crate::mint::{lease, shmem};
+use pgrx::pg_sys;
+use pgrx::{PgLogLevel, PgSqlErrorCode};
+use std::sync::atomic::Ordering;
+
+/// `crate::mint::bound::Owner`: `ms` is the Unix ms of the largest ID
+/// about to be returned here. Returns once this database's mark is above
+/// it, with the Unix ms at which to ask again.
+pub fn covered(ms: i64) -> i64 {
+    let (Some(t), Some(state)) = (super::marks(), shmem::state()) else {
+        return i64::MAX;
+    };
+    ensure_ready();
+    let (Ok(layout), Some(worker)) = (gucs::layout(), lease::current_worker_id()) else {
+        return i64::MAX;
+    };
+    let key = key(&layout, worker);
+    if this_database_lags() {
+        read_own_mark(t, state, &layout, &key);
+    }
+    let table = match Table::open(pg_sys::RowExclusiveLock) {
+        Open::Opened(table) => table,
+        Open::Missing => {
+            note_old_version(t);
+            return ms.saturating_add(RECHECK_MISSING_MS);
+        }
+        Open::Locked => errors::high_water_locked_here(),
+    };
+    // A row that moves between the look and the write (a superuser's
+    // UPDATE) is looked up again.
+    for _ in 0..3 {
+        let found = table.find(&key);
+        if let Some((mark, _)) = found {
+            if mark.saturating_sub(ms) > RAISE_WITHIN_MS {
+                return mark - RAISE_WITHIN_MS;
+            }
+        }
+        let target = next_target(t, state, &layout, ms);
+        let mark = match found {
+            None => {
+                table.insert(&key, target);
+                target
+            }
+            Some((_, tid)) => match table.raise(tid, &key, target) {
+                Some(mark) => mark,
+                None => continue,
+            },
+        };
+        if mark > ms {
+            return mark - RAISE_WITHIN_MS;
+        }
+    }
+    errors::high_water_locked_here()
+}
+
+/// A database the start-up read could not reach: read its mark here,
+/// raise the generator above it (or hold it back), and stop lagging.
+fn read_own_mark(
+    t: &shmem::Tracking,
+    state: &snowflake_id_core::GeneratorState,
+    layout: &snowflake_id_core::Layout,
+    key: &row::Key,
+) {
+    let found = match Table::open(pg_sys::AccessShareLock) {
+        Open::Opened(table) => table.find(key).map(|(m, _)| m),
+        Open::Missing => None,
+        Open::Locked => errors::high_water_lags_here(),
+    };
+    // SAFETY: reading this backend's database.
+    let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    if let Some(found) = found {
+        apply_found(t, state, layout, found, db, &database_name());
+    }
+    t.lagging.remove(db);
+}
+
+/// A database whose extension is older than its table (0.7.0 or before):
+/// its IDs are covered by the state file and the WAL only. Named once in
+/// the log.
+fn note_old_version(t: &shmem::Tracking) {
+    // SAFETY: reading this backend's database.
+    let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    if old_version_here() && t.old_versions.insert(db) {
+        t.old_version_count.fetch_add(1, Ordering::AcqRel);
+        errors::report(
+            PgLogLevel::WARNING,
+            PgSqlErrorCode::ERRCODE_WARNING,
+            format!(
+                "snowflake_id: database \"{}\" has the extension at a version before 0.8.0: it holds no high-water mark, and a dump of it carries none",
+                database_name()
+            ),
+            Some("Its IDs are covered by the state file and the WAL only, not by pg_upgrade or pg_dump of that database.".into()),
+            Some("Run ALTER EXTENSION snowflake_id UPDATE in that database."),
+        );
+    }
+}

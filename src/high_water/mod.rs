@@ -1,0 +1,454 @@
+//! The high-water mark: a bound on the IDs minted in a database, kept in
+//! that database's table `snowflake_id_internal.snowflake_high_water`
+//! (see `sql/high_water.sql`), so that whatever carries the database
+//! carries it: crash recovery, base backups and PITR, standbys, every
+//! `pg_upgrade` mode, and `pg_dump` of the database.
+//!
+//! - **Each database on its own.** Before an ID is returned, the backend
+//!   that mints it makes sure its own database's mark is above it
+//!   ([`gate`], asked through `crate::mint::bound`). When less than
+//!   [`RAISE_WITHIN_MS`] is left, it raises the mark to [`AHEAD_MS`]
+//!   beyond the generator's frontier itself: an in-place write of the
+//!   row, WAL-logged and flushed, with no commit, no background worker,
+//!   no new connection and no other database involved ([`row`]). A
+//!   minting database writes about once every 1.5 s; an idle one never.
+//! - **Start-up.** A clean stop leaves the state file at the last ID
+//!   (`crate::mint::reservation`), and a standby follows the WAL: then the
+//!   marks are not needed and the first ID comes at once. After a start
+//!   without a state file of this cluster (`pg_upgrade`, a lost or
+//!   corrupt file) or after a crash (a stale state file could have been
+//!   put back), the launcher reads every database's mark first ([`scan`]),
+//!   and generation waits for it ([`ensure_ready`], at most [`WAIT_MS`],
+//!   then 55000). A database it could not read reads its own mark at its
+//!   first ID.
+//! - **Restores.** A mark of this server's configuration written by a
+//!   restore raises the generator at once (the trigger below). A mark
+//!   more than [`FAR_MS`] ahead of the clock and of the generator is
+//!   held back: reported, and applied only by
+//!   `snowflake_accept_configuration()`.
+//! - **Scope.** A row of another worker id or another layout never moves
+//!   this server. Only a superuser can write the table; no role can own
+//!   an index, trigger, rule or policy on it, and it is read through the
+//!   catalog.
+//!
+//! ## `snowflake_high_water() → timestamptz`
+//!
+//! This database's high-water mark for this server's worker id and
+//! layout: no ID minted here carries a later time. NULL where the
+//! database holds none yet (no ID minted here since the extension was
+//! created), where the extension has no table (a version before 0.8.0)
+//! and where the library is not preloaded. VOLATILE, PARALLEL SAFE.
+//!
+//! ```sql
+//! SELECT snowflake_high_water();
+//! ```
+//!
+//! ## `snowflake_write_high_water() → timestamptz`
+//!
+//! Superuser only. Raises this database's mark to [`AHEAD_MS`] beyond the
+//! generator now, or creates its row; the install and upgrade scripts
+//! call it, so that a new tenant's first ID needs no write. Returns the
+//! mark, or NULL where none can be written (a standby, no worker id).
+//!
+//! ```sql
+//! SELECT snowflake_write_high_water();
+//! ```
+
+pub mod gate;
+pub mod row;
+pub mod scan;
+
+use crate::mint::reservation::BLOCKED_CODES;
+pub use crate::mint::reservation::{BLOCKED_FAR_MARK, FAR_MS};
+use crate::mint::{bound, lease, shmem};
+use crate::{errors, gucs};
+use pgrx::prelude::*;
+use pgrx::{pg_sys, PgLogLevel, PgSqlErrorCode};
+use snowflake_id_core::{format_epoch, Clock, GeneratorState, Layout, SystemClock};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// How far beyond the generator's frontier a database's mark is raised.
+pub const AHEAD_MS: i64 = 5_000;
+/// A mark is raised when less than this is left between the next ID and
+/// it: 3.5 s of the 5 s, so that a mark is raised before any ID needs it.
+pub const RAISE_WITHIN_MS: i64 = 3_500;
+/// Where the extension has no table (a version before 0.8.0), look again
+/// after this long.
+pub const RECHECK_MISSING_MS: i64 = 10_000;
+/// How long a caller waits for the start-up read of the marks before
+/// 55000.
+pub const WAIT_MS: i64 = 20_000;
+
+/// Register the gate and the launcher: `_PG_init`, while preloading.
+pub fn init() {
+    bound::set_owner(gate::covered);
+    scan::register();
+}
+
+/// Set once this backend has seen the marks read since start-up.
+static READY: AtomicBool = AtomicBool::new(false);
+
+/// Before this backend's first ID: wait until the start-up read of the
+/// marks, where one is needed, has raised the generator above them.
+pub fn ensure_ready() {
+    if READY.load(Ordering::Relaxed) {
+        return;
+    }
+    let Some(t) = marks() else {
+        // Nothing to wait for (not preloaded, or a single-user backend).
+        READY.store(true, Ordering::Relaxed);
+        return;
+    };
+    let ok = shmem::wait_until(WAIT_MS, || {
+        let d = t.mark_ready.load(Ordering::Acquire);
+        if !d {
+            scan::wake_launcher(t);
+        }
+        d
+    });
+    if !ok {
+        unavailable(t);
+    }
+    READY.store(true, Ordering::Relaxed);
+}
+
+/// The shared tracking, where there are marks to keep: preloaded, and
+/// under a postmaster. A single-user backend (`postgres --single`) starts
+/// no background worker: there the marks are neither read nor raised,
+/// and only the state file and the WAL cover its IDs
+/// (docs/operations.md).
+fn marks() -> Option<&'static shmem::Tracking> {
+    // SAFETY: reading a plain global flag of this process.
+    if unsafe { pg_sys::IsUnderPostmaster } {
+        shmem::tracking()
+    } else {
+        None
+    }
+}
+
+fn unavailable(t: &shmem::Tracking) -> ! {
+    let failed = t.mark_failed_db.load(Ordering::Acquire);
+    let what = "The high-water marks of the databases have not been read since start-up";
+    let detail = if failed != 0 {
+        format!("{what}; the last attempt failed at the database with OID {failed}.")
+    } else if t.launcher_latch.load(Ordering::Acquire) == 0 {
+        format!("{what}; the snowflake_id high-water launcher is not running.")
+    } else {
+        format!("{what} within {} s.", WAIT_MS / 1000)
+    };
+    errors::high_water_unavailable(detail)
+}
+
+/// This server's configuration as the table's key.
+pub fn key(layout: &Layout, worker: u64) -> row::Key {
+    row::Key {
+        worker_id: worker as i32,
+        epoch_ms: layout.epoch_ms(),
+        worker_bits: layout.worker_bits() as i32,
+        sequence_bits: layout.sequence_bits() as i32,
+    }
+}
+
+/// The mark the next raise writes: [`AHEAD_MS`] beyond the later of
+/// `ms` and the generator's frontier, never past the layout. Recorded as
+/// this server's own before it is written.
+fn next_target(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout, ms: i64) -> i64 {
+    let clock = SystemClock;
+    let frontier = state.frontier_ms(layout, clock.wall_ns(), clock.mono_ns());
+    let target = ms
+        .max(frontier)
+        .saturating_add(AHEAD_MS)
+        .min(layout.last_unix_ms());
+    t.mark_tried_ms.fetch_max(target, Ordering::AcqRel);
+    target
+}
+
+/// Whether this backend's database was not read at start-up: its own
+/// backends read its mark before its first ID (`gate`).
+pub fn this_database_lags() -> bool {
+    // SAFETY: reading this backend's database.
+    let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    shmem::tracking().is_some_and(|t| t.lagging.contains(db))
+}
+
+/// Apply a mark found in database `db` (named `name`) that this server
+/// did not write since start-up: raise the generator above it, or hold
+/// it back when it is far ahead ([`hold_far_mark`]).
+fn apply_found(
+    t: &shmem::Tracking,
+    state: &GeneratorState,
+    layout: &Layout,
+    found: i64,
+    db: u32,
+    name: &str,
+) {
+    let clock = SystemClock;
+    let frontier = state.frontier_ms(layout, clock.wall_ns(), clock.mono_ns());
+    if found < frontier {
+        return;
+    }
+    if found > far_limit(frontier) {
+        hold_far_mark(t, state, found, db, name);
+        return;
+    }
+    state.raise_above(found, layout, clock.mono_ns());
+    t.mark_found_ms.fetch_max(found, Ordering::AcqRel);
+    errors::report(
+        PgLogLevel::LOG,
+        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+        format!(
+            "snowflake_id: generator raised above the high-water mark {} found in database \"{name}\"",
+            format_epoch(found)
+        ),
+        None,
+        None,
+    );
+}
+
+/// The largest mark applied by itself: [`FAR_MS`] beyond the later of
+/// the clock and the generator's frontier (a server whose IDs run ahead
+/// after a restart with its clock behind keeps its own marks).
+fn far_limit(frontier_ms: i64) -> i64 {
+    SystemClock
+        .wall_ns()
+        .div_euclid(1_000_000)
+        .max(frontier_ms)
+        .saturating_add(FAR_MS)
+}
+
+/// Hold back a mark beyond [`far_limit`], found in database `db` (OID,
+/// and its name for the log): remember it, stop generation
+/// (`BLOCKED_FAR_MARK`, unless something else already stopped it), and
+/// say so once per mark.
+fn hold_far_mark(t: &shmem::Tracking, state: &GeneratorState, mark_ms: i64, db: u32, name: &str) {
+    let before = t.mark_far_ms.fetch_max(mark_ms, Ordering::AcqRel);
+    if before < mark_ms {
+        t.mark_far_db.store(db, Ordering::Release);
+    }
+    let _ = state
+        .blocked
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+            (b & BLOCKED_CODES == 0).then_some(b | BLOCKED_FAR_MARK)
+        });
+    if before < mark_ms {
+        let ahead_s = (mark_ms - SystemClock.wall_ns().div_euclid(1_000_000)) / 1000;
+        errors::report(
+            PgLogLevel::WARNING,
+            PgSqlErrorCode::ERRCODE_WARNING,
+            format!(
+                "snowflake_id: high-water mark {} in database \"{name}\" is {ahead_s} s ahead of the clock; not applied, and no ID is handed out until a superuser decides",
+                format_epoch(mark_ms)
+            ),
+            Some(format!("A mark more than {} minutes ahead of the clock and of this server's IDs moves nothing by itself: a dump edited by hand, a row from an untrusted publisher, or a clock far behind since the mark was written.", FAR_MS / 60_000)),
+            Some("If the mark is right (the clock is behind the old server's IDs), apply it with SELECT snowflake_accept_configuration() as a superuser; if not, delete its row from snowflake_id_internal.snowflake_high_water in that database and restart."),
+        );
+    }
+}
+
+/// A held-back mark that the clock has come within [`FAR_MS`] of is an
+/// ordinary mark now: apply it and lift the hold, as the start-up read would have
+/// done had it found the mark now.
+fn release_far_mark_in_reach(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) {
+    let far = t.mark_far_ms.load(Ordering::Acquire);
+    let clock = SystemClock;
+    if far == i64::MIN
+        || far > far_limit(state.frontier_ms(layout, clock.wall_ns(), clock.mono_ns()))
+    {
+        return;
+    }
+    state.raise_above(far, layout, clock.mono_ns());
+    t.mark_found_ms.fetch_max(far, Ordering::AcqRel);
+    t.mark_far_ms.store(i64::MIN, Ordering::Release);
+    let _ = state
+        .blocked
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+            (b & BLOCKED_CODES == BLOCKED_FAR_MARK).then_some(b & !BLOCKED_CODES)
+        });
+    errors::report(
+        PgLogLevel::LOG,
+        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+        format!(
+            "snowflake_id: the held-back high-water mark {} is within {} minutes of the clock now; applied",
+            format_epoch(far),
+            FAR_MS / 60_000
+        ),
+        None,
+        None,
+    );
+}
+
+/// In the current database: whether the extension is installed at a
+/// version without the high-water table (read from the catalog).
+pub fn old_version_here() -> bool {
+    // SAFETY: syscache lookups in a backend connected to a database.
+    let installed =
+        unsafe { pg_sys::get_extension_oid(c"snowflake_id".as_ptr(), true) != pg_sys::InvalidOid };
+    installed && row::table_oid().is_none()
+}
+
+/// The current database's name, for the log.
+fn database_name() -> String {
+    // SAFETY: reading this backend's database and its name.
+    unsafe {
+        let p = pg_sys::get_database_name(pg_sys::MyDatabaseId);
+        if p.is_null() {
+            String::new()
+        } else {
+            std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+        }
+    }
+}
+
+/// This database's mark: see the module documentation.
+#[pg_extern(volatile, parallel_safe)]
+pub fn snowflake_high_water() -> Option<TimestampWithTimeZone> {
+    shmem::tracking()?;
+    let layout = gucs::layout().ok()?;
+    let worker = lease::current_worker_id()?;
+    let row::Open::Opened(table) = row::Table::open(pg_sys::AccessShareLock) else {
+        return None;
+    };
+    let (ms, _) = table.find(&key(&layout, worker))?;
+    Some(crate::read::decode::from_unix_ms(ms))
+}
+
+/// Raise this database's mark now: see the module documentation.
+#[pg_extern(volatile, parallel_unsafe)]
+pub fn snowflake_write_high_water() -> Option<TimestampWithTimeZone> {
+    // SAFETY: plain catalog check of the current user.
+    if !unsafe { pg_sys::superuser() } {
+        errors::must_be_superuser("write the snowflake_id high-water mark");
+    }
+    let (Some(t), Some(state), Ok(layout)) = (marks(), shmem::state(), gucs::layout()) else {
+        return None;
+    };
+    let worker = lease::current_worker_id()?;
+    if shmem::in_recovery() || shmem::binary_upgrade() {
+        return None;
+    }
+    let key = key(&layout, worker);
+    let table = match row::Table::open(pg_sys::RowExclusiveLock) {
+        row::Open::Opened(table) => table,
+        row::Open::Missing => return None,
+        row::Open::Locked => errors::high_water_locked_here(),
+    };
+    let target = next_target(t, state, &layout, i64::MIN);
+    let ms = match table.find(&key) {
+        Some((_, tid)) => table.raise(tid, &key, target).unwrap_or(target),
+        None => {
+            table.insert(&key, target);
+            target
+        }
+    };
+    // This backend's next ID looks at the mark again.
+    bound::forget();
+    Some(crate::read::decode::from_unix_ms(ms))
+}
+
+/// The trigger on `snowflake_id_internal.snowflake_high_water`, for every
+/// row written by SQL: a mark of this server's configuration (a restore
+/// of a dump, a superuser's INSERT) raises the generator above it at
+/// once. A C
+/// function, bound by OID when the trigger was created: no name is looked
+/// up when it fires (a schema renamed and replaced by its owner cannot
+/// put her function there). It acts only for its own table, and only
+/// for a superuser's write (only superusers can write the table).
+#[pg_trigger]
+fn snowflake_high_water_restored<'a>(
+    trigger: &'a PgTrigger<'a>,
+) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, PgHeapTupleError> {
+    // SAFETY: reading the trigger's relation and the current user.
+    let (own_table, superuser) = unsafe {
+        let rel = trigger.relation().map(|r| r.oid()).ok();
+        let ns = rel.map(|r| pg_sys::get_rel_namespace(r));
+        let nsname = ns.map(|n| pg_sys::get_namespace_name(n));
+        let own = nsname.is_some_and(|p| {
+            !p.is_null() && std::ffi::CStr::from_ptr(p) == c"snowflake_id_internal"
+        }) && rel.is_some_and(|r| {
+            let name = pg_sys::get_rel_name(r);
+            !name.is_null() && std::ffi::CStr::from_ptr(name) == c"snowflake_high_water"
+        });
+        (own, pg_sys::superuser())
+    };
+    if !own_table || !superuser {
+        return Ok(None);
+    }
+    if let Some(new) = trigger.new() {
+        let get = |name: &str| new.get_by_name::<i64>(name).ok().flatten();
+        let get32 = |name: &str| new.get_by_name::<i32>(name).ok().flatten();
+        if let (Some(w), Some(e), Some(wb), Some(sb), Some(m)) = (
+            get32("worker_id"),
+            get("epoch_ms"),
+            get32("worker_bits"),
+            get32("sequence_bits"),
+            get("mark_ms"),
+        ) {
+            raise_for_restored(w, e, wb, sb, m);
+        }
+    }
+    Ok(None)
+}
+
+/// See [`snowflake_high_water_restored`]: raise the generator above a
+/// mark of this server's configuration written by SQL.
+fn raise_for_restored(
+    worker_id: i32,
+    epoch_ms: i64,
+    worker_bits: i32,
+    sequence_bits: i32,
+    mark_ms: i64,
+) {
+    let (Some(t), Some(state), Ok(layout), Some(worker)) = (
+        shmem::tracking(),
+        shmem::state(),
+        gucs::layout(),
+        lease::current_worker_id(),
+    ) else {
+        return;
+    };
+    let ours = worker_id as i64 == worker as i64
+        && epoch_ms == layout.epoch_ms()
+        && worker_bits as u32 == layout.worker_bits()
+        && sequence_bits as u32 == layout.sequence_bits();
+    // Every write that fires this trigger is a superuser's SQL (a restore,
+    // a hand edit): the extension's own writes go through `row` and fire
+    // none. Raising above a mark below the generator changes nothing.
+    if !ours || shmem::in_recovery() {
+        return;
+    }
+    let clock = SystemClock;
+    let frontier = state.frontier_ms(&layout, clock.wall_ns(), clock.mono_ns());
+    if mark_ms > far_limit(frontier) {
+        // SAFETY: reading this backend's database and its name.
+        let (db, name) = unsafe {
+            let db = pg_sys::MyDatabaseId;
+            let p = pg_sys::get_database_name(db);
+            let name = if p.is_null() {
+                String::new()
+            } else {
+                std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+            };
+            (db.to_u32(), name)
+        };
+        hold_far_mark(t, state, mark_ms, db, &name);
+        return;
+    }
+    state.raise_above(mark_ms, &layout, SystemClock.mono_ns());
+    t.mark_found_ms.fetch_max(mark_ms, Ordering::AcqRel);
+    errors::report(
+        PgLogLevel::LOG,
+        PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+        format!(
+            "snowflake_id: generator raised above a high-water mark {} written into this database",
+            format_epoch(mark_ms)
+        ),
+        None,
+        None,
+    );
+}
+
+extension_sql_file!(
+    "sql/high_water.sql",
+    name = "high_water",
+    requires = [snowflake_write_high_water, snowflake_high_water_restored]
+);

@@ -1,0 +1,313 @@
+//! This database's row of the high-water table, read and raised from C,
+//! by the backend that mints: no SQL, no trigger, no function of any
+//! role runs, and no transaction commits.
+//!
+//! A raise is an in-place write of the row's `mark_ms` (and `written_at`),
+//! WAL-logged as a generic record (`GenericXLogFinish`) and flushed
+//! before any ID it covers is returned, as `nextval()` writes a
+//! sequence's page: crash recovery, base backups, standbys, `pg_upgrade`
+//! and `pg_dump` see it like any other content of the table, whether the
+//! caller's transaction commits or not. The row itself is inserted
+//! transactionally, by `CREATE EXTENSION` or by the first mint of a new
+//! configuration (worker id or layout) here.
+
+use crate::errors;
+use pgrx::pg_sys;
+use std::time::{Duration, Instant};
+
+/// This server's configuration, as the table's key columns.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Key {
+    pub worker_id: i32,
+    pub epoch_ms: i64,
+    pub worker_bits: i32,
+    pub sequence_bits: i32,
+}
+
+/// Where a row's columns lie in its data: every column fixed-width and
+/// NOT NULL, so the offsets follow from their alignment.
+const OFF_WORKER: usize = 0;
+const OFF_EPOCH: usize = 8;
+const OFF_WORKER_BITS: usize = 16;
+const OFF_SEQUENCE_BITS: usize = 20;
+const OFF_MARK: usize = 24;
+const OFF_WRITTEN: usize = 32;
+const ROW_LEN: usize = 40;
+/// The column types, in order: what the offsets assume.
+const TYPES: [pg_sys::Oid; 6] = [
+    pg_sys::INT4OID,
+    pg_sys::INT8OID,
+    pg_sys::INT4OID,
+    pg_sys::INT4OID,
+    pg_sys::INT8OID,
+    pg_sys::TIMESTAMPTZOID,
+];
+
+/// How long a raise waits for the table's lock (only a superuser's DDL
+/// or `VACUUM FULL` can hold one that conflicts, or a lock request queued
+/// by the database's owner) before the call fails (55000) in this
+/// database alone.
+pub const LOCK_WAIT: Duration = Duration::from_secs(1);
+
+/// The extension's table in this database, found through the catalog
+/// (the extension's own member, never a name on `search_path`), or
+/// `None` where the extension, or a version of it with the table, is not
+/// installed here.
+pub fn table_oid() -> Option<pg_sys::Oid> {
+    // SAFETY: syscache and pg_depend lookups in a backend connected to a
+    // database, inside a transaction.
+    unsafe {
+        let ext = pg_sys::get_extension_oid(c"snowflake_id".as_ptr(), true);
+        if ext == pg_sys::InvalidOid {
+            return None;
+        }
+        let ns = pg_sys::get_namespace_oid(c"snowflake_id_internal".as_ptr(), true);
+        if ns == pg_sys::InvalidOid {
+            return None;
+        }
+        let rel = pg_sys::get_relname_relid(c"snowflake_high_water".as_ptr(), ns);
+        if rel == pg_sys::InvalidOid
+            || pg_sys::getExtensionOfObject(pg_sys::RelationRelationId, rel) != ext
+        {
+            return None;
+        }
+        Some(rel)
+    }
+}
+
+/// The table, opened under `mode`, or why not.
+pub struct Table {
+    rel: pg_sys::Relation,
+    mode: pg_sys::LOCKMODE,
+}
+
+pub enum Open {
+    Opened(Table),
+    /// No table of the extension here.
+    Missing,
+    /// Its lock was not granted within [`LOCK_WAIT`].
+    Locked,
+}
+
+impl Table {
+    /// Open the table under `mode`, waiting at most [`LOCK_WAIT`]
+    /// (interruptibly) for the lock.
+    pub fn open(mode: u32) -> Open {
+        let Some(oid) = table_oid() else {
+            return Open::Missing;
+        };
+        let mode = mode as pg_sys::LOCKMODE;
+        let start = Instant::now();
+        // SAFETY: conditional lock requests and a latch wait in a backend;
+        // the relation is opened only once its lock is held, and only if
+        // it still exists.
+        unsafe {
+            while !pg_sys::ConditionalLockRelationOid(oid, mode) {
+                if start.elapsed() > LOCK_WAIT {
+                    return Open::Locked;
+                }
+                pg_sys::WaitLatch(
+                    pg_sys::MyLatch,
+                    (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH)
+                        as i32,
+                    5,
+                    pg_sys::PG_WAIT_EXTENSION,
+                );
+                pg_sys::ResetLatch(pg_sys::MyLatch);
+                pgrx::check_for_interrupts!();
+            }
+            let rel = pg_sys::try_table_open(oid, pg_sys::NoLock as _);
+            if rel.is_null() {
+                pg_sys::UnlockRelationOid(oid, mode);
+                return Open::Missing;
+            }
+            let t = Table { rel, mode };
+            if !t.shape_is_known() {
+                drop(t);
+                errors::high_water_table_altered();
+            }
+            Open::Opened(t)
+        }
+    }
+
+    /// Whether the table still has the columns the offsets assume (a
+    /// superuser could alter it).
+    fn shape_is_known(&self) -> bool {
+        // SAFETY: the relation is open; its tuple descriptor lives as long.
+        let desc = unsafe { pgrx::PgTupleDesc::from_pg_unchecked((*self.rel).rd_att) };
+        desc.len() == TYPES.len()
+            && desc
+                .iter()
+                .zip(TYPES)
+                .all(|(a, t)| !a.attisdropped && a.atttypid == t)
+    }
+
+    /// The live row of `key` with the largest mark: its mark and where it
+    /// lies. Rows of other configurations are never read as ours.
+    pub fn find(&self, key: &Key) -> Option<(i64, pg_sys::ItemPointerData)> {
+        let mut best: Option<(i64, pg_sys::ItemPointerData)> = None;
+        // SAFETY: a heap scan of an open relation under SnapshotSelf
+        // (committed rows and this transaction's own, as of now); each
+        // tuple's data is read while the scan holds it.
+        unsafe {
+            let scan = pg_sys::table_beginscan(
+                self.rel,
+                &raw mut pg_sys::SnapshotSelfData,
+                0,
+                std::ptr::null_mut(),
+            );
+            loop {
+                let tup = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);
+                if tup.is_null() {
+                    break;
+                }
+                if let Some(data) = row_data((*tup).t_data, (*tup).t_len as usize) {
+                    if read_key(data) == *key {
+                        let mark = read_i64(data, OFF_MARK);
+                        if best.is_none_or(|(m, _)| mark > m) {
+                            best = Some((mark, (*tup).t_self));
+                        }
+                    }
+                }
+            }
+            pg_sys::table_endscan(scan);
+        }
+        best
+    }
+
+    /// Raise the row at `tid` (of `key`) to `target` in place, never
+    /// lowering it, and flush the record. Returns the row's mark
+    /// afterwards, or `None` when the row at `tid` is not `key`'s any
+    /// more (look again).
+    pub fn raise(&self, tid: pg_sys::ItemPointerData, key: &Key, target: i64) -> Option<i64> {
+        let block = ((tid.ip_blkid.bi_hi as u32) << 16) | tid.ip_blkid.bi_lo as u32;
+        let offset = tid.ip_posid;
+        // SAFETY: the buffer is pinned and locked exclusively while the
+        // page is read and changed; the change goes through the generic
+        // WAL API (which copies the page, logs the difference and applies
+        // it in a critical section); the record is flushed before this
+        // returns.
+        unsafe {
+            let buf = pg_sys::ReadBuffer(self.rel, block);
+            pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as _);
+            let page = pg_sys::BufferGetPage(buf);
+            let Some(cur) = item_data(page, offset)
+                .filter(|d| read_key(*d) == *key)
+                .map(|d| read_i64(d, OFF_MARK))
+            else {
+                pg_sys::UnlockReleaseBuffer(buf);
+                return None;
+            };
+            if cur >= target {
+                pg_sys::UnlockReleaseBuffer(buf);
+                return Some(cur);
+            }
+            let state = pg_sys::GenericXLogStart(self.rel);
+            let copy = pg_sys::GenericXLogRegisterBuffer(state, buf, 0);
+            let data = item_data(copy, offset).expect("the same page, locked");
+            write_i64(data, OFF_MARK, target);
+            write_i64(data, OFF_WRITTEN, pg_sys::GetCurrentTimestamp());
+            let lsn = pg_sys::GenericXLogFinish(state);
+            pg_sys::UnlockReleaseBuffer(buf);
+            pg_sys::XLogFlush(lsn);
+            Some(target)
+        }
+    }
+
+    /// Insert a row of `key` at `mark`, in the caller's transaction.
+    pub fn insert(&self, key: &Key, mark: i64) {
+        // SAFETY: forming a tuple of the table's own descriptor (checked
+        // by `shape_is_known`) and inserting it without firing triggers or
+        // checking rights, as the extension's own write.
+        unsafe {
+            if pg_sys::IsInParallelMode() {
+                errors::high_water_row_in_parallel();
+            }
+            let mut values = [
+                pg_sys::Datum::from(key.worker_id),
+                pg_sys::Datum::from(key.epoch_ms),
+                pg_sys::Datum::from(key.worker_bits),
+                pg_sys::Datum::from(key.sequence_bits),
+                pg_sys::Datum::from(mark),
+                pg_sys::Datum::from(pg_sys::GetCurrentTimestamp()),
+            ];
+            let mut nulls = [false; 6];
+            let tup = pg_sys::heap_form_tuple(
+                (*self.rel).rd_att,
+                values.as_mut_ptr(),
+                nulls.as_mut_ptr(),
+            );
+            pg_sys::simple_heap_insert(self.rel, tup);
+            pg_sys::heap_freetuple(tup);
+        }
+    }
+}
+
+impl Drop for Table {
+    fn drop(&mut self) {
+        // SAFETY: closing what `open` opened and releasing its lock now,
+        // not at the end of the caller's transaction.
+        unsafe {
+            let oid = (*self.rel).rd_id;
+            pg_sys::table_close(self.rel, pg_sys::NoLock as _);
+            pg_sys::UnlockRelationOid(oid, self.mode);
+        }
+    }
+}
+
+/// A row's data, where it has the table's shape (no nulls, long enough).
+///
+/// # Safety
+/// `hdr` points at a heap tuple of `len` bytes that stays valid while the
+/// result is used.
+unsafe fn row_data(hdr: pg_sys::HeapTupleHeader, len: usize) -> Option<*mut u8> {
+    // SAFETY: see above.
+    unsafe {
+        let hoff = (*hdr).t_hoff as usize;
+        let has_nulls = (*hdr).t_infomask & pg_sys::HEAP_HASNULL as u16 != 0;
+        (!has_nulls && len >= hoff + ROW_LEN).then(|| hdr.cast::<u8>().add(hoff))
+    }
+}
+
+/// The data of the normal item at `offset` on a locked heap page.
+///
+/// # Safety
+/// `page` is a heap page locked by the caller.
+unsafe fn item_data(page: pg_sys::Page, offset: pg_sys::OffsetNumber) -> Option<*mut u8> {
+    // SAFETY: see above; the item id is checked before its item is read.
+    unsafe {
+        if offset == 0 || offset > pg_sys::PageGetMaxOffsetNumber(page) {
+            return None;
+        }
+        let iid = pg_sys::PageGetItemId(page, offset);
+        if (*iid).lp_flags() != pg_sys::LP_NORMAL {
+            return None;
+        }
+        let hdr = pg_sys::PageGetItem(page, iid) as pg_sys::HeapTupleHeader;
+        row_data(hdr, (*iid).lp_len() as usize)
+    }
+}
+
+fn read_key(data: *mut u8) -> Key {
+    Key {
+        worker_id: read_i32(data, OFF_WORKER),
+        epoch_ms: read_i64(data, OFF_EPOCH),
+        worker_bits: read_i32(data, OFF_WORKER_BITS),
+        sequence_bits: read_i32(data, OFF_SEQUENCE_BITS),
+    }
+}
+
+fn read_i32(data: *mut u8, off: usize) -> i32 {
+    // SAFETY: `data` is a row of at least ROW_LEN bytes (`row_data`).
+    unsafe { data.add(off).cast::<i32>().read_unaligned() }
+}
+
+fn read_i64(data: *mut u8, off: usize) -> i64 {
+    // SAFETY: as `read_i32`.
+    unsafe { data.add(off).cast::<i64>().read_unaligned() }
+}
+
+fn write_i64(data: *mut u8, off: usize, v: i64) {
+    // SAFETY: as `read_i32`, on a page copy the caller may change.
+    unsafe { data.add(off).cast::<i64>().write_unaligned(v) }
+}

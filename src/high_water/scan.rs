@@ -1,0 +1,404 @@
+//! The start-up read of every database's mark, where a start needs it
+//! (no state file of this cluster, or a crash: see
+//! `crate::mint::reservation::marks_needed_at_start`).
+//!
+//! The launcher (a background worker connected to no database) lists the
+//! databases and starts a short-lived reader in each, one at a time; the
+//! largest mark of this server's configuration raises the generator (or
+//! is held back when far ahead), then `mark_ready` lets generation begin.
+//! A database it cannot read in [`READER_TIMEOUT`] (locked by a CREATE,
+//! DROP or RENAME DATABASE, or slow) is recorded as lagging: its own
+//! backends read its mark before its first ID (`super::gate`). After
+//! that the launcher only applies a held-back mark that the clock has
+//! come within reach of; it writes nothing, ever.
+
+use super::{apply_found, key, old_version_here, release_far_mark_in_reach, row};
+use crate::gucs;
+use crate::mint::{bgworker, lease, shmem};
+use pgrx::bgworkers::BgWorkerStartTime;
+use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BackgroundWorkerStatus};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use snowflake_id_core::{GeneratorState, Layout};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+/// How long the launcher waits for one reader before it stops it and
+/// counts its database as lagging.
+pub const READER_TIMEOUT: Duration = Duration::from_secs(2);
+/// How often the launcher looks at its work.
+const TICK: Duration = Duration::from_millis(100);
+
+/// What a reader tells its launcher (`shmem::Tracking::writer_status`).
+pub const READER_NONE: u32 = 0;
+pub const READER_READ: u32 = 1;
+pub const READER_NO_TABLE: u32 = 2;
+
+pub fn register() {
+    // After recovery only: a standby reads no marks; a promoted one
+    // starts it (and finds nothing to do: the WAL covered it).
+    BackgroundWorkerBuilder::new("snowflake_id high-water launcher")
+        .set_type("snowflake_id high-water launcher")
+        .set_library("snowflake_id")
+        .set_function("snowflake_id_high_water_main")
+        .enable_spi_access()
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        .set_restart_time(Some(Duration::from_secs(1)))
+        .load();
+}
+
+/// Wake the launcher: a caller waits for the start-up read.
+pub fn wake_launcher(t: &shmem::Tracking) {
+    if !t.mark_wanted.swap(true, Ordering::AcqRel) {
+        let latch = t.launcher_latch.load(Ordering::Acquire);
+        if latch != 0 {
+            // SAFETY: the launcher's latch is in its PGPROC (shared
+            // memory); SetLatch on a latch whose owner exited is harmless.
+            unsafe { pg_sys::SetLatch(latch as *mut pg_sys::Latch) };
+        }
+    }
+}
+
+/// The high-water launcher.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn snowflake_id_high_water_main(_arg: pg_sys::Datum) {
+    bgworker::attach_signals();
+    let Some(state) = shmem::state() else { return };
+    let Some(t) = shmem::tracking() else { return };
+    let Ok(layout) = gucs::layout() else { return };
+    // SAFETY: a connection to no database (shared catalogs only), as the
+    // autovacuum launcher has; then publishing this process's latch,
+    // which lives in its PGPROC, and withdrawing it at exit.
+    unsafe {
+        pg_sys::BackgroundWorkerInitializeConnection(std::ptr::null(), std::ptr::null(), 0);
+        t.launcher_latch
+            .store(pg_sys::MyLatch as usize, Ordering::Release);
+        pg_sys::before_shmem_exit(Some(forget_launcher), pg_sys::Datum::from(0));
+    }
+    let mut retry_after: Option<Instant> = None;
+    while BackgroundWorker::wait_latch(Some(TICK)) {
+        pgrx::check_for_interrupts!();
+        if BackgroundWorker::sighup_received() {
+            // SAFETY: standard configuration reload in a background worker.
+            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+        }
+        if shmem::in_recovery() || shmem::binary_upgrade() {
+            continue;
+        }
+        release_far_mark_in_reach(t, state, &layout);
+        if t.mark_ready.load(Ordering::Acquire)
+            || lease::current_worker_id().is_none()
+            || retry_after.is_some_and(|at| Instant::now() < at)
+        {
+            continue;
+        }
+        if read_every_database(t, state, &layout) {
+            t.mark_failed_db.store(0, Ordering::Release);
+            t.mark_ready.store(true, Ordering::Release);
+            t.mark_wanted.store(false, Ordering::Release);
+            shmem::wake_waiters();
+        } else {
+            retry_after = Some(Instant::now() + Duration::from_secs(1));
+        }
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn forget_launcher(_code: std::ffi::c_int, _arg: pg_sys::Datum) {
+    if let Some(t) = shmem::tracking() {
+        t.launcher_latch.store(0, Ordering::Release);
+    }
+}
+
+/// A database the launcher reads.
+struct Database {
+    oid: pg_sys::Oid,
+    name: String,
+}
+
+/// Read every database's mark and apply the largest. Returns false when
+/// the read must be tried again (no worker slot, `pg_database` locked).
+fn read_every_database(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) -> bool {
+    let Some(dbs) = databases() else {
+        return false;
+    };
+    let mut found = i64::MIN;
+    let mut found_in = (0u32, String::new());
+    for db in &dbs {
+        let read = if database_locked(db.oid) {
+            Err(ReadFail::InDatabase)
+        } else {
+            read_in(db.oid)
+        };
+        match read {
+            Ok((READER_READ, f)) => {
+                t.lagging.remove(db.oid.to_u32());
+                if f > found {
+                    found = f;
+                    found_in = (db.oid.to_u32(), db.name.clone());
+                }
+            }
+            Ok(_) => {
+                t.lagging.remove(db.oid.to_u32());
+            }
+            Err(ReadFail::InDatabase) if t.lagging.insert(db.oid.to_u32()) => {
+                t.mark_failed_db.store(db.oid.to_u32(), Ordering::Release);
+                pgrx::log!(
+                    "snowflake_id: could not read the high-water mark of database \"{}\" at start-up; its sessions read it before their first ID",
+                    db.name
+                );
+            }
+            Err(_) => {
+                t.mark_failed_db.store(db.oid.to_u32(), Ordering::Release);
+                pgrx::warning!(
+                    "snowflake_id: could not read the high-water mark of database \"{}\" at start-up: no background worker slot was free, or too many databases could not be read; trying again",
+                    db.name
+                );
+                return false;
+            }
+        }
+    }
+    // A database created meanwhile, from a template that has the
+    // extension, may hold a mark the loop did not see: it reads its own.
+    if let Some(now) = databases() {
+        for db in now {
+            if !dbs.iter().any(|d| d.oid == db.oid) && !t.lagging.insert(db.oid.to_u32()) {
+                return false;
+            }
+        }
+    }
+    if found != i64::MIN {
+        apply_found(t, state, layout, found, found_in.0, &found_in.1);
+    }
+    true
+}
+
+/// Every valid database, read from `pg_database` (a shared catalog) by
+/// the launcher, which is connected to none; `None` when the catalog's
+/// lock is not granted at once (a lock request queued on it: try later,
+/// never wait behind it).
+fn databases() -> Option<Vec<Database>> {
+    let mut out = vec![];
+    // SAFETY: the sequence autovacuum's launcher uses to list databases
+    // (get_database_list): a transaction, a snapshot, a catalog scan; the
+    // tuples' structs are pg_database rows while the scan holds them, and
+    // their fields are copied out before the transaction ends. The lock
+    // is asked for without waiting.
+    unsafe {
+        pg_sys::StartTransactionCommand();
+        if !pg_sys::ConditionalLockRelationOid(
+            pg_sys::DatabaseRelationId,
+            pg_sys::AccessShareLock as _,
+        ) {
+            pg_sys::CommitTransactionCommand();
+            return None;
+        }
+        pg_sys::GetTransactionSnapshot();
+        let rel = pg_sys::table_open(pg_sys::DatabaseRelationId, pg_sys::NoLock as _);
+        let scan = pg_sys::table_beginscan_catalog(rel, 0, std::ptr::null_mut());
+        loop {
+            let tup = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);
+            if tup.is_null() {
+                break;
+            }
+            let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_database>(tup);
+            // -2: a database whose DROP was interrupted (invalid).
+            if (*form).datconnlimit != -2 {
+                let name = std::ffi::CStr::from_ptr((*form).datname.data.as_ptr())
+                    .to_string_lossy()
+                    .into_owned();
+                out.push(Database {
+                    oid: (*form).oid,
+                    name,
+                });
+            }
+        }
+        pg_sys::table_endscan(scan);
+        pg_sys::table_close(rel, pg_sys::NoLock as _);
+        pg_sys::CommitTransactionCommand();
+    }
+    out.sort_by_key(|d| d.oid.to_u32());
+    Some(out)
+}
+
+/// Whether another session holds a lock on database `db` that a writer's
+/// connection would wait for (CREATE DATABASE … TEMPLATE, RENAME or DROP
+/// DATABASE, which may be held open in a transaction): asked without
+/// waiting, so that such a database costs the round nothing (it lags,
+/// and its sessions, if any, mint nothing until it is written).
+fn database_locked(db: pg_sys::Oid) -> bool {
+    // SAFETY: the lock a backend's InitPostgres takes on its database
+    // (LockSharedObject(DatabaseRelationId, db, 0, RowExclusiveLock)),
+    // asked for without waiting inside a short transaction of the
+    // launcher, and released at once.
+    unsafe {
+        pg_sys::StartTransactionCommand();
+        let tag = pg_sys::LOCKTAG {
+            locktag_field1: 0,
+            locktag_field2: pg_sys::DatabaseRelationId.to_u32(),
+            locktag_field3: db.to_u32(),
+            locktag_field4: 0,
+            locktag_type: pg_sys::LockTagType::LOCKTAG_OBJECT as u8,
+            locktag_lockmethodid: pg_sys::DEFAULT_LOCKMETHOD as u8,
+        };
+        let mode = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
+        let got = pg_sys::LockAcquire(&tag, mode, false, true);
+        if got != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL {
+            pg_sys::LockRelease(&tag, mode, false);
+        }
+        pg_sys::CommitTransactionCommand();
+        got == pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL
+    }
+}
+
+/// Why a reader did not read.
+enum ReadFail {
+    /// It could not be started (no background worker slot free).
+    Start,
+    /// It ran in its database and failed or timed out there.
+    InDatabase,
+}
+
+/// The launcher's wait while it polls a reader: 10 ms on its latch (the
+/// postmaster sets it when a reader it was told about stops), then any
+/// pending interrupt.
+fn nap() {
+    // SAFETY: the standard latch wait of a background worker.
+    unsafe {
+        pg_sys::WaitLatch(
+            pg_sys::MyLatch,
+            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+            10,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ResetLatch(pg_sys::MyLatch);
+    }
+    pgrx::check_for_interrupts!();
+}
+
+/// Start a reader in database `db` and wait for it. Returns its status
+/// and the largest mark it read.
+fn read_in(db: pg_sys::Oid) -> Result<(u32, i64), ReadFail> {
+    let Some(t) = shmem::tracking() else {
+        return Err(ReadFail::Start);
+    };
+    t.writer_status.store(READER_NONE, Ordering::Release);
+    t.writer_found_ms.store(i64::MIN, Ordering::Release);
+    // SAFETY: reading this process's pid.
+    let me = unsafe { pg_sys::MyProcPid };
+    // No free background worker slot (parallel queries take them and
+    // give them back): try again every 10 ms for READER_TIMEOUT.
+    let started = Instant::now();
+    let handle = loop {
+        let built = BackgroundWorkerBuilder::new("snowflake_id high-water reader")
+            .set_type("snowflake_id high-water reader")
+            .set_library("snowflake_id")
+            .set_function("snowflake_id_high_water_reader_main")
+            .enable_spi_access()
+            .set_argument(Some(pg_sys::Datum::from(db)))
+            .set_notify_pid(me)
+            .set_restart_time(None)
+            .load_dynamic();
+        match built {
+            Ok(h) => break h,
+            Err(_) if started.elapsed() > READER_TIMEOUT => return Err(ReadFail::Start),
+            Err(_) => nap(),
+        }
+    };
+    // A reader can wait where no setting bounds it (connecting to a
+    // database that a CREATE or DROP DATABASE holds, say): give it
+    // READER_TIMEOUT, then stop it and count its database as lagging.
+    let started = Instant::now();
+    loop {
+        match handle.pid() {
+            Err(BackgroundWorkerStatus::Stopped) => break,
+            Err(BackgroundWorkerStatus::PostmasterDied) => return Err(ReadFail::Start),
+            _ if started.elapsed() > READER_TIMEOUT => {
+                let _ = handle.terminate().wait_for_shutdown();
+                return Err(ReadFail::InDatabase);
+            }
+            _ => nap(),
+        }
+    }
+    match t.writer_status.load(Ordering::Acquire) {
+        READER_NONE => Err(ReadFail::InDatabase),
+        s => Ok((s, t.writer_found_ms.load(Ordering::Acquire))),
+    }
+}
+
+/// Settings of a reader, whatever its database sets (`ALTER DATABASE ...
+/// SET` is its owner's): its own identity (a database's `role` setting
+/// would make it that role), the catalog and nothing else on
+/// `search_path`, and bounded waits.
+const READER_SETTINGS: [(&std::ffi::CStr, &std::ffi::CStr); 5] = [
+    (c"role", c"none"),
+    (c"search_path", c"pg_catalog, pg_temp"),
+    (c"statement_timeout", c"10s"),
+    (c"lock_timeout", c"1s"),
+    (c"idle_in_transaction_session_timeout", c"0"),
+];
+
+/// A high-water reader: one database, once. The argument is the
+/// database's OID.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn snowflake_id_high_water_reader_main(arg: pg_sys::Datum) {
+    bgworker::attach_signals();
+    let Some(t) = shmem::tracking() else { return };
+    let db = pg_sys::Oid::from(arg.value() as u32);
+    // SAFETY: connecting as the bootstrap superuser, named (a worker that
+    // names no user is initialised without session_authorization pinned,
+    // so a database's `ALTER DATABASE ... SET session_authorization`
+    // would make it that role), to a database that may not allow
+    // connections (`ALLOW_CONNECTIONS false`: its mark counts too). Then
+    // overriding the database's settings for this process.
+    unsafe {
+        pg_sys::BackgroundWorkerInitializeConnectionByOid(
+            db,
+            pg_sys::Oid::from(pg_sys::BOOTSTRAP_SUPERUSERID),
+            pg_sys::BGWORKER_BYPASS_ALLOWCONN,
+        );
+        for (name, value) in READER_SETTINGS {
+            pg_sys::SetConfigOption(
+                name.as_ptr(),
+                value.as_ptr(),
+                pg_sys::GucContext::PGC_SUSET,
+                pg_sys::GucSource::PGC_S_OVERRIDE,
+            );
+        }
+    }
+    let found = BackgroundWorker::transaction(|| {
+        let (Ok(layout), Some(worker)) = (gucs::layout(), lease::current_worker_id()) else {
+            return None;
+        };
+        match row::Table::open(pg_sys::AccessShareLock) {
+            row::Open::Opened(table) => Some(
+                table
+                    .find(&key(&layout, worker))
+                    .map_or(i64::MIN, |(m, _)| m),
+            ),
+            row::Open::Missing => {
+                if old_version_here() && t.old_versions.insert(db.to_u32()) {
+                    t.old_version_count.fetch_add(1, Ordering::AcqRel);
+                    pgrx::warning!(
+                        "snowflake_id: database with OID {} has the extension at a version before 0.8.0: it holds no high-water mark, and a dump of it carries none; run ALTER EXTENSION snowflake_id UPDATE there",
+                        db.to_u32()
+                    );
+                }
+                Some(i64::MIN)
+            }
+            row::Open::Locked => None,
+        }
+    });
+    let Some(found) = found else { return };
+    t.writer_found_ms.store(found, Ordering::Release);
+    t.writer_status.store(
+        if found == i64::MIN {
+            READER_NO_TABLE
+        } else {
+            READER_READ
+        },
+        Ordering::Release,
+    );
+}
