@@ -67,7 +67,6 @@ pub extern "C-unwind" fn _PG_init() {
     backend_clock::detect();
     bgworker::register();
     high_water::init();
-    reservation::register_clean_stop();
     lease::register();
 }
 

@@ -84,6 +84,7 @@ fn unreserved_state() -> GeneratorState {
 /// database holds.
 pub fn startup_state() -> GeneratorState {
     let st = startup_state_from_file();
+    register_clean_stop();
     if gucs::leased() {
         // No worker id until the lease worker claims one.
         st.assigned_worker.store(
@@ -326,11 +327,14 @@ fn marks_needed_at_start(file: Option<&StateFile>) -> bool {
     }
 }
 
-/// Register [`write_at_clean_stop`] for the postmaster's exit (`_PG_init`,
-/// while preloading; children forget it when they fork).
-pub fn register_clean_stop() {
-    // SAFETY: registering an exit callback in the postmaster.
-    unsafe { pg_sys::on_proc_exit(Some(write_at_clean_stop), pg_sys::Datum::from(0)) };
+/// Register [`write_at_clean_stop`] for the postmaster's exit, while its
+/// shared memory is still attached: called where shared memory is created
+/// (a crash restart runs the callbacks, with a non-zero code, and
+/// creates it again); children forget it when they fork.
+fn register_clean_stop() {
+    // SAFETY: registering an exit callback in the process that creates
+    // shared memory.
+    unsafe { pg_sys::before_shmem_exit(Some(write_at_clean_stop), pg_sys::Datum::from(0)) };
 }
 
 /// At the postmaster's exit after a clean stop (every other process has
