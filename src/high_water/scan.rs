@@ -26,8 +26,15 @@ use std::time::{Duration, Instant};
 /// How long the launcher waits for one reader before it stops it and
 /// counts its database as lagging.
 pub const READER_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long the start-up read may hold up generation: databases not read
+/// by then lag (each reads its own mark at its first ID), and the
+/// launcher reads them afterwards, so that no number of slow databases
+/// (a role with CREATEDB can make many) holds up the others for long.
+pub const READ_BUDGET: Duration = Duration::from_secs(5);
 /// How often the launcher looks at its work.
 const TICK: Duration = Duration::from_millis(100);
+/// How often the launcher tries again the databases that lag.
+const LAGGING_RETRY: Duration = Duration::from_secs(1);
 
 /// What a reader tells its launcher (`shmem::Tracking::writer_status`).
 pub const READER_NONE: u32 = 0;
@@ -87,10 +94,15 @@ pub extern "C-unwind" fn snowflake_id_high_water_main(_arg: pg_sys::Datum) {
             continue;
         }
         release_far_mark_in_reach(t, state, &layout);
-        if t.mark_ready.load(Ordering::Acquire)
-            || lease::current_worker_id().is_none()
-            || retry_after.is_some_and(|at| Instant::now() < at)
+        if lease::current_worker_id().is_none() || retry_after.is_some_and(|at| Instant::now() < at)
         {
+            continue;
+        }
+        if t.mark_ready.load(Ordering::Acquire) {
+            if !t.lagging.is_empty() {
+                read_lagging(t, state, &layout);
+                retry_after = Some(Instant::now() + LAGGING_RETRY);
+            }
             continue;
         }
         if read_every_database(t, state, &layout) {
@@ -125,7 +137,16 @@ fn read_every_database(t: &shmem::Tracking, state: &GeneratorState, layout: &Lay
     };
     let mut found = i64::MIN;
     let mut found_in = (0u32, String::new());
+    let started = Instant::now();
     for db in &dbs {
+        if started.elapsed() > READ_BUDGET {
+            // The rest read their own marks, and the launcher reads them
+            // next (`read_lagging`).
+            if !t.lagging.insert(db.oid.to_u32()) {
+                return false;
+            }
+            continue;
+        }
         let read = if database_locked(db.oid) {
             Err(ReadFail::InDatabase)
         } else {
@@ -172,6 +193,28 @@ fn read_every_database(t: &shmem::Tracking, state: &GeneratorState, layout: &Lay
         apply_found(t, state, layout, found, found_in.0, &found_in.1);
     }
     true
+}
+
+/// After the start-up read: read the databases it left lagging, one at a
+/// time, and apply what they hold.
+fn read_lagging(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) {
+    let Some(dbs) = databases() else { return };
+    for v in t.lagging.oids() {
+        let Some(db) = dbs.iter().find(|d| d.oid.to_u32() == v) else {
+            // Dropped.
+            t.lagging.remove(v);
+            continue;
+        };
+        if database_locked(db.oid) {
+            continue;
+        }
+        if let Ok((status, f)) = read_in(db.oid) {
+            if status == READER_READ && t.lagging.contains(v) {
+                apply_found(t, state, layout, f, v, &db.name);
+            }
+            t.lagging.remove(v);
+        }
+    }
 }
 
 /// Every valid database, read from `pg_database` (a shared catalog) by
@@ -331,12 +374,14 @@ fn read_in(db: pg_sys::Oid) -> Result<(u32, i64), ReadFail> {
 /// SET` is its owner's): its own identity (a database's `role` setting
 /// would make it that role), the catalog and nothing else on
 /// `search_path`, and bounded waits.
-const READER_SETTINGS: [(&std::ffi::CStr, &std::ffi::CStr); 5] = [
+const READER_SETTINGS: &[(&std::ffi::CStr, &std::ffi::CStr)] = &[
     (c"role", c"none"),
     (c"search_path", c"pg_catalog, pg_temp"),
     (c"statement_timeout", c"10s"),
     (c"lock_timeout", c"1s"),
     (c"idle_in_transaction_session_timeout", c"0"),
+    #[cfg(any(feature = "pg17", feature = "pg18"))]
+    (c"transaction_timeout", c"0"),
 ];
 
 /// A high-water reader: one database, once. The argument is the

@@ -1,22 +1,28 @@
 #!/usr/bin/env bash
 # Every database mints on its own (issue 46), on PostgreSQL 18:
 #  1. A closed database stays safe: a session left open in a database
-#     whose connections are then disallowed (its writer cannot connect)
-#     mints nothing above that database's own mark; it gets 55000 within
-#     a round or two, and every ID it minted after the close is at or
-#     below the mark its table holds. Reopened, it mints again. (On 0.8.0
-#     as first written rounds skipped the closed database and its session
+#     whose connections are then disallowed raises its own database's
+#     mark and goes on minting for 12 s (more than two marks' worth), and
+#     no ID it minted is above the mark its table holds. (On 0.8.0 as
+#     first written rounds skipped the closed database and its session
 #     went on minting above its mark.)
 #  2. Tenant churn: 60 databases with the extension, then a database
 #     created and one dropped about every half second for 30 s, while bob
-#     inserts into his database 10 times a second: no INSERT fails. (On
-#     0.8.0 as first written a round failed whenever the list of databases
-#     changed while it ran; at this size the failed rounds only delayed
-#     bob's INSERTs, up to seconds, and the script passed there too: the
-#     issue's 200 databases and a create every 2 s gave 55000.) How long
-#     a new tenant waits from CREATE EXTENSION to its first ID (a database
-#     created while a round runs awaits the next one) is reported, not
-#     asserted.
+#     inserts into his database 10 times a second: no INSERT fails. How
+#     long a new tenant waits from CREATE EXTENSION to its first ID is
+#     reported, not asserted.
+#  3. Parallel queries take every worker slot (PostgreSQL's defaults:
+#     max_worker_processes = 8): four sessions run parallel scans without
+#     a pause while bob inserts twice a second, each INSERT on a new
+#     connection, for 30 s: none fails. (On 0.8.0 a round needed a free
+#     slot per database, and INSERTs failed with 55000.)
+#  4. A lock request queued on pg_database: a plain role's CREATE RULE on
+#     it waits behind another session's open transaction that read it,
+#     and queues an ACCESS EXCLUSIVE lock. bob's session, connected
+#     before, inserts for 15 s meanwhile: none fails. (On 0.8.0 the
+#     launcher's listing waited behind it and INSERTs got 55000.) New
+#     connections wait behind such a request in any PostgreSQL; that is
+#     not ours to fix.
 # DATABASES_SCENARIOS="2" runs some of them only.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
@@ -29,7 +35,7 @@ cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowfla
     "max_connections = 150"
 cluster_up "$DIR"
 q() { local db="$1"; shift; pq "$DIR" "$PORT" -d "$db" -At "$@"; }
-want() { [[ " ${DATABASES_SCENARIOS:-1 2} " == *" $1 "* ]]; }
+want() { [[ " ${DATABASES_SCENARIOS:-1 2 3 4} " == *" $1 "* ]]; }
 q postgres -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
     -c "CREATE TABLE ids (id bigint PRIMARY KEY DEFAULT snowflake_nextval())" >/dev/null
 
@@ -47,29 +53,23 @@ INSERT INTO got SELECT snowflake_nextval();
 DO \$\$
 DECLARE t0 timestamptz := clock_timestamp();
 BEGIN
-    LOOP
-        BEGIN
-            INSERT INTO got SELECT snowflake_nextval();
-        EXCEPTION WHEN object_not_in_prerequisite_state THEN
-            RAISE NOTICE 'refused after % ms: %', round(extract(epoch FROM clock_timestamp() - t0) * 1000), SQLERRM;
-            RETURN;
-        END;
-        IF clock_timestamp() - t0 > interval '60 s' THEN
-            RAISE EXCEPTION 'still minting 60 s after ALLOW_CONNECTIONS false';
-        END IF;
+    WHILE clock_timestamp() - t0 < interval '12 s' LOOP
+        INSERT INTO got SELECT snowflake_nextval();
         PERFORM pg_sleep(0.02);
     END LOOP;
+    RAISE NOTICE 'minted for 12 s after ALLOW_CONNECTIONS false';
 END
 \$\$;
+
 SELECT 'above_mark', count(*) FROM got
  WHERE snowflake_timestamp(id) > (SELECT to_timestamp(max(mark_ms) / 1000.0) FROM snowflake_id_internal.snowflake_high_water
                                    WHERE worker_id = 43);
 SQL
 ) || { q postgres -c "ALTER DATABASE closedb ALLOW_CONNECTIONS true" >/dev/null; die "1: $out"; }
 q postgres -c "ALTER DATABASE closedb ALLOW_CONNECTIONS true" >/dev/null
-[[ "$out" == *"refused after"* ]] || die "1: the session of the closed database was not refused: $out"
+[[ "$out" == *"minted for 12 s"* ]] || die "1: the session of the closed database stopped minting: $out"
 [[ "$out" == *"above_mark|0"* ]] || die "1: the closed database's session minted above its own mark: $out"
-log "   $(grep -o 'refused after [0-9]* ms' <<< "$out"); no ID above the database's own mark"
+log "   the closed database's session minted for 12 s; no ID above the database's own mark"
 reopened() { q closedb -c "SELECT snowflake_nextval()" >/dev/null 2>&1; }
 poll_until 60 reopened || die "1: the reopened database does not mint again"
 log "   reopened, it mints again after $POLL_MS ms"
@@ -102,5 +102,55 @@ pgbench_clean "$DIR/bob.out" || { cat "$DIR/bob.out" >&2; die "2: bob's INSERTs 
 sorted=$(printf '%s\n' "${firsts[@]}" | sort -n)
 log "   $n databases created and dropped; bob: $(grep -o 'number of transactions actually processed: [0-9/]*' "$DIR/bob.out"), none failed"
 log "   a new tenant's CREATE EXTENSION and first ID: median $(sed -n "$(( (n + 1) / 2 ))p" <<< "$sorted") ms, slowest $(tail -1 <<< "$sorted") ms (reported, not asserted)"
+fi
+
+# --- 3. parallel queries take every worker slot -------------------------------------------
+if want 3; then
+log "3. four sessions of parallel scans take every worker slot; bob inserts on new connections"
+q postgres -c "CREATE TABLE IF NOT EXISTS big AS SELECT g AS n FROM generate_series(1, 2000000) g" \
+    -c "ALTER TABLE big SET (parallel_workers = 8)" -c "ANALYZE big" >/dev/null
+q postgres -c "CREATE DATABASE bobdb" >/dev/null 2>&1 || true
+q bobdb -c "SET client_min_messages = warning" -c "CREATE EXTENSION IF NOT EXISTS snowflake_id" \
+    -c "CREATE TABLE IF NOT EXISTS orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text)" >/dev/null
+scans=()
+for _ in 1 2 3 4; do
+    ( while :; do q postgres -c "SET parallel_setup_cost = 0" -c "SET parallel_tuple_cost = 0" \
+          -c "SET max_parallel_workers_per_gather = 8" -c "SELECT count(*) FROM big" >/dev/null 2>&1 || true; done ) &
+    scans+=($!)
+done
+sleep 2
+busy=$(q postgres -c "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'parallel worker'")
+end=$((SECONDS + 30)) tries=0 errs=0
+while [ $SECONDS -lt $end ]; do
+    q bobdb -c "INSERT INTO orders (item) VALUES ('book')" >/dev/null 2>"$DIR/err3" || { errs=$((errs + 1)); log "   bob: $(head -1 "$DIR/err3")"; }
+    tries=$((tries + 1)); sleep 0.5
+done
+kill "${scans[@]}" 2>/dev/null || true
+[ "$errs" = 0 ] || die "3: $errs of bob's $tries INSERTs failed while parallel queries held the worker slots"
+log "   $busy parallel workers busy when sampled; bob: $tries INSERTs on new connections, none failed"
+fi
+
+# --- 4. a lock request queued on pg_database ------------------------------------------------
+if want 4; then
+log "4. an ACCESS EXCLUSIVE request queued on pg_database; bob's open session inserts"
+q postgres -c "DROP ROLE IF EXISTS mallory" -c "CREATE ROLE mallory LOGIN" >/dev/null
+q postgres -c "CREATE DATABASE bobdb" >/dev/null 2>&1 || true
+q bobdb -c "SET client_min_messages = warning" -c "CREATE EXTENSION IF NOT EXISTS snowflake_id" \
+    -c "CREATE TABLE IF NOT EXISTS orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text)" >/dev/null
+# bob's session, connected now: 75 INSERTs, one every 0.2 s.
+( for _ in $(seq 1 75); do echo "INSERT INTO orders (item) VALUES ('book');"; echo "SELECT pg_sleep(0.2);"; done ) \
+    | pq "$DIR" "$PORT" -d bobdb -At -v ON_ERROR_STOP=1 > "$DIR/bob4.out" 2>&1 & bob=$!
+sleep 1
+"$(pgbin)/psql" -X -q -h "$DIR" -p "$PORT" -U mallory -d postgres -c "BEGIN" -c "SELECT count(*) FROM pg_database" \
+    -c "SELECT pg_sleep(30)" >/dev/null 2>&1 & holder=$!
+sleep 0.5
+"$(pgbin)/psql" -X -q -h "$DIR" -p "$PORT" -U mallory -d postgres \
+    -c "CREATE RULE r AS ON INSERT TO pg_catalog.pg_database DO INSTEAD NOTHING" >/dev/null 2>&1 & queuer=$!
+# Still waiting 2 s later: queued (any new connection would wait too).
+sleep 2; queued=0; kill -0 $queuer 2>/dev/null && queued=1
+wait $bob || { kill $holder $queuer 2>/dev/null || true; cat "$DIR/bob4.out" >&2; die "4: bob's open session failed while a lock request was queued on pg_database"; }
+kill $holder $queuer 2>/dev/null || true
+[ "$queued" -ge 1 ] || die "4: mallory's lock request did not queue; the scenario did not take place"
+log "   the request queued; bob's session made 75 INSERTs in 15 s, none failed"
 fi
 log "databases: ok"

@@ -23,7 +23,7 @@
 #                    session_authorization and planner settings, a queued
 #                    lock, CREATE/DROP DATABASE loops never make anyone a
 #                    superuser or stop minting outside her database
-#                    (unfixed/worker_slots.sh: a known gap, not run);
+#                    (attack_worker_slots.sh: parallel workers holding every slot stop nothing since issue 46);
 #                    attack_schema_rename_bodies.sh: the same rename (or
 #                    an overload in her schema) never makes a superuser's
 #                    conversion, plan, js_safe or to_jsonb run her code
@@ -147,7 +147,7 @@ fi
 pq "$DIR" "$PORT" -c "CREATE DATABASE old07" >/dev/null
 pq "$DIR" "$PORT" -d old07 -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id VERSION '0.7.0'" >/dev/null
 named_old() {
-    pq "$DIR" "$PORT" -c "SELECT snowflake_write_high_water()" -c "SELECT snowflake_nextval()" >/dev/null 2>&1 || true
+    pq "$DIR" "$PORT" -d old07 -c "SELECT snowflake_nextval()" >/dev/null 2>&1 || true
     grep -q 'database "old07" has the extension at a version before 0.8.0' "$DIR/server.log"
 }
 if poll_until 60 named_old; then
@@ -187,7 +187,7 @@ fi
 # which do not differ between majors, run on the newest one only (CI's
 # time budget).
 writers=(attack_schema_rename attack_session_authorization attack_lock_queue attack_db_settings attack_db_lock
-         attack_lagging_overflow attack_rename_lock
+         attack_lagging_overflow attack_rename_lock attack_worker_slots
          attack_registry_owner attack_registry_overload attack_registry_settings attack_registry_sync_commit
          attack_registry_lock_queue attack_registry_row_lock attack_registry_connections)
 if [ "$PG_MAJOR" != 18 ]; then

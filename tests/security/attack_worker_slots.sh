@@ -16,7 +16,7 @@
 # Passes (exit 0) when bob can still mint in his own database while eve's
 # sessions run; fails (exit 1) while the attack works.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/../attack_lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
 # The defaults, spelled out.
 attack_cluster slots "${SNOWFLAKE_ATTACK_PORT:-56111}" 22 "max_worker_processes = 8" "max_parallel_workers = 8"
 as postgres postgres -c "CREATE ROLE eve LOGIN" -c "CREATE ROLE bob LOGIN" \

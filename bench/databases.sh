@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# What the high-water mark costs and how long it makes minting wait, by
+# the number of databases that have the extension (issue 46, items 2-4).
+# Not a test: it reports, and asserts nothing.
+#
+# For each N in DBS_COUNTS, one fresh cluster with PostgreSQL's defaults
+# (max_worker_processes = 8), N databases with the extension, and 3 of
+# them minting: a client INSERTs into each once a second, each INSERT on
+# a new connection (what a web application without a pool does). Over
+# DBS_SECONDS it measures
+#   - the CPU of the extension's processes (% of one core, from /proc),
+#   - the WAL written per minute, and commits per second beyond the
+#     INSERTs' own (pg_stat_database),
+#   - the INSERTs' latency (median and slowest) and failures;
+# then, one after the other,
+#   - the first INSERT after a 60 s pause (latency),
+#   - four sessions of parallel scans taking every worker slot while the
+#     INSERTs go on (failures, slowest),
+#   - a database created and one dropped every second while they go on,
+#   - five clean restarts in a row: how long from "pg_ctl start" to the
+#     first ID, and how far the last ID then leads the clock.
+# The INSERT latency includes the connection; compare rows, not absolutes
+# across machines. A plain sequence's INSERT on a new connection is
+# measured in the same cluster as the floor.
+#
+#   bash bench/databases.sh              1, 200 and 1,000 databases
+#   bash bench/databases.sh --smoke      2 databases, short windows
+#
+#   DBS_COUNTS ("1 200 1000"), DBS_SECONDS (60), DBS_PORT (55640),
+#   DBS_OUT (.run/bench/databases.md)
+set -euo pipefail
+SMOKE=0; [ "${1:-}" = "--smoke" ] && SMOKE=1
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
+[ -n "${SNOWFLAKE_PREREQS_DONE:-}" ] || bash "$ROOT/scripts/prereqs.sh" 18
+select_pg 18
+PORT=${DBS_PORT:-55640}
+if [ $SMOKE = 1 ]; then
+    COUNTS="2"; SECS=5; PAUSE=2
+else
+    COUNTS=${DBS_COUNTS:-"1 200 1000"}; SECS=${DBS_SECONDS:-60}; PAUSE=60
+fi
+OUT=${DBS_OUT:-$ROOT/.run/bench/databases.md}
+mkdir -p "$(dirname "$OUT")"
+DIR=$(state_dir "$ROOT/.run/bench-databases" bench-databases)
+trap 'kill $(jobs -p) 2>/dev/null || true; cluster_stop "$DIR"' EXIT
+q() { local db="$1"; shift; pq "$DIR" "$PORT" -d "$db" -At "$@"; }
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+
+# CPU seconds (utime + stime) of the extension's processes so far.
+ext_cpu() {
+    local pid total=0
+    for pid in $(pgrep -f "postgres: snowflake_id" || true); do
+        [ -r "/proc/$pid/stat" ] || continue
+        total=$(( total + $(awk '{print $14 + $15}' "/proc/$pid/stat") ))
+    done
+    echo "$total"
+}
+
+# inserter DB SECONDS FILE: one INSERT a second on a new connection;
+# each line of FILE is "ms ok|err".
+inserter() {
+    local db="$1" end=$((SECONDS + $2)) file="$3" t0 t1
+    : > "$file"
+    while [ $SECONDS -lt "$end" ]; do
+        t0=$(now_ms)
+        if q "$db" -c "INSERT INTO orders (item) VALUES ('book')" >/dev/null 2>&1; then
+            t1=$(now_ms); echo "$((t1 - t0)) ok" >> "$file"
+        else
+            t1=$(now_ms); echo "$((t1 - t0)) err" >> "$file"
+        fi
+        sleep "$(awk -v d=$((t1 - t0)) 'BEGIN { s = 1 - d / 1000; print (s > 0 ? s : 0) }')"
+    done
+}
+
+# stats FILE...: "median ms / slowest ms / failures"
+stats() {
+    cat "$@" | awk '{ print $1 }' | sort -n > "$DIR/lat"
+    local n med max errs
+    n=$(wc -l < "$DIR/lat"); med=$(sed -n "$(( (n + 1) / 2 ))p" "$DIR/lat"); max=$(tail -1 "$DIR/lat")
+    errs=$(cat "$@" | grep -c " err" || true)
+    echo "${med:-?} / ${max:-?} / $errs"
+}
+
+three() {  # three SECONDS TAG: the three inserters, waited for
+    local i
+    for i in 1 2 3; do inserter "m$i" "$1" "$DIR/$2.$i" & done
+    wait
+}
+
+{
+echo "# bench/databases.sh: the high-water mark by number of databases"
+echo
+echo "PostgreSQL 18, defaults (max_worker_processes = 8), 3 databases minting 1 INSERT/s each on new connections, ${SECS} s windows; $(nproc) cores; $(date -u +%F)."
+echo
+echo "| databases | ext. CPU % of a core | WAL kB/min | extra commits/s | INSERT median / slowest ms / failures | sequence INSERT median / slowest ms | first INSERT after ${PAUSE} s pause, ms | parallel scans: median / slowest / failures | churn: median / slowest / failures | clean restart to first ID, ms (slowest of 5) | lead after 5 restarts, ms |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+} > "$OUT"
+
+for N in $COUNTS; do
+    log "databases: N = $N"
+    cluster_stop "$DIR"
+    cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 44" \
+        "max_connections = 200"
+    cluster_up "$DIR"
+    q template1 -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
+        -c "CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), item text)" \
+        -c "CREATE SEQUENCE s" -c "CREATE TABLE seq_orders (id bigint PRIMARY KEY DEFAULT nextval('s'), item text)" >/dev/null
+    for i in 1 2 3; do q postgres -c "CREATE DATABASE m$i STRATEGY FILE_COPY" >/dev/null; done
+    for i in $(seq 4 "$N"); do q postgres -c "CREATE DATABASE idle$i STRATEGY FILE_COPY" >/dev/null; done
+    q postgres -c "CHECKPOINT" >/dev/null
+    three 5 warm >/dev/null 2>&1 || true
+
+    # Steady state.
+    lsn0=$(q postgres -c "SELECT pg_current_wal_lsn()")
+    c0=$(q postgres -c "SELECT sum(xact_commit) FROM pg_stat_database")
+    cpu0=$(ext_cpu); t0=$(now_ms)
+    three "$SECS" steady
+    t1=$(now_ms); cpu1=$(ext_cpu)
+    c1=$(q postgres -c "SELECT sum(xact_commit) FROM pg_stat_database")
+    wal=$(q postgres -c "SELECT round(pg_wal_lsn_diff(pg_current_wal_lsn(), '$lsn0') / 1024.0 * 60000 / $((t1 - t0)), 1)")
+    inserts=$(cat "$DIR"/steady.* | wc -l)
+    # Each psql INSERT is one commit; the two stats reads, two more.
+    extra=$(awk -v c=$((c1 - c0 - inserts - 2)) -v ms=$((t1 - t0)) 'BEGIN { printf "%.1f", (c < 0 ? 0 : c) * 1000 / ms }')
+    cpu=$(awk -v c=$((cpu1 - cpu0)) -v ms=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", c / hz * 100000 / ms }')
+    steady=$(stats "$DIR"/steady.*)
+    # The floor: a sequence, same cluster.
+    for i in 1 2 3; do
+        ( end=$((SECONDS + 10)); : > "$DIR/seq.$i"
+          while [ $SECONDS -lt $end ]; do
+              a=$(now_ms); q "m$i" -c "INSERT INTO seq_orders (item) VALUES ('book')" >/dev/null 2>&1; b=$(now_ms)
+              echo "$((b - a)) ok" >> "$DIR/seq.$i"; sleep 1
+          done ) &
+    done
+    wait
+    seq=$(stats "$DIR"/seq.* | cut -d/ -f1-2)
+
+    # A pause, then the first INSERT.
+    sleep "$PAUSE"
+    a=$(now_ms); q m1 -c "INSERT INTO orders (item) VALUES ('after a pause')" >/dev/null; pause=$(( $(now_ms) - a ))
+
+    # Parallel scans take every worker slot.
+    q postgres -c "CREATE TABLE big AS SELECT g AS n FROM generate_series(1, 2000000) g" \
+        -c "ALTER TABLE big SET (parallel_workers = 8)" -c "ANALYZE big" >/dev/null
+    scans=()
+    for _ in 1 2 3 4; do
+        ( while :; do q postgres -c "SET parallel_setup_cost = 0" -c "SET parallel_tuple_cost = 0" \
+              -c "SET max_parallel_workers_per_gather = 8" -c "SELECT count(*) FROM big" >/dev/null 2>&1 || true; done ) &
+        scans+=($!)
+    done
+    sleep 2
+    three "$SECS" par
+    kill "${scans[@]}" 2>/dev/null || true; wait "${scans[@]}" 2>/dev/null || true
+    par=$(stats "$DIR"/par.*)
+
+    # Churn: a database created and one dropped every second.
+    ( k=0; end=$((SECONDS + SECS))
+      while [ $SECONDS -lt $end ]; do
+          k=$((k + 1)); q postgres -c "CREATE DATABASE churn$k STRATEGY FILE_COPY" >/dev/null 2>&1 || true
+          [ $k -le 1 ] || q postgres -c "DROP DATABASE churn$((k - 1))" >/dev/null 2>&1 || true
+          sleep 1
+      done ) & churner=$!
+    three "$SECS" churn
+    wait $churner || true
+    churn=$(stats "$DIR"/churn.*)
+
+    # Five clean restarts in a row.
+    slowest=0
+    for _ in 1 2 3 4 5; do
+        q m1 -c "INSERT INTO orders (item) VALUES ('before a restart')" >/dev/null
+        as_pg "$(pgbin)/pg_ctl" -D "$DIR/data" -m fast -w stop >/dev/null
+        cluster_up "$DIR"
+        a=$(now_ms)
+        until q m1 -c "INSERT INTO orders (item) VALUES ('after a restart')" >/dev/null 2>&1; do sleep 0.01; done
+        d=$(( $(now_ms) - a )); [ "$d" -gt "$slowest" ] && slowest=$d
+    done
+    lead=$(q m1 -c "SELECT round(extract(epoch FROM snowflake_timestamp(max(id)) - clock_timestamp()) * 1000) FROM orders")
+
+    echo "| $N | $cpu | $wal | $extra | $steady | $seq | $pause | $par | $churn | $slowest | $lead |" >> "$OUT"
+    log "databases: N = $N done: $(tail -1 "$OUT")"
+done
+cluster_stop "$DIR"
+cat "$OUT"
