@@ -27,7 +27,7 @@ pub use generator::{
 };
 pub use layout::{IdError, Layout, LayoutError, Parts};
 pub use lease::Lease;
-pub use oid_set::OidSet;
+pub use oid_set::{GrowingOidSet, OidSet};
 pub use state_file::{compatibility, Compatibility, StateError, StateFile};
 #[cfg(any(test, feature = "testing"))]
 pub use testing::ManualClock;

@@ -236,3 +236,84 @@ mod tests {
         }
     }
 }
+
+/// A set of OIDs that only grows, with any number of writers and
+/// readers: each insert claims a free slot with one compare-and-swap, so
+/// two processes inserting at once never lose an OID or store one twice.
+/// For what is recorded once and never forgotten (the databases named in
+/// the log).
+pub struct GrowingOidSet<const N: usize> {
+    slots: [AtomicU32; N],
+    len: AtomicUsize,
+}
+
+impl<const N: usize> Default for GrowingOidSet<N> {
+    fn default() -> Self {
+        GrowingOidSet {
+            slots: std::array::from_fn(|_| AtomicU32::new(0)),
+            len: AtomicUsize::new(0),
+        }
+    }
+}
+
+impl<const N: usize> GrowingOidSet<N> {
+    /// Add `oid`. Returns true only for the one call that added it (false
+    /// when it was there already, is 0, or the set is full).
+    pub fn insert(&self, oid: u32) -> bool {
+        if oid == 0 {
+            return false;
+        }
+        let h = OidSet::<N>::home(oid);
+        for i in 0..N {
+            let slot = &self.slots[(h + i) % N];
+            match slot.compare_exchange(0, oid, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    self.len.fetch_add(1, Ordering::AcqRel);
+                    return true;
+                }
+                Err(v) if v == oid => return false,
+                Err(_) => {}
+            }
+        }
+        false
+    }
+
+    /// How many OIDs the set holds.
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod growing_tests {
+    use super::GrowingOidSet;
+    use std::sync::Arc;
+
+    #[test]
+    fn concurrent_writers_add_each_oid_once() {
+        let set: Arc<GrowingOidSet<1024>> = Arc::new(GrowingOidSet::default());
+        let added: Vec<usize> = (0..4)
+            .map(|_| {
+                let set = Arc::clone(&set);
+                std::thread::spawn(move || (1..=600u32).filter(|&o| set.insert(o)).count())
+            })
+            .map(|h| h.join().unwrap())
+            .collect();
+        assert_eq!(added.iter().sum::<usize>(), 600);
+        assert_eq!(set.len(), 600);
+        assert!(!set.insert(17));
+        assert!(!set.insert(0));
+    }
+
+    #[test]
+    fn a_full_set_says_so() {
+        let set: GrowingOidSet<4> = GrowingOidSet::default();
+        assert!((1..=4).all(|o| set.insert(o)));
+        assert!(!set.insert(5));
+    }
+}

@@ -32,7 +32,7 @@ pub fn covered(ms: i64) -> i64 {
         return i64::MAX;
     };
     let key = key(&layout, worker);
-    if this_database_lags() {
+    if this_database_lags() && !SELF_READ.with(|r| r.replace(true)) {
         read_own_mark(t, state, &layout, &key);
     }
     let table = match Table::open(pg_sys::RowExclusiveLock) {
@@ -70,25 +70,36 @@ pub fn covered(ms: i64) -> i64 {
     errors::high_water_locked_here()
 }
 
-/// A database the start-up read could not reach: read its mark here,
-/// raise the generator above it (or hold it back), and stop lagging.
+thread_local! {
+    /// This backend has read its lagging database's mark.
+    static SELF_READ: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A database the start-up read has not reached: read the mark it held
+/// before this start (marks written since are this server's own, and
+/// already below the generator's frontier or its targets), and raise the
+/// generator above it, or hold it back. Once per backend; only the
+/// launcher takes the database off the lagging set, once it has read it.
 fn read_own_mark(
     t: &shmem::Tracking,
     state: &snowflake_id_core::GeneratorState,
     layout: &snowflake_id_core::Layout,
     key: &row::Key,
 ) {
+    let before = t.started_at.load(Ordering::Acquire);
     let found = match Table::open(pg_sys::AccessShareLock) {
-        Open::Opened(table) => table.find(key).map(|(m, _)| m),
+        Open::Opened(table) => table.find_written(key, before).map(|(m, _, _)| m),
         Open::Missing => None,
-        Open::Locked => errors::high_water_lags_here(),
+        Open::Locked => {
+            SELF_READ.with(|r| r.set(false));
+            errors::high_water_lags_here()
+        }
     };
     // SAFETY: reading this backend's database.
     let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
     if let Some(found) = found {
         apply_found(t, state, layout, found, db, &database_name());
     }
-    t.lagging.remove(db);
 }
 
 /// A database whose extension is older than its table (0.7.0 or before):
@@ -98,7 +109,6 @@ fn note_old_version(t: &shmem::Tracking) {
     // SAFETY: reading this backend's database.
     let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
     if old_version_here() && t.old_versions.insert(db) {
-        t.old_version_count.fetch_add(1, Ordering::AcqRel);
         errors::report(
             PgLogLevel::WARNING,
             PgSqlErrorCode::ERRCODE_WARNING,

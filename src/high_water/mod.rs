@@ -168,7 +168,7 @@ fn next_target(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout, ms:
 pub fn this_database_lags() -> bool {
     // SAFETY: reading this backend's database.
     let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
-    shmem::tracking().is_some_and(|t| t.lagging.contains(db))
+    shmem::tracking().is_some_and(|t| t.lag_all.load(Ordering::Acquire) || t.lagging.contains(db))
 }
 
 /// Apply a mark found in database `db` (named `name`) that this server
@@ -187,7 +187,7 @@ fn apply_found(
     if found < frontier {
         return;
     }
-    if found > far_limit(frontier) {
+    if found > far_limit(t, frontier) {
         hold_far_mark(t, state, found, db, name);
         return;
     }
@@ -208,12 +208,33 @@ fn apply_found(
 /// The largest mark applied by itself: [`FAR_MS`] beyond the later of
 /// the clock and the generator's frontier (a server whose IDs run ahead
 /// after a restart with its clock behind keeps its own marks).
-fn far_limit(frontier_ms: i64) -> i64 {
+///
+/// The generator's part is its frontier when it was last established
+/// (`shmem::Tracking::far_base_ms`: the start-up read, an acceptance;
+/// the frontier at the first use otherwise), not its frontier now: marks
+/// restored one after another, each within reach of the last, never
+/// step the generator further than that.
+fn far_limit(t: &shmem::Tracking, frontier_ms: i64) -> i64 {
+    let base = match t.far_base_ms.compare_exchange(
+        i64::MIN,
+        frontier_ms,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        Ok(_) => frontier_ms,
+        Err(b) => b,
+    };
     SystemClock
         .wall_ns()
         .div_euclid(1_000_000)
-        .max(frontier_ms)
+        .max(base)
         .saturating_add(FAR_MS)
+}
+
+/// The generator was established anew (the start-up read, a superuser's
+/// acceptance): later marks are judged from here.
+pub fn establish_far_base(t: &shmem::Tracking, frontier_ms: i64) {
+    t.far_base_ms.store(frontier_ms, Ordering::Release);
 }
 
 /// Hold back a mark beyond [`far_limit`], found in database `db` (OID,
@@ -252,7 +273,11 @@ fn release_far_mark_in_reach(t: &shmem::Tracking, state: &GeneratorState, layout
     let far = t.mark_far_ms.load(Ordering::Acquire);
     let clock = SystemClock;
     if far == i64::MIN
-        || far > far_limit(state.frontier_ms(layout, clock.wall_ns(), clock.mono_ns()))
+        || far
+            > far_limit(
+                t,
+                state.frontier_ms(layout, clock.wall_ns(), clock.mono_ns()),
+            )
     {
         return;
     }
@@ -418,7 +443,7 @@ fn raise_for_restored(
     }
     let clock = SystemClock;
     let frontier = state.frontier_ms(&layout, clock.wall_ns(), clock.mono_ns());
-    if mark_ms > far_limit(frontier) {
+    if mark_ms > far_limit(t, frontier) {
         // SAFETY: reading this backend's database and its name.
         let (db, name) = unsafe {
             let db = pg_sys::MyDatabaseId;

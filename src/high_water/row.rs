@@ -49,6 +49,104 @@ const TYPES: [pg_sys::Oid; 6] = [
 /// database alone.
 pub const LOCK_WAIT: Duration = Duration::from_secs(1);
 
+/// The catalogs [`table_oid`] reads, locked first without waiting (for
+/// at most [`LOCK_WAIT`]): a lock request queued on one of them (a
+/// `CREATE RULE` on a catalog takes its lock before it checks rights)
+/// cannot hold a backend here for longer.
+const CATALOGS: [pg_sys::Oid; 4] = [
+    pg_sys::ExtensionRelationId,
+    pg_sys::NamespaceRelationId,
+    pg_sys::RelationRelationId,
+    // pg_depend: DependRelationId, which the bindings do not name.
+    pg_sys::Oid::from_u32(2608),
+];
+
+thread_local! {
+    /// This backend's answer of [`table_oid`] (its database never
+    /// changes); forgotten when the relation's cache entry is invalidated
+    /// (a DROP, an ALTER), so that the lookup reads no catalog at all in
+    /// the steady state.
+    static CACHED: std::cell::Cell<Option<Option<pg_sys::Oid>>> = const { std::cell::Cell::new(None) };
+    static CALLBACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn forget_table(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    let forget = CACHED.with(|c| match c.get() {
+        Some(Some(oid)) => relid == pg_sys::InvalidOid || relid == oid,
+        _ => true,
+    });
+    if forget {
+        CACHED.with(|c| c.set(None));
+    }
+}
+
+/// A catalog [`cached_table_oid`] needs stayed locked for [`LOCK_WAIT`].
+#[derive(Debug)]
+pub struct CatalogLocked;
+
+/// Like [`table_oid`], from this backend's cache where it has the
+/// answer.
+pub fn cached_table_oid() -> Result<Option<pg_sys::Oid>, CatalogLocked> {
+    if let Some(known) = CACHED.with(|c| c.get()) {
+        return Ok(known);
+    }
+    if !CALLBACK.with(|c| c.replace(true)) {
+        // SAFETY: registering a relcache invalidation callback for the
+        // life of this backend.
+        unsafe {
+            pg_sys::CacheRegisterRelcacheCallback(Some(forget_table), pg_sys::Datum::from(0))
+        };
+    }
+    let mode = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+    let start = Instant::now();
+    let mut held = vec![];
+    for cat in CATALOGS {
+        if !lock_within(cat, mode, start) {
+            for c in held {
+                // SAFETY: releasing what was taken just above.
+                unsafe { pg_sys::UnlockRelationOid(c, mode) };
+            }
+            return Err(CatalogLocked);
+        }
+        held.push(cat);
+    }
+    let oid = table_oid();
+    for c in held {
+        // SAFETY: releasing what was taken just above.
+        unsafe { pg_sys::UnlockRelationOid(c, mode) };
+    }
+    // Only an answer that names a table is kept: a missing one is looked
+    // up again (CREATE EXTENSION sends no invalidation this backend's
+    // cache would hear of).
+    if oid.is_some() {
+        CACHED.with(|c| c.set(Some(oid)));
+    }
+    Ok(oid)
+}
+
+/// Take `oid`'s lock in `mode` without ever waiting in its queue, trying
+/// again every 5 ms (interruptibly) until [`LOCK_WAIT`] after `start`.
+fn lock_within(oid: pg_sys::Oid, mode: pg_sys::LOCKMODE, start: Instant) -> bool {
+    // SAFETY: conditional lock requests and a latch wait in a backend.
+    unsafe {
+        while !pg_sys::ConditionalLockRelationOid(oid, mode) {
+            if start.elapsed() > LOCK_WAIT {
+                return false;
+            }
+            pg_sys::WaitLatch(
+                pg_sys::MyLatch,
+                (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+                5,
+                pg_sys::PG_WAIT_EXTENSION,
+            );
+            pg_sys::ResetLatch(pg_sys::MyLatch);
+            pgrx::check_for_interrupts!();
+        }
+    }
+    true
+}
+
 /// The extension's table in this database, found through the catalog
 /// (the extension's own member, never a name on `search_path`), or
 /// `None` where the extension, or a version of it with the table, is not
@@ -93,32 +191,22 @@ impl Table {
     /// Open the table under `mode`, waiting at most [`LOCK_WAIT`]
     /// (interruptibly) for the lock.
     pub fn open(mode: u32) -> Open {
-        let Some(oid) = table_oid() else {
-            return Open::Missing;
+        let oid = match cached_table_oid() {
+            Ok(Some(oid)) => oid,
+            Ok(None) => return Open::Missing,
+            Err(CatalogLocked) => return Open::Locked,
         };
         let mode = mode as pg_sys::LOCKMODE;
-        let start = Instant::now();
-        // SAFETY: conditional lock requests and a latch wait in a backend;
-        // the relation is opened only once its lock is held, and only if
-        // it still exists.
+        if !lock_within(oid, mode, Instant::now()) {
+            return Open::Locked;
+        }
+        // SAFETY: the relation is opened only once its lock is held, and
+        // only if it still exists (a stale cached OID is dropped).
         unsafe {
-            while !pg_sys::ConditionalLockRelationOid(oid, mode) {
-                if start.elapsed() > LOCK_WAIT {
-                    return Open::Locked;
-                }
-                pg_sys::WaitLatch(
-                    pg_sys::MyLatch,
-                    (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH)
-                        as i32,
-                    5,
-                    pg_sys::PG_WAIT_EXTENSION,
-                );
-                pg_sys::ResetLatch(pg_sys::MyLatch);
-                pgrx::check_for_interrupts!();
-            }
             let rel = pg_sys::try_table_open(oid, pg_sys::NoLock as _);
             if rel.is_null() {
                 pg_sys::UnlockRelationOid(oid, mode);
+                CACHED.with(|c| c.set(None));
                 return Open::Missing;
             }
             let t = Table { rel, mode };
@@ -145,7 +233,17 @@ impl Table {
     /// The live row of `key` with the largest mark: its mark and where it
     /// lies. Rows of other configurations are never read as ours.
     pub fn find(&self, key: &Key) -> Option<(i64, pg_sys::ItemPointerData)> {
-        let mut best: Option<(i64, pg_sys::ItemPointerData)> = None;
+        self.find_written(key, i64::MAX).map(|(m, _, tid)| (m, tid))
+    }
+
+    /// Like [`Table::find`], among the rows written before `before` (a
+    /// `TimestampTz`): the mark, when it was written, and where it lies.
+    pub fn find_written(
+        &self,
+        key: &Key,
+        before: i64,
+    ) -> Option<(i64, i64, pg_sys::ItemPointerData)> {
+        let mut best: Option<(i64, i64, pg_sys::ItemPointerData)> = None;
         // SAFETY: a heap scan of an open relation under SnapshotSelf
         // (committed rows and this transaction's own, as of now); each
         // tuple's data is read while the scan holds it.
@@ -162,10 +260,11 @@ impl Table {
                     break;
                 }
                 if let Some(data) = row_data((*tup).t_data, (*tup).t_len as usize) {
-                    if read_key(data) == *key {
+                    let written = read_i64(data, OFF_WRITTEN);
+                    if read_key(data) == *key && written < before {
                         let mark = read_i64(data, OFF_MARK);
-                        if best.is_none_or(|(m, _)| mark > m) {
-                            best = Some((mark, (*tup).t_self));
+                        if best.is_none_or(|(m, _, _)| mark > m) {
+                            best = Some((mark, written, (*tup).t_self));
                         }
                     }
                 }

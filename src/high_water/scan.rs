@@ -12,14 +12,16 @@
 //! that the launcher only applies a held-back mark that the clock has
 //! come within reach of; it writes nothing, ever.
 
-use super::{apply_found, key, old_version_here, release_far_mark_in_reach, row};
+use super::{
+    apply_found, establish_far_base, key, old_version_here, release_far_mark_in_reach, row,
+};
 use crate::gucs;
 use crate::mint::{bgworker, lease, shmem};
 use pgrx::bgworkers::BgWorkerStartTime;
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BackgroundWorkerStatus};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use snowflake_id_core::{GeneratorState, Layout};
+use snowflake_id_core::{Clock, GeneratorState, Layout, SystemClock};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -99,19 +101,31 @@ pub extern "C-unwind" fn snowflake_id_high_water_main(_arg: pg_sys::Datum) {
             continue;
         }
         if t.mark_ready.load(Ordering::Acquire) {
-            if !t.lagging.is_empty() {
+            if t.lag_all.load(Ordering::Acquire) {
+                if read_every_database(t, state, &layout) {
+                    t.lag_all.store(false, Ordering::Release);
+                }
+                retry_after = Some(Instant::now() + LAGGING_RETRY);
+            } else if !t.lagging.is_empty() {
                 read_lagging(t, state, &layout);
                 retry_after = Some(Instant::now() + LAGGING_RETRY);
             }
             continue;
         }
-        if read_every_database(t, state, &layout) {
-            t.mark_failed_db.store(0, Ordering::Release);
-            t.mark_ready.store(true, Ordering::Release);
-            t.mark_wanted.store(false, Ordering::Release);
-            shmem::wake_waiters();
-        } else {
-            retry_after = Some(Instant::now() + Duration::from_secs(1));
+        let listed = read_every_database(t, state, &layout);
+        // Not listed (a lock request queued on pg_database): every
+        // database reads its own mark until a later read lists them all.
+        t.lag_all.store(!listed, Ordering::Release);
+        let clock = SystemClock;
+        establish_far_base(
+            t,
+            state.frontier_ms(&layout, clock.wall_ns(), clock.mono_ns()),
+        );
+        t.mark_ready.store(true, Ordering::Release);
+        t.mark_wanted.store(false, Ordering::Release);
+        shmem::wake_waiters();
+        if !listed {
+            retry_after = Some(Instant::now() + LAGGING_RETRY);
         }
     }
 }
@@ -129,8 +143,11 @@ struct Database {
     name: String,
 }
 
-/// Read every database's mark and apply the largest. Returns false when
-/// the read must be tried again (no worker slot, `pg_database` locked).
+/// Read every database's mark and apply the largest, for at most
+/// [`READ_BUDGET`]: a database not read by then, or whose reader could
+/// not start (no free worker slot) or failed, lags (it reads its own
+/// mark before its first ID; [`read_lagging`] reads it later). Returns
+/// false when the databases could not be listed (`pg_database` locked).
 fn read_every_database(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) -> bool {
     let Some(dbs) = databases() else {
         return false;
@@ -138,8 +155,10 @@ fn read_every_database(t: &shmem::Tracking, state: &GeneratorState, layout: &Lay
     let mut found = i64::MIN;
     let mut found_in = (0u32, String::new());
     let started = Instant::now();
+    let mut no_slot = false;
     for db in &dbs {
-        if started.elapsed() > READ_BUDGET {
+        // Past the budget, or no worker slot to be had: the rest lag.
+        if no_slot || started.elapsed() > READ_BUDGET {
             // The rest read their own marks, and the launcher reads them
             // next (`read_lagging`).
             if !t.lagging.insert(db.oid.to_u32()) {
@@ -163,20 +182,22 @@ fn read_every_database(t: &shmem::Tracking, state: &GeneratorState, layout: &Lay
             Ok(_) => {
                 t.lagging.remove(db.oid.to_u32());
             }
-            Err(ReadFail::InDatabase) if t.lagging.insert(db.oid.to_u32()) => {
+            Err(why) => {
+                no_slot = matches!(why, ReadFail::Start);
                 t.mark_failed_db.store(db.oid.to_u32(), Ordering::Release);
+                if !t.lagging.insert(db.oid.to_u32()) {
+                    // More than LAGGING_DATABASES: its sessions, and every
+                    // other database's, read their own marks.
+                    return false;
+                }
                 pgrx::log!(
-                    "snowflake_id: could not read the high-water mark of database \"{}\" at start-up; its sessions read it before their first ID",
-                    db.name
+                    "snowflake_id: could not read the high-water mark of database \"{}\" at start-up ({}); its sessions read it before their first ID",
+                    db.name,
+                    match why {
+                        ReadFail::Start => "no background worker slot was free",
+                        ReadFail::InDatabase => "its reader failed or took too long",
+                    }
                 );
-            }
-            Err(_) => {
-                t.mark_failed_db.store(db.oid.to_u32(), Ordering::Release);
-                pgrx::warning!(
-                    "snowflake_id: could not read the high-water mark of database \"{}\" at start-up: no background worker slot was free, or too many databases could not be read; trying again",
-                    db.name
-                );
-                return false;
             }
         }
     }
@@ -209,7 +230,7 @@ fn read_lagging(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) {
             continue;
         }
         if let Ok((status, f)) = read_in(db.oid) {
-            if status == READER_READ && t.lagging.contains(v) {
+            if status == READER_READ {
                 apply_found(t, state, layout, f, v, &db.name);
             }
             t.lagging.remove(v);
@@ -417,15 +438,16 @@ pub extern "C-unwind" fn snowflake_id_high_water_reader_main(arg: pg_sys::Datum)
         let (Ok(layout), Some(worker)) = (gucs::layout(), lease::current_worker_id()) else {
             return None;
         };
+        // Marks written since this start are this server's own.
+        let before = t.started_at.load(Ordering::Acquire);
         match row::Table::open(pg_sys::AccessShareLock) {
             row::Open::Opened(table) => Some(
                 table
-                    .find(&key(&layout, worker))
-                    .map_or(i64::MIN, |(m, _)| m),
+                    .find_written(&key(&layout, worker), before)
+                    .map_or(i64::MIN, |(m, _, _)| m),
             ),
             row::Open::Missing => {
                 if old_version_here() && t.old_versions.insert(db.to_u32()) {
-                    t.old_version_count.fetch_add(1, Ordering::AcqRel);
                     pgrx::warning!(
                         "snowflake_id: database with OID {} has the extension at a version before 0.8.0: it holds no high-water mark, and a dump of it carries none; run ALTER EXTENSION snowflake_id UPDATE there",
                         db.to_u32()

@@ -72,10 +72,22 @@ pub struct Tracking {
     /// (`crate::high_water::scan` defines them) and the largest mark it read.
     pub writer_status: AtomicU32,
     pub writer_found_ms: AtomicI64,
-    /// Databases found with the extension at a version before 0.8.0
-    /// (named once in the log), and how many.
-    pub old_versions: snowflake_id_core::OidSet<OLD_VERSION_DATABASES>,
-    pub old_version_count: AtomicU32,
+    /// The start-up read could not list the databases (a lock request
+    /// queued on `pg_database`): every database reads its own mark before
+    /// its first ID until the launcher has read them all.
+    pub lag_all: AtomicBool,
+    /// When this shared memory was made (a `TimestampTz`): a mark written
+    /// later is this server's own.
+    pub started_at: AtomicI64,
+    /// The generator's frontier when it was last established by the
+    /// start-up read or a superuser's acceptance (Unix ms; `i64::MIN`:
+    /// taken at the first use): marks are held back beyond
+    /// `reservation::FAR_MS` past the later of it and the clock, however
+    /// many restored marks raised the generator since.
+    pub far_base_ms: AtomicI64,
+    /// Databases found with the extension at a version before 0.8.0, each
+    /// named once in the log.
+    pub old_versions: snowflake_id_core::GrowingOidSet<OLD_VERSION_DATABASES>,
     /// The worker-id lease (`crate::mint::lease`).
     pub lease: LeaseShared,
 }
@@ -189,6 +201,8 @@ impl Tracking {
     fn at_start() -> Self {
         Tracking {
             mark_ready: AtomicBool::new(!MARKS_NEEDED.load(Ordering::Relaxed)),
+            // SAFETY: reading the clock.
+            started_at: AtomicI64::new(unsafe { pg_sys::GetCurrentTimestamp() }),
             ..Tracking::default()
         }
     }
@@ -209,8 +223,10 @@ impl Default for Tracking {
             mark_failed_db: AtomicU32::new(0),
             writer_status: AtomicU32::new(0),
             writer_found_ms: AtomicI64::new(i64::MIN),
-            old_versions: snowflake_id_core::OidSet::default(),
-            old_version_count: AtomicU32::new(0),
+            lag_all: AtomicBool::new(false),
+            started_at: AtomicI64::new(i64::MIN),
+            far_base_ms: AtomicI64::new(i64::MIN),
+            old_versions: snowflake_id_core::GrowingOidSet::default(),
             lease: LeaseShared::default(),
         }
     }

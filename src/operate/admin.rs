@@ -189,6 +189,13 @@ pub fn snowflake_accept_configuration() -> String {
         .filter(|&ms| ms != i64::MIN);
     let reserved =
         reservation::renew(st, &layout, i64::MIN, || true).expect("always renews when asked to");
+    if let Some(t) = shmem::tracking() {
+        let clock = SystemClock;
+        high_water::establish_far_base(
+            t,
+            st.frontier_ms(&layout, clock.wall_ns(), clock.mono_ns()),
+        );
+    }
     st.blocked
         .fetch_and(!reservation::BLOCKED_MASK, Ordering::AcqRel);
     let what = match was {

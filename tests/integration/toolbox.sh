@@ -380,6 +380,17 @@ id=$(q "$G" $((PORT + 9)) -c "SELECT snowflake_nextval()")
 [ "$id" -gt "$first" ] && [ "$(q "$G" $((PORT + 9)) -c "SELECT snowflake_timestamp($id) < now() + interval '1 minute'")" = t ] \
     || die "10: after the rows were deleted and a restart, IDs do not follow the clock ($id)"
 log "   the rows deleted and a restart: IDs follow the clock again ($id)"
+# Marks stepped 590 s apart, 300 of them (each within reach of the one
+# before), in one restore: never more than 10 minutes past the clock
+# (the red-team review of issue 46: the limit moved with each raise, and
+# such a restore put IDs two days ahead).
+q "$G" $((PORT + 9)) -c "INSERT INTO snowflake_id_internal.snowflake_high_water (worker_id, epoch_ms, worker_bits, sequence_bits, mark_ms)
+    SELECT s.worker_id, (extract(epoch FROM s.epoch) * 1000)::bigint, s.worker_bits, s.sequence_bits,
+           (extract(epoch FROM clock_timestamp()) * 1000)::bigint + g * 590000
+      FROM snowflake_stats() s, generate_series(1, 300) g" >/dev/null 2>&1
+[ "$(q "$G" $((PORT + 9)) -c "SELECT snowflake_timestamp(last_id) < now() + interval '11 minutes' FROM snowflake_stats()")" = t ] \
+    || die "10: marks stepped 590 s apart moved the generator more than 10 minutes ahead: $(q "$G" $((PORT + 9)) -c "SELECT snowflake_timestamp(last_id) FROM snowflake_stats()")"
+log "   300 marks stepped 590 s apart: the generator stays within 10 minutes of the clock"
 cluster_stop "$G"
 fi
 cluster_stop "$A"

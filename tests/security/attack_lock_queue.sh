@@ -24,8 +24,16 @@
 # waits there too. So hiding the table (no USAGE on its schema) is not
 # enough: one database's lock must not stop minting on the whole server.
 #
+# Part 3 (the red-team review of issue 46's per-database marks): the same
+# queue on pg_depend, in a database that has the extension and where eve
+# may connect. A backend's first ID there looks its database's table up
+# in the catalog; it must not wait behind her queue for longer than the
+# table lock's own second (then 55P03 there), never until a statement
+# timeout. (Before the fix it waited for as long as eve's transaction.)
+#
 # Passes (exit 0) when bob can still mint in his own database while eve
-# holds her two sessions; fails (exit 1) while the attack works.
+# holds her two sessions, and the database she queues in answers within
+# seconds; fails (exit 1) while the attack works.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
 attack_cluster lockq "${SNOWFLAKE_ATTACK_PORT:-56110}" 21
@@ -83,3 +91,18 @@ grep -E "lock timeout|could not write the high-water" "$DIR/server.log" | tail -
 [ "$e1" = 0 ] && [ "$e2" = 0 ] \
     || die "attack (lock queue) WORKS: eve (no privileges) stopped bob's INSERTs in his own database ($e1 failures with snowflake_high_water, $e2 with pg_extension in a database without the extension)"
 log "attack (lock queue) refused: bob minted throughout"
+
+# Part 3: eve's queue on pg_depend in a database with the extension.
+as eve postgres -c "BEGIN" -c "SELECT count(*) FROM pg_catalog.pg_depend" -c "SELECT pg_sleep(40)" >/dev/null 2>&1 &
+holders+=($!)
+sleep 1
+as eve postgres -c "CREATE RULE r AS ON UPDATE TO pg_catalog.pg_depend DO INSTEAD NOTHING" >/dev/null 2>&1 & holders+=($!)
+sleep 1
+t0=$(date +%s%N)
+out=$(as postgres postgres -c "SET statement_timeout = '15s'" -c "SELECT snowflake_nextval()" 2>&1 || true)
+took=$(( ($(date +%s%N) - t0) / 1000000 ))
+for p in "${holders[@]}"; do kill "$p" 2>/dev/null || true; done
+holders=()
+[ "$took" -lt 10000 ] \
+    || die "attack (lock queue, pg_depend) WORKS: a first ID in the database where eve queued waited $took ms: $(head -1 <<< "$out")"
+log "attack (lock queue, pg_depend) refused: the first ID there answered in $took ms: $(head -1 <<< "$out")"

@@ -13,8 +13,16 @@
 # and a long parallel-safe query (pg_sleep is PARALLEL SAFE) in five
 # sessions, one parallel worker each.
 #
+# Since issue 46 minting needs no worker slot. Only the start-up read of
+# every database's mark (after a crash) starts readers; part 2 (from the
+# red-team review of the per-database marks): eve keeps every slot taken
+# while the server restarts after a crash. A reader that finds no slot
+# leaves its database to read its own mark, so generation starts anyway
+# (before the fix: 55000 everywhere for as long as eve held the slots).
+#
 # Passes (exit 0) when bob can still mint in his own database while eve's
-# sessions run; fails (exit 1) while the attack works.
+# sessions run, and mints within 15 s of a crash restart while she takes
+# every slot again; fails (exit 1) while the attack works.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
 # The defaults, spelled out.
@@ -35,3 +43,19 @@ bob_inserts "worker slots" 25
 grep -E "could not write the high-water" "$DIR/server.log" | tail -2 >&2 || true
 [ "$BOB_ERRS" = 0 ] || die "attack (worker slots) WORKS: eve (no privileges) stopped bob's INSERTs in his own database ($BOB_ERRS failures)"
 log "attack (worker slots) refused: bob minted throughout"
+
+# Part 2: a crash while every slot is taken. What eve can do only by
+# winning a race as the server comes back (her sessions against the
+# readers of the start-up read) is made certain here: no slot is free at
+# all (max_worker_processes = 3: the reservation worker, the high-water
+# launcher and the logical replication launcher).
+for p in "${holders[@]}"; do kill "$p" 2>/dev/null || true; done
+holders=()
+as postgres postgres -c "ALTER SYSTEM SET max_worker_processes = 3" >/dev/null
+cluster_stop "$DIR"; cluster_up "$DIR"
+as bob bobdb -c "INSERT INTO orders (item) VALUES ('before the crash')" >/dev/null
+as_pg "$(pgbin)/pg_ctl" -D "$DIR/data" -m immediate -w stop >/dev/null
+cluster_up "$DIR"
+bob_after() { as bob bobdb -c "INSERT INTO orders (item) VALUES ('after the crash')" >/dev/null 2>&1; }
+poll_until 15 bob_after || die "attack (worker slots) WORKS: after a crash restart with no worker slot free, bob could not mint for 15 s: $(as bob bobdb -c "INSERT INTO orders (item) VALUES ('x')" 2>&1 | head -1)"
+log "attack (worker slots) refused: after a crash restart with no worker slot free, bob minted in $POLL_MS ms"
