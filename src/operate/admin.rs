@@ -38,6 +38,7 @@ use crate::read::decode::unix_ms_to_timestamptz as tstz;
 /// | `lease_reserved_until` | the lease's reservation in the registry: no ID under it carries a later timestamp |
 /// | `registry_errors` | requests to the registry that failed since start-up |
 /// | `registry_last_error` | the last failure, NULL once a request succeeds again |
+/// | `old_version_databases` | databases found since start-up with the extension at a version before 0.8.0, which hold no high-water mark (each is named in the log; run `ALTER EXTENSION snowflake_id UPDATE` there) |
 ///
 /// ```sql
 /// SELECT worker_id, last_id, lead_ms, reserved_until, clock_steps_back
@@ -73,6 +74,7 @@ pub fn snowflake_stats() -> TableIterator<
         name!(lease_reserved_until, Option<TimestampWithTimeZone>),
         name!(registry_errors, i64),
         name!(registry_last_error, Option<String>),
+        name!(old_version_databases, i32),
     ),
 > {
     let Some(st) = shmem::state() else {
@@ -132,6 +134,7 @@ pub fn snowflake_stats() -> TableIterator<
         l.as_ref().and_then(|l| l.reserved_until_ms).and_then(tstz),
         l.as_ref().map_or(0, |l| l.errors),
         l.and_then(|l| l.last_error),
+        shmem::tracking().map_or(0, |t| t.old_versions.len() as i32),
     ))
 }
 

@@ -143,7 +143,8 @@ else
 fi
 
 # Issue 46, item 7: a database left on a version before 0.8.0 (no
-# high-water mark there) is named in the log.
+# high-water mark there) is named in the log and counted in
+# snowflake_stats().
 pq "$DIR" "$PORT" -c "CREATE DATABASE old07" >/dev/null
 pq "$DIR" "$PORT" -d old07 -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id VERSION '0.7.0'" >/dev/null
 named_old() {
@@ -154,6 +155,12 @@ if poll_until 60 named_old; then
     log "security: a database left on 0.7.0 is named in the log after $POLL_MS ms"
 else
     failed+=("old-version"); log "security: FAILED: no log line names the database left on 0.7.0"
+fi
+n_old=$(pq "$DIR" "$PORT" -At -c "SELECT old_version_databases FROM snowflake_stats()" 2>&1)
+if [ "$n_old" = 1 ]; then
+    log "security: snowflake_stats().old_version_databases counts it"
+else
+    failed+=("old-version-stats"); log "security: FAILED: snowflake_stats().old_version_databases is '$n_old', not 1"
 fi
 
 # PGOPTIONS cannot set snowflake_id.* for a plain role.
