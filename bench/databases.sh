@@ -8,7 +8,9 @@
 # them minting: a client INSERTs into each once a second, each INSERT on
 # a new connection (what a web application without a pool does). Over
 # DBS_SECONDS it measures
-#   - the CPU of the extension's processes (% of one core, from /proc),
+#   - the server's CPU beyond the same INSERTs keyed by a plain sequence
+#     (% of one core: every process of the cluster, exited ones included,
+#     from /proc; the sequence's window runs right after, as long),
 #   - the WAL written per minute, and commits per second beyond the
 #     INSERTs' own (pg_stat_database),
 #   - the INSERTs' latency (median and slowest) and failures;
@@ -26,6 +28,9 @@
 #   bash bench/databases.sh              1, 200 and 1,000 databases
 #   bash bench/databases.sh --smoke      2 databases, short windows
 #
+# It builds and installs the extension first, unless BENCH_NO_INSTALL=1
+# (the test suite's smoke run, which installed it already).
+#
 #   DBS_COUNTS ("1 200 1000"), DBS_SECONDS (60), DBS_PORT (55640),
 #   DBS_OUT (.run/bench/databases.md)
 set -euo pipefail
@@ -33,6 +38,7 @@ SMOKE=0; [ "${1:-}" = "--smoke" ] && SMOKE=1
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 [ -n "${SNOWFLAKE_PREREQS_DONE:-}" ] || bash "$ROOT/scripts/prereqs.sh" 18
 select_pg 18
+[ -n "${BENCH_NO_INSTALL:-}" ] || install_extension
 PORT=${DBS_PORT:-55640}
 if [ $SMOKE = 1 ]; then
     COUNTS="2"; SECS=5; PAUSE=2
@@ -46,12 +52,16 @@ trap 'kill $(jobs -p) 2>/dev/null || true; cluster_stop "$DIR"' EXIT
 q() { local db="$1"; shift; pq "$DIR" "$PORT" -d "$db" -At "$@"; }
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 
-# CPU seconds (utime + stime) of the extension's processes so far.
-ext_cpu() {
-    local pid total=0
-    for pid in $(pgrep -f "postgres: snowflake_id" || true); do
+# CPU ticks (utime + stime) of the whole cluster so far: the postmaster,
+# its live children, and the children it has reaped (cutime + cstime:
+# short-lived connections and workers count too).
+server_cpu() {
+    local pm pid total
+    pm=$(head -1 "$DIR/data/postmaster.pid")
+    total=$(awk '{print $14 + $15 + $16 + $17}' "/proc/$pm/stat")
+    for pid in $(pgrep -P "$pm" || true); do
         [ -r "/proc/$pid/stat" ] || continue
-        total=$(( total + $(awk '{print $14 + $15}' "/proc/$pid/stat") ))
+        total=$(( total + $(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0) ))
     done
     echo "$total"
 }
@@ -92,7 +102,7 @@ echo "# bench/databases.sh: the high-water mark by number of databases"
 echo
 echo "PostgreSQL 18, defaults (max_worker_processes = 8), 3 databases minting 1 INSERT/s each on new connections, ${SECS} s windows; $(nproc) cores; $(date -u +%F)."
 echo
-echo "| databases | ext. CPU % of a core | WAL kB/min | extra commits/s | INSERT median / slowest ms / failures | sequence INSERT median / slowest ms | first INSERT after ${PAUSE} s pause, ms | worker slots held by parallel queries: median / slowest ms / failures | a database created and one dropped every second: median / slowest ms / failures | clean restart to first ID, ms (slowest of 5) | lead after 5 restarts, ms |"
+echo "| databases | CPU over a sequence, % of a core | WAL kB/min | extra commits/s | INSERT median / slowest ms / failures | sequence INSERT median / slowest ms | first INSERT after ${PAUSE} s pause, ms | worker slots held by parallel queries: median / slowest ms / failures | a database created and one dropped every second: median / slowest ms / failures | clean restart to first ID, ms (slowest of 5) | lead after 5 restarts, ms |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 } > "$OUT"
 
@@ -113,26 +123,30 @@ for N in $COUNTS; do
     # Steady state.
     lsn0=$(q postgres -c "SELECT pg_current_wal_lsn()")
     c0=$(q postgres -c "SELECT sum(xact_commit) FROM pg_stat_database")
-    cpu0=$(ext_cpu); t0=$(now_ms)
+    cpu0=$(server_cpu); t0=$(now_ms)
     three "$SECS" steady
-    t1=$(now_ms); cpu1=$(ext_cpu)
+    t1=$(now_ms); cpu1=$(server_cpu)
     c1=$(q postgres -c "SELECT sum(xact_commit) FROM pg_stat_database")
     wal=$(q postgres -c "SELECT round(pg_wal_lsn_diff(pg_current_wal_lsn(), '$lsn0') / 1024.0 * 60000 / $((t1 - t0)), 1)")
     inserts=$(cat "$DIR"/steady.* | wc -l)
     # Each psql INSERT is one commit; the two stats reads, two more.
     extra=$(awk -v c=$((c1 - c0 - inserts - 2)) -v ms=$((t1 - t0)) 'BEGIN { printf "%.1f", (c < 0 ? 0 : c) * 1000 / ms }')
-    cpu=$(awk -v c=$((cpu1 - cpu0)) -v ms=$((t1 - t0)) -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", c / hz * 100000 / ms }')
     steady=$(stats "$DIR"/steady.*)
-    # The floor: a sequence, same cluster.
+    # The floor: the same INSERTs keyed by a sequence, as long, same cluster.
+    cpu2=$(server_cpu); t2=$(now_ms)
     for i in 1 2 3; do
-        ( end=$((SECONDS + 10)); : > "$DIR/seq.$i"
+        ( end=$((SECONDS + SECS)); : > "$DIR/seq.$i"
           while [ $SECONDS -lt $end ]; do
               a=$(now_ms); q "m$i" -c "INSERT INTO seq_orders (item) VALUES ('book')" >/dev/null 2>&1; b=$(now_ms)
-              echo "$((b - a)) ok" >> "$DIR/seq.$i"; sleep 1
+              echo "$((b - a)) ok" >> "$DIR/seq.$i"
+              sleep "$(awk -v d=$((b - a)) 'BEGIN { s = 1 - d / 1000; print (s > 0 ? s : 0) }')"
           done ) &
     done
     wait
+    t3=$(now_ms); cpu3=$(server_cpu)
     seq=$(stats "$DIR"/seq.* | cut -d/ -f1-2)
+    cpu=$(awk -v a=$((cpu1 - cpu0)) -v am=$((t1 - t0)) -v b=$((cpu3 - cpu2)) -v bm=$((t3 - t2)) -v hz="$(getconf CLK_TCK)" \
+        'BEGIN { printf "%.1f", (a / am - b / bm) / hz * 100000 }')
 
     # A pause, then the first INSERT.
     sleep "$PAUSE"

@@ -20,7 +20,8 @@
 #   9. clients: real drivers and ORMs from PyPI and npm (tests/clients/),
 #      once, on PostgreSQL 18 (or the last major requested)
 #  10. bench smoke: bench/run.sh --smoke, bench/profile.sh,
-#      bench/inserts.sh --smoke, bench/public.sh --smoke and
+#      bench/inserts.sh --smoke, bench/public.sh --smoke,
+#      bench/databases.sh --smoke (on 18) and
 #      bench/device.sh selftest at toy sizes,
 #      once, on PostgreSQL 18 (or the last major requested), so the
 #      benchmark runner cannot rot; its numbers are not checked
@@ -213,6 +214,14 @@ bench_layer() {
         || { tail -40 "$ROOT/.run/public-smoke.log" >&2; die "bench/public.sh --smoke failed; see .run/public-smoke.log"; }
     grep -qE "^\| snowflake_to_public\(id, 'orders'\) \| [0-9.]+ \| [+-][0-9.]+ \|" "$ROOT/.run/public-smoke.md" \
         || die "bench/public.sh reported no cost per call for snowflake_to_public()"
+    # The high-water mark by number of databases (PostgreSQL 18 only).
+    if [ "$bench_pg" = 18 ]; then
+        SNOWFLAKE_PREREQS_DONE=1 BENCH_NO_INSTALL=1 DBS_OUT="$ROOT/.run/databases-smoke.md" \
+            bash "$ROOT/bench/databases.sh" --smoke > "$ROOT/.run/databases-smoke.log" 2>&1 \
+            || { tail -40 "$ROOT/.run/databases-smoke.log" >&2; die "bench/databases.sh --smoke failed; see .run/databases-smoke.log"; }
+        grep -qE '^\| 2 \| [0-9.]+ \| [0-9.]+ \|' "$ROOT/.run/databases-smoke.md" \
+            || die "bench/databases.sh reported no row for 2 databases"
+    fi
     # The many-core runs happen on a borrowed machine without cargo or a
     # compiler: pack for it (PostgreSQL 18) and run every part from the pack.
     device=""
