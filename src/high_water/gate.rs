@@ -28,10 +28,16 @@ pub fn covered(ms: i64) -> i64 {
         return i64::MAX;
     };
     ensure_ready();
+    forget_on_abort();
+    row::with_lock_timeout(|| cover(t, state, ms))
+}
+
+fn cover(t: &shmem::Tracking, state: &snowflake_id_core::GeneratorState, ms: i64) -> i64 {
     let (Ok(layout), Some(worker)) = (gucs::layout(), lease::current_worker_id()) else {
         return i64::MAX;
     };
     let key = key(&layout, worker);
+    let stamp = t.started_at.load(Ordering::Acquire);
     if this_database_lags() && !SELF_READ.with(|r| r.replace(true)) {
         read_own_mark(t, state, &layout, &key);
     }
@@ -55,10 +61,10 @@ pub fn covered(ms: i64) -> i64 {
         let target = next_target(t, state, &layout, ms);
         let mark = match found {
             None => {
-                table.insert(&key, target);
+                table.insert(&key, target, stamp);
                 target
             }
-            Some((_, tid)) => match table.raise(tid, &key, target) {
+            Some((_, tid)) => match table.raise(tid, &key, target, stamp) {
                 Some(mark) => mark,
                 None => continue,
             },
@@ -71,8 +77,29 @@ pub fn covered(ms: i64) -> i64 {
 }
 
 thread_local! {
-    /// This backend has read its lagging database's mark.
+    /// This backend has read its database's mark from before this start.
     static SELF_READ: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static ABORT_CALLBACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A row inserted, or raised, in a transaction that aborts is gone (an
+/// insert) and the backend's threshold must not outlive it: forget the
+/// threshold at every abort, so that the next ID looks at the table again.
+fn forget_on_abort() {
+    if !ABORT_CALLBACK.with(|c| c.replace(true)) {
+        // SAFETY: registering a transaction callback for the life of this
+        // backend.
+        unsafe { pg_sys::RegisterXactCallback(Some(on_xact), std::ptr::null_mut()) };
+    }
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    if event == pg_sys::XactEvent::XACT_EVENT_ABORT
+        || event == pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT
+    {
+        crate::mint::bound::forget();
+    }
 }
 
 /// A database the start-up read has not reached: read the mark it held
@@ -86,9 +113,9 @@ fn read_own_mark(
     layout: &snowflake_id_core::Layout,
     key: &row::Key,
 ) {
-    let before = t.started_at.load(Ordering::Acquire);
+    let own = t.started_at.load(Ordering::Acquire);
     let found = match Table::open(pg_sys::AccessShareLock) {
-        Open::Opened(table) => table.find_written(key, before).map(|(m, _, _)| m),
+        Open::Opened(table) => table.find_not_own(key, own).map(|(m, _, _)| m),
         Open::Missing => None,
         Open::Locked => {
             SELF_READ.with(|r| r.set(false));

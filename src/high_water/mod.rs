@@ -163,12 +163,12 @@ fn next_target(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout, ms:
     target
 }
 
-/// Whether this backend's database was not read at start-up: its own
-/// backends read its mark before its first ID (`gate`).
+/// Whether some database was not read at start-up yet: then every
+/// backend reads its own database's marks from before this start before
+/// its first ID (`gate`), since a database made from a lagging template
+/// after the listing lags without being listed.
 pub fn this_database_lags() -> bool {
-    // SAFETY: reading this backend's database.
-    let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
-    shmem::tracking().is_some_and(|t| t.lag_all.load(Ordering::Acquire) || t.lagging.contains(db))
+    shmem::tracking().is_some_and(|t| t.lag_all.load(Ordering::Acquire) || !t.lagging.is_empty())
 }
 
 /// Apply a mark found in database `db` (named `name`) that this server
@@ -358,10 +358,11 @@ pub fn snowflake_write_high_water() -> Option<TimestampWithTimeZone> {
         row::Open::Locked => errors::high_water_locked_here(),
     };
     let target = next_target(t, state, &layout, i64::MIN);
+    let stamp = t.started_at.load(Ordering::Acquire);
     let ms = match table.find(&key) {
-        Some((_, tid)) => table.raise(tid, &key, target).unwrap_or(target),
+        Some((_, tid)) => table.raise(tid, &key, target, stamp).unwrap_or(target),
         None => {
-            table.insert(&key, target);
+            table.insert(&key, target, stamp);
             target
         }
     };

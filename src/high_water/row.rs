@@ -125,6 +125,35 @@ pub fn cached_table_oid() -> Result<Option<pg_sys::Oid>, CatalogLocked> {
     Ok(oid)
 }
 
+/// Run `f` with `lock_timeout` at [`LOCK_WAIT`] for this transaction's
+/// current nesting level only: opening the table can rebuild its cache
+/// entry, which locks catalogs and waits in their queues, where a lock
+/// request queued by any role that can connect here would otherwise hold
+/// the call for as long as she likes (then 55P03 here).
+pub fn with_lock_timeout<T>(f: impl FnOnce() -> T) -> T {
+    let ms = std::ffi::CString::new(LOCK_WAIT.as_millis().to_string()).expect("digits");
+    // SAFETY: PostgreSQL's way to set a setting for a stretch of code, as
+    // a function's SET clause does: a new nesting level, the value saved
+    // in it, and the level popped afterwards (an ERROR in between pops it
+    // with the transaction's abort).
+    unsafe {
+        let nest = pg_sys::NewGUCNestLevel();
+        pg_sys::set_config_option(
+            c"lock_timeout".as_ptr(),
+            ms.as_ptr(),
+            pg_sys::GucContext::PGC_SUSET,
+            pg_sys::GucSource::PGC_S_SESSION,
+            pg_sys::GucAction::GUC_ACTION_SAVE,
+            true,
+            0,
+            false,
+        );
+        let out = f();
+        pg_sys::AtEOXact_GUC(true, nest);
+        out
+    }
+}
+
 /// Take `oid`'s lock in `mode` without ever waiting in its queue, trying
 /// again every 5 ms (interruptibly) until [`LOCK_WAIT`] after `start`.
 fn lock_within(oid: pg_sys::Oid, mode: pg_sys::LOCKMODE, start: Instant) -> bool {
@@ -191,6 +220,15 @@ impl Table {
     /// Open the table under `mode`, waiting at most [`LOCK_WAIT`]
     /// (interruptibly) for the lock.
     pub fn open(mode: u32) -> Open {
+        match Self::open_once(mode) {
+            // A cached OID of a table dropped since: look it up again (the
+            // extension may have been created anew).
+            Open::Missing if CACHED.with(|c| c.get()).is_none() => Self::open_once(mode),
+            other => other,
+        }
+    }
+
+    fn open_once(mode: u32) -> Open {
         let oid = match cached_table_oid() {
             Ok(Some(oid)) => oid,
             Ok(None) => return Open::Missing,
@@ -233,16 +271,13 @@ impl Table {
     /// The live row of `key` with the largest mark: its mark and where it
     /// lies. Rows of other configurations are never read as ours.
     pub fn find(&self, key: &Key) -> Option<(i64, pg_sys::ItemPointerData)> {
-        self.find_written(key, i64::MAX).map(|(m, _, tid)| (m, tid))
+        self.find_not_own(key, i64::MIN).map(|(m, _, tid)| (m, tid))
     }
 
-    /// Like [`Table::find`], among the rows written before `before` (a
-    /// `TimestampTz`): the mark, when it was written, and where it lies.
-    pub fn find_written(
-        &self,
-        key: &Key,
-        before: i64,
-    ) -> Option<(i64, i64, pg_sys::ItemPointerData)> {
+    /// Like [`Table::find`], leaving out the rows stamped `own` (this
+    /// start's own writes: see [`Table::raise`]): the mark, its stamp,
+    /// and where it lies.
+    pub fn find_not_own(&self, key: &Key, own: i64) -> Option<(i64, i64, pg_sys::ItemPointerData)> {
         let mut best: Option<(i64, i64, pg_sys::ItemPointerData)> = None;
         // SAFETY: a heap scan of an open relation under SnapshotSelf
         // (committed rows and this transaction's own, as of now); each
@@ -261,7 +296,7 @@ impl Table {
                 }
                 if let Some(data) = row_data((*tup).t_data, (*tup).t_len as usize) {
                     let written = read_i64(data, OFF_WRITTEN);
-                    if read_key(data) == *key && written < before {
+                    if read_key(data) == *key && written != own {
                         let mark = read_i64(data, OFF_MARK);
                         if best.is_none_or(|(m, _, _)| mark > m) {
                             best = Some((mark, written, (*tup).t_self));
@@ -278,7 +313,18 @@ impl Table {
     /// lowering it, and flush the record. Returns the row's mark
     /// afterwards, or `None` when the row at `tid` is not `key`'s any
     /// more (look again).
-    pub fn raise(&self, tid: pg_sys::ItemPointerData, key: &Key, target: i64) -> Option<i64> {
+    ///
+    /// `stamp` goes into `written_at`: the start-up time of the server
+    /// that writes (`shmem::Tracking::started_at`), so that a reader can
+    /// tell this start's own marks from all others exactly, whatever the
+    /// clocks did.
+    pub fn raise(
+        &self,
+        tid: pg_sys::ItemPointerData,
+        key: &Key,
+        target: i64,
+        stamp: i64,
+    ) -> Option<i64> {
         let block = ((tid.ip_blkid.bi_hi as u32) << 16) | tid.ip_blkid.bi_lo as u32;
         let offset = tid.ip_posid;
         // SAFETY: the buffer is pinned and locked exclusively while the
@@ -305,7 +351,7 @@ impl Table {
             let copy = pg_sys::GenericXLogRegisterBuffer(state, buf, 0);
             let data = item_data(copy, offset).expect("the same page, locked");
             write_i64(data, OFF_MARK, target);
-            write_i64(data, OFF_WRITTEN, pg_sys::GetCurrentTimestamp());
+            write_i64(data, OFF_WRITTEN, stamp);
             let lsn = pg_sys::GenericXLogFinish(state);
             pg_sys::UnlockReleaseBuffer(buf);
             pg_sys::XLogFlush(lsn);
@@ -313,8 +359,9 @@ impl Table {
         }
     }
 
-    /// Insert a row of `key` at `mark`, in the caller's transaction.
-    pub fn insert(&self, key: &Key, mark: i64) {
+    /// Insert a row of `key` at `mark`, in the caller's transaction,
+    /// stamped as [`Table::raise`] stamps.
+    pub fn insert(&self, key: &Key, mark: i64, stamp: i64) {
         // SAFETY: forming a tuple of the table's own descriptor (checked
         // by `shape_is_known`) and inserting it without firing triggers or
         // checking rights, as the extension's own write.
@@ -328,7 +375,7 @@ impl Table {
                 pg_sys::Datum::from(key.worker_bits),
                 pg_sys::Datum::from(key.sequence_bits),
                 pg_sys::Datum::from(mark),
-                pg_sys::Datum::from(pg_sys::GetCurrentTimestamp()),
+                pg_sys::Datum::from(stamp),
             ];
             let mut nulls = [false; 6];
             let tup = pg_sys::heap_form_tuple(

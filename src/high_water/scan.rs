@@ -438,12 +438,12 @@ pub extern "C-unwind" fn snowflake_id_high_water_reader_main(arg: pg_sys::Datum)
         let (Ok(layout), Some(worker)) = (gucs::layout(), lease::current_worker_id()) else {
             return None;
         };
-        // Marks written since this start are this server's own.
-        let before = t.started_at.load(Ordering::Acquire);
+        // Marks this start wrote are its own.
+        let own = t.started_at.load(Ordering::Acquire);
         match row::Table::open(pg_sys::AccessShareLock) {
             row::Open::Opened(table) => Some(
                 table
-                    .find_written(&key(&layout, worker), before)
+                    .find_not_own(&key(&layout, worker), own)
                     .map_or(i64::MIN, |(m, _, _)| m),
             ),
             row::Open::Missing => {

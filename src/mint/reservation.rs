@@ -343,8 +343,9 @@ fn register_clean_stop() {
 /// reservation, and the checkpoint's LSN, so that the next start
 /// continues right above the last ID, not a window beyond it, and needs
 /// no read of the marks. Nothing is written when generation is disabled,
-/// while the start-up read of the marks is pending, in recovery or in
-/// binary-upgrade mode: the next start then reads the marks.
+/// while the start-up read of the marks is pending or has databases left
+/// to read, in recovery or in binary-upgrade mode: the next start then
+/// reads the marks.
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn write_at_clean_stop(code: std::ffi::c_int, _arg: pg_sys::Datum) {
     let (Some(state), Some(t), Ok(layout)) = (shmem::state(), shmem::tracking(), gucs::layout())
@@ -357,6 +358,8 @@ unsafe extern "C-unwind" fn write_at_clean_stop(code: std::ffi::c_int, _arg: pg_
     if code != 0
         || state.blocked.load(std::sync::atomic::Ordering::Acquire) & BLOCKED_MASK != 0
         || !t.mark_ready.load(std::sync::atomic::Ordering::Acquire)
+        || t.lag_all.load(std::sync::atomic::Ordering::Acquire)
+        || !t.lagging.is_empty()
         || shmem::binary_upgrade()
     {
         return;

@@ -103,7 +103,7 @@ pub fn snowflake_stats() -> TableIterator<
             "waiting for the high-water mark".to_string()
         }
         _ if high_water::this_database_lags() => {
-            "ok; this database's high-water mark is read at its first ID".to_string()
+            "ok; some databases' high-water marks are still being read".to_string()
         }
         _ => "ok".to_string(),
     };

@@ -106,3 +106,30 @@ holders=()
 [ "$took" -lt 10000 ] \
     || die "attack (lock queue, pg_depend) WORKS: a first ID in the database where eve queued waited $took ms: $(head -1 <<< "$out")"
 log "attack (lock queue, pg_depend) refused: the first ID there answered in $took ms: $(head -1 <<< "$out")"
+
+# Part 4 (the second red-team review): the table's cache entry is
+# invalidated (an ANALYZE), and eve queues on pg_trigger, which
+# rebuilding that entry reads. A session that minted before asks again
+# once its mark's margin is used up (6 s later): it must answer within
+# seconds, never at the statement timeout.
+as postgres postgres -c "SELECT snowflake_nextval()" >/dev/null
+# (No ON_ERROR_STOP: a refusal, 55P03, is an answer too.)
+( "$(pgbin)/psql" -X -q -h "$DIR" -p "$PORT" -U postgres -d postgres -At -c "SET statement_timeout = '20s'" \
+      -c "SELECT snowflake_nextval()" -c "SELECT pg_sleep(6)" -c "SELECT clock_timestamp()" \
+      -c "SELECT snowflake_nextval()" -c "SELECT clock_timestamp()" > "$DIR/part4.out" 2>&1 || true ) &
+victim=$!
+sleep 1
+as postgres postgres -c "ANALYZE snowflake_id_internal.snowflake_high_water" >/dev/null
+as eve postgres -c "BEGIN" -c "SELECT count(*) FROM pg_catalog.pg_trigger" -c "SELECT pg_sleep(40)" >/dev/null 2>&1 &
+holders+=($!)
+sleep 0.5
+as eve postgres -c "CREATE RULE r AS ON SELECT TO pg_catalog.pg_trigger DO INSTEAD NOTHING" >/dev/null 2>&1 & holders+=($!)
+wait $victim
+for p in "${holders[@]}"; do kill "$p" 2>/dev/null || true; done
+holders=()
+mapfile -t stamps < <(grep -E '^[0-9]{4}-' "$DIR/part4.out")
+[ "${#stamps[@]}" = 2 ] || die "attack (lock queue, pg_trigger): the victim's session did not get to its second ID: $(cat "$DIR/part4.out")"
+waited=$(as postgres postgres -c "SELECT round(extract(epoch FROM '${stamps[1]}'::timestamptz - '${stamps[0]}'::timestamptz) * 1000)")
+[ "$waited" -lt 10000 ] \
+    || die "attack (lock queue, pg_trigger) WORKS: after an ANALYZE, an ID waited $waited ms behind eve's queue on pg_trigger"
+log "attack (lock queue, pg_trigger) refused: the ID after an ANALYZE answered in $waited ms: $(grep -E 'ERROR|^[0-9]{15,}$' "$DIR/part4.out" | tail -1)"

@@ -59,3 +59,11 @@ cluster_up "$DIR"
 bob_after() { as bob bobdb -c "INSERT INTO orders (item) VALUES ('after the crash')" >/dev/null 2>&1; }
 poll_until 15 bob_after || die "attack (worker slots) WORKS: after a crash restart with no worker slot free, bob could not mint for 15 s: $(as bob bobdb -c "INSERT INTO orders (item) VALUES ('x')" 2>&1 | head -1)"
 log "attack (worker slots) refused: after a crash restart with no worker slot free, bob minted in $POLL_MS ms"
+# The databases it could not read lag; a clean stop now must not mark the
+# state file current, or the next start would skip their marks for good
+# (the second red-team review of issue 46).
+cluster_stop "$DIR"
+if grep -q stopped_at_checkpoint "$DIR/data/snowflake_id.state"; then
+    die "attack (worker slots) WORKS: a clean stop while databases lagged marked the state file current, and the next start would not read their marks"
+fi
+log "attack (worker slots) refused: a clean stop while databases lag leaves the next start to read their marks"

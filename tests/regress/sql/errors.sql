@@ -112,3 +112,17 @@ SELECT snowflake_high_water() IS NOT NULL AS has_a_mark,
        snowflake_high_water() >= snowflake_timestamp(snowflake_nextval()) AS above_the_last_id;
 SELECT count(*) > 0 AS this_database_holds_it FROM snowflake_id_internal.snowflake_high_water
  WHERE worker_id = 42 AND mark_ms >= (extract(epoch FROM snowflake_timestamp(snowflake_nextval())) * 1000)::bigint - 10000;
+-- A row inserted by a transaction that rolls back is gone, and the next
+-- ID writes it again (the red-team review of issue 46: the backend kept
+-- minting under the rolled-back row). A new session, whose first ID
+-- inserts the row inside the transaction.
+DELETE FROM snowflake_id_internal.snowflake_high_water WHERE worker_id = 42;
+\c -
+BEGIN;
+SELECT snowflake_nextval() > 0 AS minted_in_a_transaction_that_rolls_back;
+ROLLBACK;
+SELECT snowflake_nextval() > 0 AS minted_after_the_rollback;
+SELECT count(*) = 1 AS the_row_is_written_again,
+       bool_and(mark_ms >= (extract(epoch FROM snowflake_timestamp(snowflake_lastval())) * 1000)::bigint)
+           AS above_the_last_id
+  FROM snowflake_id_internal.snowflake_high_water WHERE worker_id = 42;
