@@ -11,7 +11,9 @@
 #   - the server's CPU beyond the same INSERTs keyed by a plain sequence
 #     (% of one core: every process of the cluster, exited ones included,
 #     from /proc; the sequence's window runs right after, as long),
-#   - the WAL written per minute, and commits per second beyond the
+#   - the WAL written per minute (and, beside it, in the sequence's
+#     window: what the server writes anyway, autovacuum's first visits
+#     to new databases included), and commits per second beyond the
 #     INSERTs' own (pg_stat_database),
 #   - the INSERTs' latency (median and slowest) and failures;
 # then, one after the other,
@@ -102,7 +104,7 @@ echo "# bench/databases.sh: the high-water mark by number of databases"
 echo
 echo "PostgreSQL 18, defaults (max_worker_processes = 8), 3 databases minting 1 INSERT/s each on new connections, ${SECS} s windows; $(nproc) cores; $(date -u +%F)."
 echo
-echo "| databases | CPU over a sequence, % of a core | WAL kB/min | extra commits/s | INSERT median / slowest ms / failures | sequence INSERT median / slowest ms | first INSERT after ${PAUSE} s pause, ms | worker slots held by parallel queries: median / slowest ms / failures | a database created and one dropped every second: median / slowest ms / failures | clean restart to first ID, ms (slowest of 5) | lead after 5 restarts, ms |"
+echo "| databases | CPU over a sequence, % of a core | WAL kB/min (sequence window) | extra commits/s | INSERT median / slowest ms / failures | sequence INSERT median / slowest ms | first INSERT after ${PAUSE} s pause, ms | worker slots held by parallel queries: median / slowest ms / failures | a database created and one dropped every second: median / slowest ms / failures | clean restart to first ID, ms (slowest of 5) | lead after 5 restarts, ms |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 } > "$OUT"
 
@@ -133,6 +135,7 @@ for N in $COUNTS; do
     extra=$(awk -v c=$((c1 - c0 - inserts - 2)) -v ms=$((t1 - t0)) 'BEGIN { printf "%.1f", (c < 0 ? 0 : c) * 1000 / ms }')
     steady=$(stats "$DIR"/steady.*)
     # The floor: the same INSERTs keyed by a sequence, as long, same cluster.
+    lsn2=$(q postgres -c "SELECT pg_current_wal_lsn()")
     cpu2=$(server_cpu); t2=$(now_ms)
     for i in 1 2 3; do
         ( end=$((SECONDS + SECS)); : > "$DIR/seq.$i"
@@ -144,6 +147,7 @@ for N in $COUNTS; do
     done
     wait
     t3=$(now_ms); cpu3=$(server_cpu)
+    seqwal=$(q postgres -c "SELECT round(pg_wal_lsn_diff(pg_current_wal_lsn(), '$lsn2') / 1024.0 * 60000 / $((t3 - t2)), 1)")
     seq=$(stats "$DIR"/seq.* | cut -d/ -f1-2)
     cpu=$(awk -v a=$((cpu1 - cpu0)) -v am=$((t1 - t0)) -v b=$((cpu3 - cpu2)) -v bm=$((t3 - t2)) -v hz="$(getconf CLK_TCK)" \
         'BEGIN { printf "%.1f", (a / am - b / bm) / hz * 100000 }')
@@ -185,7 +189,7 @@ for N in $COUNTS; do
     done
     lead=$(q m1 -c "SELECT round(extract(epoch FROM snowflake_timestamp(max(id)) - clock_timestamp()) * 1000) FROM orders")
 
-    echo "| $N | $cpu | $wal | $extra | $steady | $seq | $pause | $par | $churn | $slowest | $lead |" >> "$OUT"
+    echo "| $N | $cpu | $wal ($seqwal) | $extra | $steady | $seq | $pause | $par | $churn | $slowest | $lead |" >> "$OUT"
     log "databases: N = $N done: $(tail -1 "$OUT")"
 done
 cluster_stop "$DIR"
