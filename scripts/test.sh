@@ -219,7 +219,7 @@ bench_layer() {
         SNOWFLAKE_PREREQS_DONE=1 BENCH_NO_INSTALL=1 DBS_OUT="$ROOT/.run/databases-smoke.md" \
             bash "$ROOT/bench/databases.sh" --smoke > "$ROOT/.run/databases-smoke.log" 2>&1 \
             || { tail -40 "$ROOT/.run/databases-smoke.log" >&2; die "bench/databases.sh --smoke failed; see .run/databases-smoke.log"; }
-        grep -qE '^\| 2 \| [0-9.]+ \| [0-9.]+ \|' "$ROOT/.run/databases-smoke.md" \
+        grep -qE '^\| 2 \| -?[0-9.]+ \| [0-9.]+ \([0-9.]+\) \|' "$ROOT/.run/databases-smoke.md" \
             || die "bench/databases.sh reported no row for 2 databases"
     fi
     # The many-core runs happen on a borrowed machine without cargo or a
