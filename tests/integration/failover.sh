@@ -64,7 +64,10 @@ log "1. resource manager 199 registered; its records in pg_walinspect"
     || die "resource manager 199 not registered"
 start_lsn=$(p -c "SELECT pg_current_wal_insert_lsn()")
 p -c "SELECT snowflake_nextval(20000)" >/dev/null   # ~5 ms of IDs; the first call after start reserves
-end_lsn=$(p -c "SELECT pg_current_wal_insert_lsn()")
+# Up to what is flushed: the reservation is, before any ID it covers is
+# returned; a hint bit's record the call left after it need not be, and
+# PostgreSQL 15's pg_walinspect refuses an end past the flush.
+end_lsn=$(p -c "SELECT pg_current_wal_flush_lsn()")
 desc=$(p -c "SELECT record_type || ': ' || description FROM pg_get_wal_records_info('$start_lsn', '$end_lsn')
               WHERE resource_manager = 'snowflake_id' ORDER BY start_lsn DESC LIMIT 1")
 grep -qE "^RESERVE: reserved until [0-9-]+ [0-9:.]+\+00; worker 21, epoch 2024-01-01 00:00:00.000\+00, worker_bits 10, sequence_bits 12$" <<<"$desc" \
