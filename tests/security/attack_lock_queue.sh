@@ -76,6 +76,17 @@ attack_with() {
     sleep 2
     echo "$errs"
 }
+# end_eve: stop eve's sessions, on the server too (a backend waiting for
+# a lock does not notice that its client went away), and wait until
+# none is left.
+end_eve() {
+    local p
+    for p in "${holders[@]}"; do kill "$p" 2>/dev/null || true; done
+    holders=()
+    as postgres postgres -c "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = 'eve'" >/dev/null
+    gone() { [ "$(as postgres postgres -c "SELECT count(*) FROM pg_stat_activity WHERE usename = 'eve'")" = 0 ]; }
+    poll_until 30 gone || die "eve's sessions did not end"
+}
 # The table itself: eve cannot name it (its schema is the database
 # owner's and the superuser's only), so she cannot queue a lock on it.
 out=$(as eve postgres -c "CREATE RULE r AS ON UPDATE TO snowflake_id_internal.snowflake_high_water DO INSTEAD NOTHING" 2>&1) \
@@ -101,8 +112,7 @@ sleep 1
 t0=$(date +%s%N)
 out=$(as postgres postgres -c "SET statement_timeout = '15s'" -c "SELECT snowflake_nextval()" 2>&1 || true)
 took=$(( ($(date +%s%N) - t0) / 1000000 ))
-for p in "${holders[@]}"; do kill "$p" 2>/dev/null || true; done
-holders=()
+end_eve
 [ "$took" -lt 10000 ] \
     || die "attack (lock queue, pg_depend) WORKS: a first ID in the database where eve queued waited $took ms: $(head -1 <<< "$out")"
 log "attack (lock queue, pg_depend) refused: the first ID there answered in $took ms: $(head -1 <<< "$out")"
@@ -125,8 +135,7 @@ holders+=($!)
 sleep 0.5
 as eve postgres -c "CREATE RULE r AS ON SELECT TO pg_catalog.pg_trigger DO INSTEAD NOTHING" >/dev/null 2>&1 & holders+=($!)
 wait $victim
-for p in "${holders[@]}"; do kill "$p" 2>/dev/null || true; done
-holders=()
+end_eve
 mapfile -t stamps < <(grep -E '^[0-9]{4}-' "$DIR/part4.out")
 [ "${#stamps[@]}" = 2 ] || die "attack (lock queue, pg_trigger): the victim's session did not get to its second ID: $(cat "$DIR/part4.out")"
 waited=$(as postgres postgres -c "SELECT round(extract(epoch FROM '${stamps[1]}'::timestamptz - '${stamps[0]}'::timestamptz) * 1000)")
