@@ -336,6 +336,7 @@ pub fn generator_error(e: GenError) -> ! {
             )),
             Some("Use a later snowflake_id.epoch or fewer worker and sequence bits; check that the system clock is right."),
         ),
+        GenError::LeaseExpired { worker } => crate::mint::lease::refuse_expired(worker),
         GenError::WorkerNotHeld { worker } => raise(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             "no worker id is leased from the snowflake_id registry",
@@ -548,6 +549,16 @@ pub fn no_lease(detail: String, exhausted: bool) -> ! {
         } else {
             "The lease worker claims a worker id again as soon as the registry answers; see snowflake_stats() and the server log."
         }),
+    )
+}
+
+/// The lease of `worker` reached its local deadline without a renewal.
+pub fn lease_expired(worker: u64, detail: String) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("the lease of worker id {worker} ran out without a renewal"),
+        Some(detail),
+        Some("This server mints nothing under a lease past its deadline, whatever its lease worker is doing; it mints again once the registry renews the lease or grants another id. Check that the registry answers; see snowflake_stats() and the server log."),
     )
 }
 

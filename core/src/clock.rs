@@ -29,6 +29,14 @@ pub trait Clock {
     fn wall_ms(&self) -> i64 {
         self.wall_ns().div_euclid(1_000_000)
     }
+    /// The clock of worker-id lease deadlines, in nanoseconds (any
+    /// origin): like [`Self::mono_ns`] it never steps, and unlike it, it
+    /// also counts the time the machine was suspended (`CLOCK_BOOTTIME`
+    /// on Linux), so a holder that wakes from a suspend finds its lease's
+    /// deadline passed, as the registry does.
+    fn lease_ns(&self) -> i64 {
+        self.mono_ns()
+    }
 }
 
 /// The real clocks, read through libc's `clock_gettime` (a vDSO call on
@@ -50,10 +58,15 @@ extern "C" {
 const CLOCK_REALTIME: i32 = 0;
 #[cfg(target_os = "linux")]
 const CLOCK_MONOTONIC: i32 = 1;
+#[cfg(target_os = "linux")]
+const CLOCK_BOOTTIME: i32 = 7;
 #[cfg(target_os = "macos")]
 const CLOCK_REALTIME: i32 = 0;
 #[cfg(target_os = "macos")]
 const CLOCK_MONOTONIC: i32 = 6;
+/// macOS's `CLOCK_MONOTONIC` counts sleep already.
+#[cfg(target_os = "macos")]
+const CLOCK_BOOTTIME: i32 = 6;
 
 #[inline]
 fn read(clk: i32) -> i64 {
@@ -79,6 +92,10 @@ impl Clock for SystemClock {
     fn mono_ns(&self) -> i64 {
         read(CLOCK_MONOTONIC)
     }
+    #[inline]
+    fn lease_ns(&self) -> i64 {
+        read(CLOCK_BOOTTIME)
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
@@ -88,6 +105,9 @@ impl<C: Clock + ?Sized> Clock for std::sync::Arc<C> {
     fn mono_ns(&self) -> i64 {
         (**self).mono_ns()
     }
+    fn lease_ns(&self) -> i64 {
+        (**self).lease_ns()
+    }
 }
 
 impl<C: Clock + ?Sized> Clock for &C {
@@ -96,6 +116,9 @@ impl<C: Clock + ?Sized> Clock for &C {
     }
     fn mono_ns(&self) -> i64 {
         (**self).mono_ns()
+    }
+    fn lease_ns(&self) -> i64 {
+        (**self).lease_ns()
     }
     fn wall_ns_exact(&self) -> i64 {
         (**self).wall_ns_exact()
@@ -334,6 +357,10 @@ impl<C: Clock, T: Cycles> Clock for CachedClock<'_, C, T> {
     #[inline]
     fn mono_ns(&self) -> i64 {
         self.clock.mono_ns()
+    }
+    #[inline]
+    fn lease_ns(&self) -> i64 {
+        self.clock.lease_ns()
     }
     #[inline]
     fn wall_ns_exact(&self) -> i64 {

@@ -92,6 +92,21 @@ pub fn refuse_without_worker() -> ! {
     )
 }
 
+/// ERROR for a caller that found its lease past its deadline
+/// (`GenError::LeaseExpired`): 55000 with the registry's last error.
+#[cold]
+pub fn refuse_expired(worker: u64) -> ! {
+    let l = shared();
+    if let Some(l) = l {
+        wake_worker(l);
+    }
+    let detail = match l.and_then(|l| l.last_error.get()) {
+        Some(e) => format!("Last registry error: {e}"),
+        None => "The lease worker has not renewed the lease in time (it may be stalled, or waiting for the registry).".into(),
+    };
+    errors::lease_expired(worker, detail)
+}
+
 fn shared() -> Option<&'static LeaseShared> {
     shmem::tracking().map(|t| &t.lease)
 }
@@ -105,50 +120,57 @@ pub fn cap_ms() -> i64 {
     }
     let Some(l) = shared() else { return i64::MAX };
     if l.worker.load(Ordering::Acquire) < 0
-        || SystemClock.mono_ns() >= l.deadline_ns.load(Ordering::Acquire)
+        || SystemClock.lease_ns() >= l.deadline_ns.load(Ordering::Acquire)
     {
         return i64::MIN;
     }
     l.reserved_until_ms.load(Ordering::Acquire)
 }
 
-/// How long a caller waits for the lease worker to raise the reservation
-/// in the registry.
+/// How long one call waits, in all, for the lease worker to raise the
+/// reservation in the registry: a call that cannot mint fails within it.
 const COVER_WAIT_MS: i64 = 2_000;
 
 /// Before a durable reservation up to `ms`: make sure the lease covers
-/// it, asking the lease worker to raise it and waiting up to
-/// [`COVER_WAIT_MS`]; else 55000.
-pub fn wait_for_cover(ms: i64) {
+/// it, asking the lease worker to raise it and waiting, else 55000.
+/// `since` is the call's own record of when it started waiting
+/// (`SystemClock::lease_ns`): however many reservations one call needs,
+/// it waits at most [`COVER_WAIT_MS`] in all (issue 47: a server whose
+/// clock ran ahead of what the registry grants had single calls wait a
+/// minute, one bounded wait after another).
+pub fn wait_for_cover(ms: i64, since: &mut Option<i64>) {
     if !gucs::leased() {
         return;
     }
     let Some(l) = shared() else { return };
-    let covered = shmem::wait_until(COVER_WAIT_MS, || {
-        let cap = cap_ms();
-        if cap >= ms {
-            return true;
-        }
-        if cap == i64::MIN {
-            return true; // no lease: refused below, without waiting
-        }
-        wake_worker(l);
-        false
-    });
+    let started = *since.get_or_insert_with(|| SystemClock.lease_ns());
+    let left_ms = COVER_WAIT_MS - (SystemClock.lease_ns() - started) / 1_000_000;
+    let covered = left_ms > 0
+        && shmem::wait_until(left_ms, || {
+            let cap = cap_ms();
+            if cap >= ms {
+                return true;
+            }
+            if cap == i64::MIN {
+                return true; // no lease: refused below, without waiting
+            }
+            wake_worker(l);
+            false
+        });
     let cap = cap_ms();
     if cap == i64::MIN {
         refuse_without_worker();
     }
     if !covered || cap < ms {
+        let why = match l.last_error.get() {
+            Some(e) => format!(" Last registry error: {e}"),
+            None => " The registry answered every renewal but raised the reservation no further: this server's clock or IDs are ahead of the registry's clock by more than the registry's max_ahead.".into(),
+        };
         errors::lease_does_not_cover(format!(
-            "The next ID needs {}; the lease of worker id {} reaches {}.{}",
+            "The next ID needs {}; the lease of worker id {} reaches {}.{why}",
             format_epoch(ms),
             l.worker.load(Ordering::Acquire),
             format_epoch(cap),
-            l.last_error
-                .get()
-                .map(|e| format!(" Last registry error: {e}"))
-                .unwrap_or_default()
         ));
     }
 }
@@ -396,8 +418,10 @@ fn log(level: PgLogLevel, msg: String) {
     );
 }
 
+/// The lease's clock ([`Clock::lease_ns`]): monotonic, and counting a
+/// suspend.
 fn mono_ns() -> i64 {
-    SystemClock.mono_ns()
+    SystemClock.lease_ns()
 }
 
 fn parse(v: &Option<String>) -> Option<i64> {
@@ -409,10 +433,18 @@ impl Worker {
         gucs::lease_ttl_ms()
     }
 
-    /// How long one request may take: a third of the TTL, but never past
-    /// the live lease's deadline.
+    /// How long one request may take: a third of the TTL, but not past
+    /// the live lease's deadline (at least 500 ms, so that a request can
+    /// still revive a lease that ran out). The deadline itself does not
+    /// depend on it: every minting call checks it.
     fn request_timeout(&self) -> Duration {
-        let ms = (self.ttl_ms() / 3).max(1_000);
+        let mut ms = (self.ttl_ms() / 3).max(1_000);
+        if let Some(l) = self.lease {
+            if self.shared.worker.load(Ordering::Acquire) >= 0 {
+                let left = (l.deadline_ns() - mono_ns()) / 1_000_000;
+                ms = ms.min(left.max(500));
+            }
+        }
         Duration::from_millis(ms as u64)
     }
 
@@ -499,6 +531,8 @@ impl Worker {
         s.deadline_wall_ms
             .store(wall_ms + left_ms, Ordering::Release);
         s.deadline_ns.store(l.deadline_ns(), Ordering::Release);
+        // Every minting call checks this one itself (issue 47).
+        self.state.set_lease_deadline(l.deadline_ns());
         s.worker.store(l.worker as i64, Ordering::Release);
     }
 

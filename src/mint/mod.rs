@@ -13,7 +13,7 @@
 //!   resource manager that replicates it to standbys);
 //! - [`lease`], [`registry_client`]: worker ids leased from a registry
 //!   (`snowflake_id.worker_id_source = registry`), with the SQL of the
-//!   registry in `sql/registry.sql`;
+//!   registry in `sql/registry.sql` and its clock in [`registry_clock`];
 //! - [`bound`]: the per-database bound an ID needs before it is
 //!   returned, asked of `crate::high_water` (which uses this room, never
 //!   the other way).
@@ -24,6 +24,7 @@ pub mod bound;
 pub mod lease;
 pub mod nextval;
 pub mod registry_client;
+pub mod registry_clock;
 pub mod reservation;
 pub mod shmem;
 pub mod wal;

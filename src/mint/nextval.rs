@@ -170,7 +170,12 @@ fn until_issued<T>(
     cfg: &Config,
     attempt: impl FnMut() -> Result<Attempt<T>, GenError>,
 ) -> Result<T, GenError> {
-    snowflake_id_core::until_issued(attempt, sleep_us, |upto_ms| reserve(state, cfg, upto_ms))
+    // When this call started waiting for the lease, if it did: its waits
+    // add up to a bounded total (`lease::wait_for_cover`).
+    let mut since = None;
+    snowflake_id_core::until_issued(attempt, sleep_us, |upto_ms| {
+        reserve(state, cfg, upto_ms, &mut since)
+    })
 }
 
 /// The shared generator and this call's configuration, or the ERROR that
@@ -239,10 +244,14 @@ fn check_recovery() {
 /// Ahead of the durable reservation: wait for the renewal lock (sleeping,
 /// interruptibly) and renew it unless someone else just did.
 #[cold]
-fn reserve(state: &GeneratorState, cfg: &Config, upto_ms: i64) {
-    reservation::renew(state, &cfg.layout, upto_ms, || {
-        state.reserved_until_ms.load(Ordering::Acquire) < upto_ms
-    });
+fn reserve(state: &GeneratorState, cfg: &Config, upto_ms: i64, since: &mut Option<i64>) {
+    reservation::renew_for_call(
+        state,
+        &cfg.layout,
+        upto_ms,
+        || state.reserved_until_ms.load(Ordering::Acquire) < upto_ms,
+        since,
+    );
 }
 
 /// Back-pressure: sleep `us` microseconds, until the reference clock

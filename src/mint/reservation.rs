@@ -252,9 +252,22 @@ pub fn renew(
     at_least_ms: i64,
     still_needed: impl FnOnce() -> bool,
 ) -> Option<i64> {
+    renew_for_call(state, layout, at_least_ms, still_needed, &mut None)
+}
+
+/// [`renew`] for one minting call, whose waits for the lease
+/// (`lease::wait_for_cover`) add up to at most its bound across every
+/// reservation the call needs: `since` is the call's own record.
+pub fn renew_for_call(
+    state: &GeneratorState,
+    layout: &Layout,
+    at_least_ms: i64,
+    still_needed: impl FnOnce() -> bool,
+    since: &mut Option<i64>,
+) -> Option<i64> {
     if at_least_ms != i64::MIN {
         // A lost lease refuses at once.
-        lease::wait_for_cover(at_least_ms);
+        lease::wait_for_cover(at_least_ms, since);
     }
     let guard = shmem::renewal_lock();
     if !still_needed() {

@@ -18,8 +18,10 @@
 #     snowflake_nextval(200000)); merged on the registry: 800,000 rows, no
 #     duplicate, every row with its server's leased id.
 #  2. A cold copy of a stopped server's data directory, started beside
-#     the original on another port: both run at once on two ids, and
-#     their IDs merge without a duplicate.
+#     the original on another port: it logs in as the original's role,
+#     which may hold one live lease, and is refused until the
+#     administrator allows two (issue 47); then both run at once on two
+#     ids, and their IDs merge without a duplicate.
 #  3. A holder frozen (SIGSTOP of its postmaster and every child) past its
 #     TTL: the registry shows its lease expired, and a server preferring
 #     its id (snowflake_id.worker_id) claims it. The holder resumed, all
@@ -178,6 +180,10 @@ leased() {
     poll_until 60 has_lease "$1" || die "$1: no worker id leased within 60 s of its start, expected one ($(stats_of "$1"))"
     LEASE[$1]=$(lease_of "$1")
 }
+# role_refused NODE: NODE's last claim was refused by its role's limit.
+role_refused() {
+    [[ "$(q "$1" -c "SELECT registry_last_error FROM snowflake_stats()" 2>/dev/null)" == *"may hold no more worker-id leases"* ]]
+}
 # ms_of NODE ID_EXPR: the millisecond (Unix) of an ID, decoded on NODE.
 ms_of() { q "$1" -c "SELECT (extract(epoch FROM d.ts) * 1000)::bigint FROM snowflake_decode(($2)::bigint) d"; }
 
@@ -322,8 +328,15 @@ scenario2() {
     as_pg cp -a "$(dir_of a)/data" "$(dir_of a2)/data"
     printf "port = %s\nunix_socket_directories = '%s'\n" "${PORT_OF[a2]}" "$(dir_of a2)" \
         | as_pg tee -a "$(dir_of a2)/data/postgresql.conf" >/dev/null
-    start_all a a2
-    leased a; leased a2
+    # The copy logs in as the original's role, which may hold one live
+    # lease (issue 47): refused until the administrator allows two.
+    start a; leased a
+    start a2
+    poll_until 60 role_refused a2 \
+        || die "a2, a cold copy logging in as lease_a while a holds a lease: expected its claim refused (role limit 1), got: $(stats_of a2)"
+    log "   the copy is refused while the original holds its role's one lease: $(q a2 -c "SELECT registry_last_error FROM snowflake_stats()" | cut -c1-90)"
+    reg -c "SELECT snowflake_registry_role_limit('lease_a', 2)" >/dev/null
+    leased a2
     [ "${LEASE[a]}" != "${LEASE[a2]}" ] || die "the original and its cold copy both lease worker id ${LEASE[a]}, expected two ids"
     got=$(reg -c "SELECT string_agg(DISTINCT system_identifier, ' ') FROM snowflake_registry_holders
                    WHERE worker_id IN (${LEASE[a]}, ${LEASE[a2]})")

@@ -81,6 +81,9 @@ const NO_CAP: u64 = u64::MAX;
 pub const STATIC_WORKER: u64 = u64::MAX;
 /// [`GeneratorState::assigned_worker`] of a server that holds no lease.
 pub const NO_WORKER: u64 = u64::MAX - 1;
+/// [`GeneratorState::lease_deadline_ns`] of a server whose worker id is
+/// not leased.
+pub const NO_DEADLINE: i64 = i64::MAX;
 
 /// Shared generator state: lives in shared memory, one per server.
 #[repr(C, align(64))]
@@ -113,6 +116,11 @@ pub struct GeneratorState {
     /// ([`STATIC_WORKER`]: the caller's own `Config::worker` is the
     /// truth; [`NO_WORKER`]: none is held). See [`Self::assign_worker`].
     pub assigned_worker: AtomicU64,
+    /// The held lease's local deadline on [`Clock::lease_ns`]
+    /// ([`NO_DEADLINE`] where the worker id is not leased): no ID is
+    /// issued at or after it, whatever the lease worker is doing. See
+    /// [`Self::set_lease_deadline`].
+    pub lease_deadline_ns: AtomicI64,
     /// Event counters, on their own cache line: they are only touched on
     /// rare events, never on the common path.
     pub counters: Counters,
@@ -167,6 +175,9 @@ pub enum GenError {
     /// The caller's worker id is not the one the server holds now (a lease
     /// was lost or changed hands since the caller read it).
     WorkerNotHeld { worker: u64 },
+    /// The lease of the caller's worker id reached its local deadline
+    /// ([`GeneratorState::lease_deadline_ns`]) without a renewal.
+    LeaseExpired { worker: u64 },
 }
 
 impl GeneratorState {
@@ -181,6 +192,7 @@ impl GeneratorState {
             reserved_until_ms: AtomicI64::new(i64::MAX),
             blocked: AtomicU64::new(0),
             assigned_worker: AtomicU64::new(STATIC_WORKER),
+            lease_deadline_ns: AtomicI64::new(NO_DEADLINE),
             counters: Counters {
                 sequence_overflows: AtomicU64::new(0),
                 clock_steps_back: AtomicU64::new(0),
@@ -452,6 +464,14 @@ impl GeneratorState {
                 self.observe(wall, m, clock, ev);
                 mono = Some(m);
             }
+            // A leased worker id: every call off the short path checks the
+            // lease's deadline itself (the short path continues a
+            // millisecond that such a call opened, at most a wall-clock
+            // millisecond earlier).
+            let deadline = self.lease_deadline_ns.load(Ordering::Acquire);
+            if deadline != NO_DEADLINE && clock.lease_ns() >= deadline {
+                return Err(self.lease_ran_out(cfg, last));
+            }
             let (cand, wrapped) = match layout.successor(last, now, cfg.worker) {
                 Ok(x) => x,
                 Err(_) => {
@@ -556,6 +576,12 @@ impl GeneratorState {
                 .compare_exchange_weak(last, end, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
             {
+                // Checked again after the compare-and-swap: a caller held
+                // up between the check above and its swap (preempted,
+                // stopped) hands out nothing it swapped after the deadline.
+                if deadline != NO_DEADLINE && clock.lease_ns() >= deadline {
+                    return Err(self.lease_ran_out(cfg, end));
+                }
                 // Milliseconds borrowed: the first ID's wrap, and every
                 // millisecond boundary the block crosses.
                 let borrowed = wrapped as u64 + (end_ts - cand_ts);
@@ -583,6 +609,31 @@ impl GeneratorState {
                 }));
             }
         }
+    }
+
+    /// The lease's deadline passed: fence the short path and refuse. The
+    /// last ID is raised to a full sequence in its millisecond, so that a
+    /// short-path compare-and-swap prepared before (by a caller that read
+    /// the last ID before the deadline) fails, and every later caller
+    /// comes here through the general path. Only ever raises the last ID.
+    #[cold]
+    #[inline(never)]
+    fn lease_ran_out(&self, cfg: &Config, last: u64) -> GenError {
+        let layout = &cfg.layout;
+        let fence = layout.pack(
+            layout.timestamp_of(last),
+            layout.max_worker(),
+            layout.max_sequence(),
+        );
+        self.last_id.fetch_max(fence, Ordering::AcqRel);
+        GenError::LeaseExpired { worker: cfg.worker }
+    }
+
+    /// Publish the held lease's local deadline on [`Clock::lease_ns`]
+    /// (the lease worker, after each grant or renewal; [`NO_DEADLINE`]
+    /// where the worker id is not leased).
+    pub fn set_lease_deadline(&self, deadline_ns: i64) {
+        self.lease_deadline_ns.store(deadline_ns, Ordering::Release);
     }
 
     /// Issue an ID, sleeping through back-pressure with `sleep_us`. Only

@@ -783,3 +783,111 @@ fn reassignment_fails_a_compare_and_swap_prepared_before_it() {
         .compare_exchange(before, before + 1, Ordering::AcqRel, Ordering::Acquire)
         .is_err());
 }
+
+/// A clock whose lease clock (`lease_ns`) advances by `step` at every
+/// read: a caller held up between the deadline check and its swap.
+struct SlowLeaseClock<'a> {
+    inner: &'a ManualClock,
+    lease: std::cell::Cell<i64>,
+    step: i64,
+}
+
+impl Clock for SlowLeaseClock<'_> {
+    fn wall_ns(&self) -> i64 {
+        self.inner.wall_ns()
+    }
+    fn mono_ns(&self) -> i64 {
+        self.inner.mono_ns()
+    }
+    fn lease_ns(&self) -> i64 {
+        let v = self.lease.get();
+        self.lease.set(v + self.step);
+        v
+    }
+}
+
+#[test]
+fn nothing_is_issued_at_or_after_the_lease_deadline() {
+    // Issue 47: the deadline is the minting path's, not only the lease
+    // worker's. The worker is stalled here (nobody unassigns the id).
+    let st = GeneratorState::new();
+    let layout = Layout::default_layout();
+    let clock = ManualClock::new(T0, M0);
+    let c = cfg(1000);
+    st.assign_worker(42, i64::MIN, &layout, M0);
+    st.set_lease_deadline(M0 + 10 * MS);
+    let (a, _) = issue(&st, &c, &clock);
+    clock.advance(5 * MS);
+    let (b, _) = issue(&st, &c, &clock);
+    assert!(b > a);
+    // At the deadline, in a new millisecond: refused.
+    clock.advance(5 * MS);
+    let mut ev = Events::default();
+    assert_eq!(
+        st.try_next(&c, &clock, &mut ev),
+        Err(GenError::LeaseExpired { worker: 42 })
+    );
+    // The refusal fenced the short path: not even the millisecond of the
+    // last ID continues, nor does a bulk call.
+    assert_eq!(
+        st.try_next(&c, &clock, &mut ev),
+        Err(GenError::LeaseExpired { worker: 42 })
+    );
+    assert_eq!(
+        st.try_next_block(&c, &clock, &mut ev, 1000).err(),
+        Some(GenError::LeaseExpired { worker: 42 })
+    );
+    // A renewal moves the deadline: issuing resumes, above every ID.
+    st.set_lease_deadline(M0 + 60 * MS);
+    let (d, _) = issue(&st, &c, &clock);
+    assert!(d > b);
+    // A static worker id has no deadline, whatever the clock.
+    let st2 = GeneratorState::new();
+    clock.advance(1_000_000 * MS);
+    issue(&st2, &c, &clock);
+}
+
+#[test]
+fn a_short_path_swap_prepared_before_the_deadline_fails_after_it() {
+    let st = GeneratorState::new();
+    let layout = Layout::default_layout();
+    let clock = ManualClock::new(T0, M0);
+    let c = cfg(1000);
+    st.assign_worker(42, i64::MIN, &layout, M0);
+    st.set_lease_deadline(M0 + MS);
+    issue(&st, &c, &clock);
+    // A caller read the last ID (its swap would continue it) ...
+    let prepared = st.last_id.load(Ordering::Acquire);
+    // ... the deadline passes and the next wall-clock millisecond's
+    // caller is refused ...
+    clock.advance(MS);
+    assert!(st.try_next(&c, &clock, &mut Events::default()).is_err());
+    // ... and the prepared swap fails.
+    assert!(st
+        .last_id
+        .compare_exchange(prepared, prepared + 1, Ordering::AcqRel, Ordering::Acquire)
+        .is_err());
+}
+
+#[test]
+fn a_caller_held_up_past_the_deadline_before_its_swap_hands_out_nothing() {
+    // The deadline check passes, then the caller is held up (every read of
+    // the lease clock is 1 ms later than the one before) and reaches its
+    // swap after the deadline: the check after the swap refuses it.
+    let st = GeneratorState::new();
+    let layout = Layout::default_layout();
+    let manual = ManualClock::new(T0, M0);
+    st.assign_worker(42, i64::MIN, &layout, M0);
+    st.set_lease_deadline(M0 + MS);
+    let clock = SlowLeaseClock {
+        inner: &manual,
+        lease: std::cell::Cell::new(M0),
+        step: MS,
+    };
+    let mut ev = Events::default();
+    assert_eq!(
+        st.try_next(&cfg(1000), &clock, &mut ev),
+        Err(GenError::LeaseExpired { worker: 42 })
+    );
+    assert_eq!(clock.lease.get(), M0 + 2 * MS, "checked before and after");
+}

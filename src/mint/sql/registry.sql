@@ -5,7 +5,15 @@
 -- random token per postmaster start, and a description), an epoch that
 -- rises at each claim, reserved_until_ms (Unix ms, only rises: the
 -- holder mints no later timestamp, and the next holder starts above it)
--- and the lease's expiry on the registry's clock. Configuration tables of
+-- and the lease's expiry. A lease expires by the registry's monotonic
+-- clock, never by its wall clock (issue 47: a step of the registry's
+-- wall clock expired every live lease at once): lease_clock names the
+-- clock (the registry host's boot), lease_clock_ns is that clock when the
+-- lease was granted or renewed, lease_ttl_ms its length. A lease timed by
+-- another clock (after a failover of the registry, or a reboot) is
+-- adopted by this one, a full TTL from the moment this clock first sees
+-- it. lease_expires is the same expiry as a wall time, for people to
+-- read. Configuration tables of
 -- the extension, so that pg_dump of the registry carries them. Only the
 -- extension's owner writes them; servers call the three SECURITY DEFINER
 -- functions below, which keep reserved_until rising and bounded.
@@ -29,8 +37,23 @@ CREATE TABLE snowflake_id_internal.snowflake_registry (
     reserved_until_ms        bigint NOT NULL DEFAULT 0,
     lease_expires            timestamptz,
     claimed_at               timestamptz,
-    renewed_at               timestamptz
+    renewed_at               timestamptz,
+    lease_clock              text,
+    lease_clock_ns           bigint,
+    lease_ttl_ms             integer,
+    holder_role              name
 );
+-- The live leases a login role may hold: one by default
+-- (snowflake_registry_role_limit() sets another), so that no member
+-- takes the fleet's ids. A claim locks its role's row here, so that two
+-- claims of one role cannot both pass the limit.
+CREATE TABLE snowflake_id_internal.snowflake_registry_roles (
+    rolname    name PRIMARY KEY,
+    max_leases integer CHECK (max_leases >= 0)
+);
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_internal.snowflake_registry_roles', '');
+REVOKE ALL ON snowflake_id_internal.snowflake_registry_roles FROM PUBLIC;
+GRANT SELECT ON snowflake_id_internal.snowflake_registry_roles TO pg_database_owner;
 SELECT pg_catalog.pg_extension_config_dump('snowflake_id_internal.snowflake_registry_config', '');
 SELECT pg_catalog.pg_extension_config_dump('snowflake_id_internal.snowflake_registry', '');
 REVOKE ALL ON snowflake_id_internal.snowflake_registry_config FROM PUBLIC;
@@ -48,7 +71,7 @@ CREATE FUNCTION snowflake_registry_init(
     worker_bits integer DEFAULT 10,
     sequence_bits integer DEFAULT 12,
     epoch timestamptz DEFAULT '2024-01-01 00:00:00+00',
-    max_ahead interval DEFAULT interval '1 hour')
+    max_ahead interval DEFAULT interval '1 minute')
 RETURNS integer
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -141,6 +164,35 @@ END
 $ttl$;
 REVOKE ALL ON FUNCTION snowflake_id_internal.snowflake_registry_ttl(integer) FROM PUBLIC;
 
+-- The registry host's monotonic clock (src/mint/registry_clock.rs): its
+-- name (the boot id) and a reading in ns.
+CREATE FUNCTION snowflake_id_internal.snowflake_registry_boot()
+RETURNS text LANGUAGE c VOLATILE PARALLEL SAFE STRICT
+AS 'MODULE_PATHNAME', 'snowflake_registry_boot_wrapper';
+CREATE FUNCTION snowflake_id_internal.snowflake_registry_ns()
+RETURNS bigint LANGUAGE c VOLATILE PARALLEL SAFE STRICT
+AS 'MODULE_PATHNAME', 'snowflake_registry_ns_wrapper';
+REVOKE ALL ON FUNCTION snowflake_id_internal.snowflake_registry_boot() FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_id_internal.snowflake_registry_ns() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION snowflake_id_internal.snowflake_registry_boot() TO pg_monitor;
+GRANT EXECUTE ON FUNCTION snowflake_id_internal.snowflake_registry_ns() TO pg_monitor;
+
+-- Whether a row's lease may still be in use, judged by the registry's
+-- monotonic clock (boot, ns): a lease timed by
+-- another clock counts as live (a claim adopts it first), one never
+-- granted does not.
+CREATE FUNCTION snowflake_id_internal.snowflake_registry_live(
+    lease_clock text, lease_clock_ns bigint, lease_ttl_ms integer, boot text, ns bigint)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+RETURN lease_clock IS NOT NULL
+   AND (lease_clock OPERATOR(pg_catalog.<>) boot
+        OR (ns OPERATOR(pg_catalog.-) lease_clock_ns)
+           OPERATOR(pg_catalog.<) (lease_ttl_ms::pg_catalog.int8 OPERATOR(pg_catalog.*) 1000000));
+REVOKE ALL ON FUNCTION snowflake_id_internal.snowflake_registry_live(text, bigint, integer, text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION snowflake_id_internal.snowflake_registry_live(text, bigint, integer, text, bigint) TO pg_monitor;
+
 CREATE FUNCTION snowflake_registry_claim(
     token uuid, holder_host text, holder_port integer,
     system_identifier text, data_directory text, preferred integer,
@@ -158,7 +210,14 @@ DECLARE
     ttl interval := snowflake_id_internal.snowflake_registry_ttl(ttl_ms);
     chosen snowflake_id_internal.snowflake_registry;
     new_until bigint;
+    boot text;
+    ns bigint;
+    max_leases integer;
+    held bigint;
+    held_here bigint;
 BEGIN
+    boot := snowflake_id_internal.snowflake_registry_boot();
+    ns := snowflake_id_internal.snowflake_registry_ns();
     IF snowflake_registry_claim.token IS NULL THEN
         RAISE EXCEPTION 'a claim needs a token' USING ERRCODE = 'null_value_not_allowed';
     END IF;
@@ -181,6 +240,42 @@ BEGIN
                                   to_timestamp(frontier_ms / 1000.0), now_ts, cfg.max_ahead_ms),
                   HINT = 'Check the clocks of this server and the registry.';
     END IF;
+    -- Leases timed by another clock (a failover of the registry, a reboot)
+    -- run a full TTL from now on this one: nothing this clock did not see
+    -- renewed is taken as expired. Rows another transaction has locked
+    -- are left alone: they stay live, and are not claimed below.
+    UPDATE snowflake_id_internal.snowflake_registry r
+       SET lease_clock = boot, lease_clock_ns = ns
+     WHERE r.worker_id IN (SELECT o.worker_id FROM snowflake_id_internal.snowflake_registry o
+                            WHERE o.lease_clock <> boot FOR UPDATE SKIP LOCKED);
+    -- The limit of live leases per login role (superusers have none): one
+    -- more while one of them is this holder's own (its postmaster died
+    -- and was started again, with a new token). The role's row is locked
+    -- first, so two claims of one role are counted one after the other.
+    IF NOT (SELECT rolsuper FROM pg_roles WHERE rolname = session_user) THEN
+        INSERT INTO snowflake_id_internal.snowflake_registry_roles AS l (rolname)
+        VALUES (session_user) ON CONFLICT (rolname) DO NOTHING;
+        SELECT coalesce(l.max_leases, 1) INTO max_leases
+          FROM snowflake_id_internal.snowflake_registry_roles l
+         WHERE l.rolname = session_user FOR UPDATE;
+        SELECT count(*),
+               count(*) FILTER (WHERE r.holder_host = snowflake_registry_claim.holder_host
+                                  AND r.holder_port = snowflake_registry_claim.holder_port
+                                  AND r.holder_system_identifier = snowflake_registry_claim.system_identifier
+                                  AND r.holder_data_directory = snowflake_registry_claim.data_directory)
+          INTO held, held_here
+          FROM snowflake_id_internal.snowflake_registry r
+         WHERE r.holder_role = session_user
+           AND r.token IS NOT NULL AND r.token <> snowflake_registry_claim.token
+           AND NOT r.retired
+           AND snowflake_id_internal.snowflake_registry_live(r.lease_clock, r.lease_clock_ns, r.lease_ttl_ms, boot, ns);
+        IF held >= max_leases + (CASE WHEN held_here > 0 THEN 1 ELSE 0 END) THEN
+            RAISE EXCEPTION 'role "%" may hold no more worker-id leases of this registry', session_user
+                USING ERRCODE = 'configuration_limit_exceeded',
+                      DETAIL = format('It holds %s live leases; its limit is %s (one more while one of them is this server''s own, from before its postmaster restarted).', held, max_leases),
+                      HINT = 'Give each server its own login role, or let a superuser raise the limit with snowflake_registry_role_limit().';
+        END IF;
+    END IF;
     -- Preference: a row this postmaster holds already (a crash restart),
     -- this holder's previous id, the preferred id, then the free or
     -- expired id with the oldest reservation. Rows another claim is
@@ -189,7 +284,7 @@ BEGIN
       FROM snowflake_id_internal.snowflake_registry r
      WHERE NOT r.retired
        AND (r.token = snowflake_registry_claim.token
-            OR r.lease_expires IS NULL OR r.lease_expires <= now_ts)
+            OR NOT snowflake_id_internal.snowflake_registry_live(r.lease_clock, r.lease_clock_ns, r.lease_ttl_ms, boot, ns))
      ORDER BY (r.token = snowflake_registry_claim.token) IS TRUE DESC,
               (r.holder_host = snowflake_registry_claim.holder_host
                AND r.holder_port = snowflake_registry_claim.holder_port
@@ -215,7 +310,11 @@ BEGIN
            reserved_until_ms = new_until,
            lease_expires = now_ts + ttl,
            claimed_at = now_ts,
-           renewed_at = now_ts
+           renewed_at = now_ts,
+           lease_clock = boot,
+           lease_clock_ns = ns,
+           lease_ttl_ms = snowflake_registry_claim.ttl_ms,
+           holder_role = session_user
      WHERE r.worker_id = chosen.worker_id;
     RETURN QUERY SELECT chosen.worker_id, chosen.lease_epoch + 1,
                         chosen.reserved_until_ms, new_until;
@@ -237,7 +336,11 @@ DECLARE
     now_ts timestamptz := clock_timestamp();
     now_ms bigint := (extract(epoch FROM clock_timestamp()) * 1000)::bigint;
     ttl interval := snowflake_id_internal.snowflake_registry_ttl(ttl_ms);
+    boot text;
+    ns bigint;
 BEGIN
+    boot := snowflake_id_internal.snowflake_registry_boot();
+    ns := snowflake_id_internal.snowflake_registry_ns();
     -- Compare-and-set on (token, epoch): a row claimed by anyone since,
     -- or retired, is not renewed, and the holder stops. A row another
     -- transaction has locked is being claimed or retired right now: the
@@ -257,6 +360,9 @@ BEGIN
     UPDATE snowflake_id_internal.snowflake_registry r
        SET lease_expires = now_ts + ttl,
            renewed_at = now_ts,
+           lease_clock = boot,
+           lease_clock_ns = ns,
+           lease_ttl_ms = snowflake_registry_renew.ttl_ms,
            reserved_until_ms = greatest(r.reserved_until_ms,
                                         least(frontier_ms + ttl_ms, now_ms + cfg.max_ahead_ms))
      WHERE r.worker_id = snowflake_registry_renew.worker_id
@@ -280,7 +386,8 @@ BEGIN
     PERFORM snowflake_id_internal.snowflake_registry_settings();
     -- The reservation stays: the next holder starts above it.
     UPDATE snowflake_id_internal.snowflake_registry r
-       SET lease_expires = least(r.lease_expires, clock_timestamp())
+       SET lease_expires = least(r.lease_expires, clock_timestamp()),
+           lease_ttl_ms = 0
      WHERE r.worker_id = snowflake_registry_release.worker_id
        AND r.token = snowflake_registry_release.token
        AND r.lease_epoch = snowflake_registry_release.lease_epoch;
@@ -300,14 +407,20 @@ AS $retire$
 BEGIN
     PERFORM snowflake_id_internal.snowflake_registry_settings();
     -- Retiring ends the lease for good: a new epoch fails its holder's
-    -- next renewal, even if the id is put back meanwhile.
+    -- next renewal, and the token and holder are forgotten, so that the
+    -- id put back is not its old holder's again. The lease's expiry
+    -- stays: nobody is granted the id before its old holder's lease ends.
     UPDATE snowflake_id_internal.snowflake_registry r
        SET retired = snowflake_registry_retire.retired,
            lease_epoch = CASE WHEN snowflake_registry_retire.retired
                               THEN r.lease_epoch + 1 ELSE r.lease_epoch END,
-           lease_expires = CASE WHEN snowflake_registry_retire.retired
-                                THEN least(r.lease_expires, clock_timestamp())
-                                ELSE r.lease_expires END
+           token = CASE WHEN snowflake_registry_retire.retired THEN NULL ELSE r.token END,
+           holder_host = CASE WHEN snowflake_registry_retire.retired THEN NULL ELSE r.holder_host END,
+           holder_port = CASE WHEN snowflake_registry_retire.retired THEN NULL ELSE r.holder_port END,
+           holder_system_identifier = CASE WHEN snowflake_registry_retire.retired
+                                           THEN NULL ELSE r.holder_system_identifier END,
+           holder_data_directory = CASE WHEN snowflake_registry_retire.retired
+                                        THEN NULL ELSE r.holder_data_directory END
      WHERE r.worker_id = snowflake_registry_retire.worker_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'worker id % is not in the registry', snowflake_registry_retire.worker_id
@@ -319,23 +432,48 @@ COMMENT ON FUNCTION snowflake_registry_retire(integer, boolean) IS
 'Take a worker id out of the registry''s pool (its holder stops at its next renewal), or put it back (superuser only)';
 REVOKE ALL ON FUNCTION snowflake_registry_retire(integer, boolean) FROM PUBLIC;
 
+CREATE FUNCTION snowflake_registry_role_limit(role_name name, max_leases integer DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $limit$
+BEGIN
+    PERFORM snowflake_id_internal.snowflake_registry_settings();
+    IF max_leases < 0 THEN
+        RAISE EXCEPTION 'max_leases must be at least 0, not %', max_leases
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO snowflake_id_internal.snowflake_registry_roles AS l (rolname, max_leases)
+    VALUES (role_name, snowflake_registry_role_limit.max_leases)
+    ON CONFLICT (rolname) DO UPDATE SET max_leases = EXCLUDED.max_leases;
+END
+$limit$;
+COMMENT ON FUNCTION snowflake_registry_role_limit(name, integer) IS
+'Set how many live worker-id leases a login role may hold (NULL: the default, 1; superuser only)';
+REVOKE ALL ON FUNCTION snowflake_registry_role_limit(name, integer) FROM PUBLIC;
+
 CREATE VIEW snowflake_registry_holders AS
 SELECT r.worker_id,
        CASE WHEN r.retired THEN 'retired'
+            WHEN snowflake_id_internal.snowflake_registry_live(r.lease_clock, r.lease_clock_ns,
+                                                               r.lease_ttl_ms, c.boot, c.ns)
+            THEN CASE WHEN r.token IS NULL THEN 'ending' ELSE 'held' END
             WHEN r.token IS NULL THEN 'free'
-            WHEN r.lease_expires OPERATOR(pg_catalog.>) pg_catalog.clock_timestamp() THEN 'held'
             ELSE 'expired' END AS state,
        r.holder_host,
        r.holder_port,
        r.holder_system_identifier AS system_identifier,
        r.holder_data_directory AS data_directory,
+       r.holder_role,
        r.lease_epoch,
        pg_catalog.to_timestamp(r.reserved_until_ms::pg_catalog.float8
                                OPERATOR(pg_catalog./) 1000::pg_catalog.float8) AS reserved_until,
        r.lease_expires,
        r.claimed_at,
        r.renewed_at
-  FROM snowflake_id_internal.snowflake_registry r;
+  FROM snowflake_id_internal.snowflake_registry r
+ CROSS JOIN (SELECT snowflake_id_internal.snowflake_registry_boot() AS boot,
+                    snowflake_id_internal.snowflake_registry_ns() AS ns) c;
 COMMENT ON VIEW snowflake_registry_holders IS
 'The worker ids of this snowflake_id registry and who holds them';
 REVOKE ALL ON snowflake_registry_holders FROM PUBLIC;

@@ -19,8 +19,9 @@ SELECT snowflake_registry_init(max_ahead => '0'::interval);
 \echo :LAST_ERROR_SQLSTATE
 SELECT snowflake_registry_init(worker_bits => 2);
 \echo :LAST_ERROR_SQLSTATE
--- Idempotent with the same layout; 55000 with another.
-SELECT snowflake_registry_init(worker_bits => 2);
+-- Idempotent with the same layout (and a new max_ahead: one hour, for
+-- the 10-minute TTLs below); 55000 with another.
+SELECT snowflake_registry_init(worker_bits => 2, max_ahead => '1 hour');
 \echo :LAST_ERROR_SQLSTATE
 SELECT snowflake_registry_init(worker_bits => 3);
 \echo :LAST_ERROR_SQLSTATE
@@ -81,7 +82,8 @@ SELECT snowflake_registry_release(3, '00000000-0000-4000-8000-00000000000d', 1);
 SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-0000000000a2', 'he', 5432, 'se', '/e', -1, 2, 12, 1704067200000, 600000, 0);
 
 -- Retiring an id stops its holder at its next renewal and keeps it out
--- of the pool; put back, it can be claimed again.
+-- of the pool; put back, it is "ending" (nobody may claim it) until the
+-- old holder's lease has run out, and its old holder has no claim on it.
 SELECT snowflake_registry_retire(2);
 SELECT count(*) AS retired_renewal FROM snowflake_registry_renew(2, '00000000-0000-4000-8000-00000000000b', 1, 600000, 0);
 SELECT snowflake_registry_retire(2, false);
@@ -122,3 +124,68 @@ REVOKE ALL ON FUNCTION snowflake_registry_claim(uuid, text, integer, text, text,
    FROM regress_registry_member;
 DROP ROLE regress_registry_member;
 DROP ROLE regress_registry_stranger;
+
+-- Issue 47. In a registry of its own (3 worker bits, the default
+-- max_ahead of one minute): a login role holds one live lease, one more
+-- for the same holder (its postmaster died and came back with a new
+-- token), and what a superuser allows; a claim's frontier is bounded;
+-- leases expire by the registry's monotonic clock, not its wall clock.
+\set orig_db :DBNAME
+CREATE DATABASE regress_registry_limits;
+\c regress_registry_limits
+SET client_min_messages = warning;
+CREATE EXTENSION snowflake_id;
+RESET client_min_messages;
+SELECT snowflake_registry_init(worker_bits => 3);
+SELECT max_ahead_ms FROM snowflake_id_internal.snowflake_registry_config;
+CREATE ROLE regress_greedy;
+GRANT EXECUTE ON FUNCTION snowflake_registry_claim(uuid, text, integer, text, text, integer, integer, integer, bigint, integer, bigint)
+   TO regress_greedy;
+SET SESSION AUTHORIZATION regress_greedy;
+SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-000000000101', 'g', 1, 's', '/g1', -1, 3, 12, 1704067200000, 600000, 0);
+-- A second holder: 53400.
+SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-000000000102', 'g', 1, 's', '/g2', -1, 3, 12, 1704067200000, 600000, 0);
+\echo :LAST_ERROR_SQLSTATE
+-- The same holder with a new token: one more, not two.
+SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-000000000103', 'g', 1, 's', '/g1', -1, 3, 12, 1704067200000, 600000, 0);
+SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-000000000104', 'g', 1, 's', '/g1', -1, 3, 12, 1704067200000, 600000, 0);
+\echo :LAST_ERROR_SQLSTATE
+-- A frontier two minutes ahead of the registry's clock: 22023.
+SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-000000000105', 'g', 1, 's', '/g1', -1, 3, 12, 1704067200000, 600000,
+    (extract(epoch FROM clock_timestamp() + interval '2 minutes') * 1000)::bigint);
+\echo :LAST_ERROR_SQLSTATE
+-- Only a superuser sets a role's limit.
+SELECT snowflake_registry_role_limit('regress_greedy', 100);
+\echo :LAST_ERROR_SQLSTATE
+RESET SESSION AUTHORIZATION;
+SELECT snowflake_registry_role_limit('regress_greedy', 3);
+SELECT snowflake_registry_role_limit('regress_greedy', -1);
+\echo :LAST_ERROR_SQLSTATE
+SET SESSION AUTHORIZATION regress_greedy;
+SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-000000000106', 'g', 1, 's', '/g6', -1, 3, 12, 1704067200000, 600000, 0);
+SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-000000000107', 'g', 1, 's', '/g7', -1, 3, 12, 1704067200000, 600000, 0);
+\echo :LAST_ERROR_SQLSTATE
+RESET SESSION AUTHORIZATION;
+SELECT holder_role, count(*) FROM snowflake_registry_holders WHERE state = 'held' GROUP BY 1;
+-- Every reservation within the registry's clock plus max_ahead.
+SELECT max(reserved_until_ms) <= (extract(epoch FROM clock_timestamp()) * 1000)::bigint + 60000 AS bounded
+  FROM snowflake_id_internal.snowflake_registry;
+-- A lease whose wall-clock expiry is a day ago is still live: the
+-- registry's monotonic clock says so.
+UPDATE snowflake_id_internal.snowflake_registry SET lease_expires = now() - interval '1 day' WHERE worker_id = 0;
+SELECT worker_id, state FROM snowflake_registry_holders WHERE worker_id = 0;
+-- A lease timed by another clock (a failover of the registry) is live,
+-- and a claim adopts it: it runs a full TTL from now on this clock.
+UPDATE snowflake_id_internal.snowflake_registry SET lease_clock = 'another-host', lease_clock_ns = 0 WHERE worker_id = 0;
+SELECT worker_id, state FROM snowflake_registry_holders WHERE worker_id = 0;
+SELECT worker_id <> 0 AS not_the_adopted_one
+  FROM snowflake_registry_claim('00000000-0000-4000-8000-000000000108', 'su', 1, 's', '/su', 0, 3, 12, 1704067200000, 600000, 0);
+SELECT lease_clock = snowflake_id_internal.snowflake_registry_boot() AS adopted,
+       snowflake_id_internal.snowflake_registry_ns() - lease_clock_ns < 60000000000 AS from_now
+  FROM snowflake_id_internal.snowflake_registry WHERE worker_id = 0;
+-- Released: free at once (by the monotonic clock too).
+SELECT snowflake_registry_release(0, '00000000-0000-4000-8000-000000000101', 1);
+SELECT worker_id, state FROM snowflake_registry_holders WHERE worker_id = 0;
+\c :orig_db
+DROP DATABASE regress_registry_limits;
+DROP ROLE regress_greedy;
