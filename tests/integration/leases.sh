@@ -25,8 +25,8 @@
 #  3. A holder frozen (SIGSTOP of its postmaster and every child) past its
 #     TTL: the registry shows its lease expired, and a server preferring
 #     its id (snowflake_id.worker_id) claims it. The holder resumed, all
-#     but its lease worker: its next snowflake_nextval() fails with 55000
-#     (the lease's local deadline passed, whatever the worker does); its
+#     but its lease worker: its next snowflake_nextval() fails with 55000 "the lease
+#     of worker id N ran out" (every call checks the deadline); its
 #     worker resumed too, it leases another id and mints under it. Under
 #     the contested id, every ID of the old holder is in an earlier
 #     millisecond than every ID of the new one.
@@ -199,6 +199,18 @@ refused() {
     fi
     grep -q "ERROR:  55000: no worker id is leased from the snowflake_id registry" <<<"$LAST"
 }
+# expired NODE: snowflake_nextval() on NODE fails at once because the
+# lease passed its local deadline, its worker not having given it up.
+expired() {
+    if LAST=$(q "$1" -c '\set VERBOSITY verbose' -c "SET statement_timeout = '60s'" \
+                 -c "SELECT snowflake_nextval()" 2>&1); then
+        return 1
+    fi
+    grep -Eq "ERROR:  55000: the lease of worker id [0-9]+ ran out without a renewal" <<<"$LAST"
+}
+# stopped NODE: refused or expired (a call after the deadline meets one
+# or the other, depending on whether the lease worker has given up).
+stopped() { refused "$1" || grep -Eq "ERROR:  55000: the lease of worker id [0-9]+ ran out without a renewal" <<<"$LAST"; }
 # exhausted NODE: refused, with a HINT that names worker_bits.
 exhausted() { refused "$1" && grep -q worker_bits <<<"$(sed -n '/^HINT:/,/^LOCATION:/p' <<<"$LAST")"; }
 
@@ -376,7 +388,7 @@ scenario3() {
     [ "${LEASE[y]}" = "$wx" ] || die "y prefers worker id $wx, expired on the registry, but leased ${LEASE[y]}"
     q y -c "INSERT INTO ids (tag) SELECT 'y-held' FROM generate_series(1, 10000)"
     thaw "$lw"
-    refused x || die "x resumed (all but its lease worker) after y took worker id $wx: expected snowflake_nextval() to fail with 55000 'no worker id is leased from the snowflake_id registry', got: $LAST"
+    expired x || die "x resumed (all but its lease worker) after y took worker id $wx: expected snowflake_nextval() to fail with 55000 'the lease of worker id $wx ran out without a renewal' (every call checks the deadline; issue 47), got: $LAST"
     log "   x resumed, its lease worker still stopped: $(grep -m1 'ERROR:' <<<"$LAST")"
     thaw
     poll_until 60 leases_other x "$wx" \
@@ -414,7 +426,7 @@ scenario4() {
     [ ! -f "$(dir_of reg)/data/postmaster.pid" ] || die "the registry did not stop"
     got=$(q r -c "INSERT INTO ids (tag) VALUES ('down') RETURNING id" 2>&1) \
         || die "r: expected an ID right after the registry stopped (its 10 s lease was renewed every ~3 s), got: $got"
-    poll_until 120 refused r \
+    poll_until 120 stopped r \
         || die "r: expected snowflake_nextval() to fail with 55000 once its 10 s lease ran out with the registry down; 120 s later the last call said: $LAST"
     log "   minting went on for ${POLL_MS} ms after the stop, then: $(grep -m1 'ERROR:' <<<"$LAST")"
     grep -q "^DETAIL:  ." <<<"$LAST" || die "r's 55000 has no DETAIL naming the registry's last error: $LAST"
