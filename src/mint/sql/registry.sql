@@ -214,7 +214,6 @@ DECLARE
     ns bigint;
     max_leases integer;
     held bigint;
-    held_here bigint;
 BEGIN
     boot := snowflake_id_internal.snowflake_registry_boot();
     ns := snowflake_id_internal.snowflake_registry_ns();
@@ -248,31 +247,28 @@ BEGIN
        SET lease_clock = boot, lease_clock_ns = ns
      WHERE r.worker_id IN (SELECT o.worker_id FROM snowflake_id_internal.snowflake_registry o
                             WHERE o.lease_clock <> boot FOR UPDATE SKIP LOCKED);
-    -- The limit of live leases per login role (superusers have none): one
-    -- more while one of them is this holder's own (its postmaster died
-    -- and was started again, with a new token). The role's row is locked
-    -- first, so two claims of one role are counted one after the other.
+    -- The limit of live leases per login role (superusers have none). A
+    -- server whose postmaster died and came back (a new token) while its
+    -- old lease runs counts that lease too: the holder's name is no proof
+    -- that the old one is gone (a clone, a pod beside its replacement).
+    -- The role's row is locked first, so two claims of one role are
+    -- counted one after the other.
     IF NOT (SELECT rolsuper FROM pg_roles WHERE rolname = session_user) THEN
         INSERT INTO snowflake_id_internal.snowflake_registry_roles AS l (rolname)
         VALUES (session_user) ON CONFLICT (rolname) DO NOTHING;
         SELECT coalesce(l.max_leases, 1) INTO max_leases
           FROM snowflake_id_internal.snowflake_registry_roles l
          WHERE l.rolname = session_user FOR UPDATE;
-        SELECT count(*),
-               count(*) FILTER (WHERE r.holder_host = snowflake_registry_claim.holder_host
-                                  AND r.holder_port = snowflake_registry_claim.holder_port
-                                  AND r.holder_system_identifier = snowflake_registry_claim.system_identifier
-                                  AND r.holder_data_directory = snowflake_registry_claim.data_directory)
-          INTO held, held_here
+        SELECT count(*) INTO held
           FROM snowflake_id_internal.snowflake_registry r
          WHERE r.holder_role = session_user
            AND r.token IS NOT NULL AND r.token <> snowflake_registry_claim.token
            AND NOT r.retired
            AND snowflake_id_internal.snowflake_registry_live(r.lease_clock, r.lease_clock_ns, r.lease_ttl_ms, boot, ns);
-        IF held >= max_leases + (CASE WHEN held_here > 0 THEN 1 ELSE 0 END) THEN
+        IF held >= max_leases THEN
             RAISE EXCEPTION 'role "%" may hold no more worker-id leases of this registry', session_user
                 USING ERRCODE = 'configuration_limit_exceeded',
-                      DETAIL = format('It holds %s live leases; its limit is %s (one more while one of them is this server''s own, from before its postmaster restarted).', held, max_leases),
+                      DETAIL = format('It holds %s live leases; its limit is %s. A lease of a server whose postmaster stopped without releasing it counts until it runs out.', held, max_leases),
                       HINT = 'Give each server its own login role, or let a superuser raise the limit with snowflake_registry_role_limit().';
         END IF;
     END IF;

@@ -126,9 +126,10 @@ DROP ROLE regress_registry_member;
 DROP ROLE regress_registry_stranger;
 
 -- Issue 47. In a registry of its own (3 worker bits, the default
--- max_ahead of one minute): a login role holds one live lease, one more
--- for the same holder (its postmaster died and came back with a new
--- token), and what a superuser allows; a claim's frontier is bounded;
+-- max_ahead of one minute): a login role holds one live lease, even for
+-- the same holder with a new token (its postmaster died and came back:
+-- its old lease counts until it runs out), or what a superuser allows;
+-- a claim's frontier is bounded;
 -- leases expire by the registry's monotonic clock, not its wall clock.
 \set orig_db :DBNAME
 CREATE DATABASE regress_registry_limits;
@@ -146,10 +147,11 @@ SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-00000000
 -- A second holder: 53400.
 SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-000000000102', 'g', 1, 's', '/g2', -1, 3, 12, 1704067200000, 600000, 0);
 \echo :LAST_ERROR_SQLSTATE
--- The same holder with a new token: one more, not two.
+-- The same holder with a new token: refused too.
 SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-000000000103', 'g', 1, 's', '/g1', -1, 3, 12, 1704067200000, 600000, 0);
-SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-000000000104', 'g', 1, 's', '/g1', -1, 3, 12, 1704067200000, 600000, 0);
 \echo :LAST_ERROR_SQLSTATE
+-- The same token again (a crash restart of the same postmaster): its own row.
+SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-000000000101', 'g', 1, 's', '/g1', -1, 3, 12, 1704067200000, 600000, 0);
 -- A frontier two minutes ahead of the registry's clock: 22023.
 SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-000000000105', 'g', 1, 's', '/g1', -1, 3, 12, 1704067200000, 600000,
     (extract(epoch FROM clock_timestamp() + interval '2 minutes') * 1000)::bigint);
@@ -164,6 +166,7 @@ SELECT snowflake_registry_role_limit('regress_greedy', -1);
 SET SESSION AUTHORIZATION regress_greedy;
 SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-000000000106', 'g', 1, 's', '/g6', -1, 3, 12, 1704067200000, 600000, 0);
 SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-000000000107', 'g', 1, 's', '/g7', -1, 3, 12, 1704067200000, 600000, 0);
+SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-000000000104', 'g', 1, 's', '/g4', -1, 3, 12, 1704067200000, 600000, 0);
 \echo :LAST_ERROR_SQLSTATE
 RESET SESSION AUTHORIZATION;
 SELECT holder_role, count(*) FROM snowflake_registry_holders WHERE state = 'held' GROUP BY 1;
@@ -184,7 +187,7 @@ SELECT lease_clock = snowflake_id_internal.snowflake_registry_boot() AS adopted,
        snowflake_id_internal.snowflake_registry_ns() - lease_clock_ns < 60000000000 AS from_now
   FROM snowflake_id_internal.snowflake_registry WHERE worker_id = 0;
 -- Released: free at once (by the monotonic clock too).
-SELECT snowflake_registry_release(0, '00000000-0000-4000-8000-000000000101', 1);
+SELECT snowflake_registry_release(0, '00000000-0000-4000-8000-000000000101', 2);
 SELECT worker_id, state FROM snowflake_registry_holders WHERE worker_id = 0;
 \c :orig_db
 DROP DATABASE regress_registry_limits;

@@ -1,0 +1,675 @@
+#!/usr/bin/env bash
+# The promises of leased worker ids (snowflake_id.worker_id_source =
+# 'registry') that issue 47 found broken: no two servers mint under one
+# worker id at once, whatever the registry's clock, a stalled lease
+# worker, a hung registry, a partition or a retire do, a caller's wait is
+# bounded, and one member cannot take the fleet's ids. On PostgreSQL 18
+# (SNOWFLAKE_LEASE_PROMISE_ANY_MAJOR=1: on any major).
+#
+# Registries: "reg", an ordinary PostgreSQL that does not preload the
+# library, with one registry database per scenario (the extension in
+# public, snowflake_registry_init(), a login role per minting server in
+# the group role snowflake_lease, which has EXECUTE on claim, renew and
+# release: docs/worker-ids.md "Setting up"); "rega", the same under
+# libfaketime, for A. Minting servers lease for 3 s (renewed every 1 s)
+# unless said otherwise, prefer worker id K=5 (snowflake_id.worker_id)
+# where a scenario contests it, and record every ID they mint: a client
+# inserts into ids(id DEFAULT snowflake_nextval(), at DEFAULT
+# clock_timestamp()) 50 rows per statement, each statement its own
+# transaction, about 2 ms apart, failures recorded (SQLSTATE, message)
+# and the loop going on. `at` is read just after its ID was minted: an upper bound of the
+# mint time, used in the direction that makes each check strict. A second
+# session on each server samples snowflake_stats() every 10 ms (the lease
+# held and its lease_expires, when they change). "H2 got K" is the
+# earlier of the first sample showing K and H2's first ID under K (a
+# bound at most a sample late). All servers run on this machine: their
+# clocks agree, except where libfaketime is named (then times are taken
+# from an un-faked server or this machine).
+#
+# Tolerance: an ID may be 5 ms past a deadline (the measurement: `at` is
+# read after the ID, and a busy machine may run the backend late).
+#
+#  A. The registry's clock cannot make two holders. H1 (lease_ttl 15 s,
+#     renewed every 5 s, so that the window after a renewal leaves time to
+#     start H2) claims K from a registry 2 h behind and renews; right
+#     after a renewal the registry's clock steps to 2 h ahead, and H2,
+#     preferring K, starts. Promise: every ID of H1 under K is earlier than
+#     the moment H2 got K (if it ever does). The opposite step (2 h ahead,
+#     then 2 h behind) likewise. The registry databases of A allow
+#     max_ahead = 3 h: with a registry 2 h behind, a smaller max_ahead
+#     refuses H1's claim (its IDs would be too far ahead).
+#  B. A stalled lease worker: SIGSTOP of H1's "snowflake_id lease"
+#     process while H1 mints; H2, preferring K, starts once the registry
+#     shows K expired. Promise: no ID of H1 under K after H1's own
+#     deadline (its lease_expires read right after the stop: no renewal
+#     can succeed after it), every ID of H1 under K before H2 got K, and a
+#     call made 2 s after the deadline fails with 55000 within 2.5 s (2 s
+#     wait plus overhead, measured around the call on the server).
+#  C. A hung registry (SIGSTOP of its postmaster and every child).
+#     Promise: no ID of H1 under K after its lease_expires (read after the
+#     freeze); a call 2 s after it fails with 55000 within 2.5 s; thawed,
+#     H1 mints again without a restart.
+#  D. A partition: H1 reaches the registry through tests/integration/
+#     relay.py (a Unix socket relayed to the registry's), and the relay is
+#     stopped (SIGSTOP). Promises as in C; the relay continued, H1 mints
+#     again without a restart.
+#  E. Retire stops the holder: snowflake_registry_retire(K) while H1 mints
+#     under K, then at once snowflake_registry_retire(K, false), and H2,
+#     preferring K, starts. Promise: no ID of H1 under K later than the
+#     retire's commit (the registry's clock, read right after it) plus
+#     TTL/3 (1 s); H1 never holds K again, nor mints under it, within 10 s;
+#     H2 gets K, if at all, only after H1's last lease_expires under K.
+#  F. A wait is bounded: H1's clock +1 h (libfaketime), the registry's
+#     max_ahead 1 h. 20 single snowflake_nextval() calls over about 30 s.
+#     Promise: each call ends within 2.5 s (measured on the server around
+#     the call; the client's time, connection included, is logged), and
+#     each failure is 55000 with a message or DETAIL about the lease.
+#  G. One member cannot hold the fleet hostage: the login role greedy, a
+#     member of snowflake_lease, calls snowflake_registry_claim() herself
+#     with random tokens. Promise: her second live lease is refused with
+#     53400; after snowflake_registry_role_limit('greedy', 3) three live
+#     leases are allowed and the fourth refused (53400); a claim whose
+#     frontier is the registry's clock + 59 min is refused, or leaves the
+#     row's reserved_until_ms at most the registry's clock + max_ahead
+#     (1 minute, the default) + the TTL.
+# LEASE_PROMISE_ONLY="B C" runs some scenarios only; each starts and stops
+# its own minting servers. Every wait is a poll with a bound only a hung
+# machine reaches; every cluster is stopped and every stopped process
+# continued on exit.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+if [ "$PG_MAJOR" != 18 ] && [ "${SNOWFLAKE_LEASE_PROMISE_ANY_MAJOR:-}" != 1 ]; then
+    skip_test "runs on 18 (SNOWFLAKE_LEASE_PROMISE_ANY_MAJOR=1 runs it on $PG_MAJOR)"
+fi
+BASE=$(state_dir "$ROOT/.run/it-lease-promise" it-lease-promise)
+PORT0=${SNOWFLAKE_IT_LEASE_PROMISE_PORT:-56300}   # the registries, minting servers and the relay: +0..+13
+T0=$(date +%s)
+K=5          # the contested worker id
+TOL_US=5000  # 5 ms: see the header
+
+# --- helpers ---------------------------------------------------------------
+FT=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
+[ -f "$FT" ] || die "libfaketime is missing (apt package libfaketime)"
+CLOCK_REG="$BASE/faketime-reg"   # rega's clock (A)
+CLOCK_H="$BASE/faketime-h"       # f1's clock (F)
+setclock() { echo "$2" > "$1"; chmod 644 "$1"; }
+fake_clock() { printf '%s\n' LD_PRELOAD="$FT" FAKETIME_TIMESTAMP_FILE="$1" FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1; }
+
+NODES=(reg rega a1 a2 a3 a4 b1 b2 c1 d1 e1 e2 f1)
+MINTERS=(a1 a2 a3 a4 b1 b2 c1 d1 e1 e2 f1)
+declare -A PORT_OF LEASE
+for i in "${!NODES[@]}"; do PORT_OF[${NODES[$i]}]=$((PORT0 + i)); done
+RELAY_PORT=$((PORT0 + ${#NODES[@]}))
+RELAY_DIR="$BASE/relay"
+RELAY_PID=""
+dir_of() { printf '%s/%s' "$BASE" "$1"; }
+# conninfo REGNODE DB NODE: NODE's connection string, as its own login role.
+conninfo() { echo "host=$(dir_of "$1") port=${PORT_OF[$1]} dbname=$2 user=lease_$3"; }
+
+COMMON=("listen_addresses = ''" "fsync = off" "shared_buffers = '32MB'")
+MINT=("shared_preload_libraries = 'snowflake_id'"
+      "snowflake_id.worker_id_source = 'registry'"
+      "snowflake_id.lease_ttl = '3s'")
+
+FROZEN=()    # PIDs stopped by SIGSTOP; thaw and the exit continue them
+BG=()        # background psql clients
+all_stop() {
+    local pid n
+    for pid in "${FROZEN[@]}"; do kill -CONT "$pid" 2>/dev/null || true; done
+    FROZEN=()
+    for pid in "${BG[@]}"; do kill "$pid" 2>/dev/null || true; done
+    BG=()
+    relay_stop
+    for n in "${MINTERS[@]}"; do
+        [ -f "$(dir_of "$n")/data/PG_VERSION" ] && cluster_stop "$(dir_of "$n")"
+    done
+    for n in rega reg; do
+        [ -f "$(dir_of "$n")/data/PG_VERSION" ] && cluster_stop "$(dir_of "$n")"
+    done
+    return 0
+}
+
+fresh() {
+    local d; d=$(dir_of "$1")
+    cluster_stop "$d"; rm -rf "$d"; mkdir -p "$d"
+    if is_root; then chown postgres:postgres "$d"; fi
+}
+start() {
+    local n="$1"; shift
+    cluster_start "$(dir_of "$n")" "$@" \
+        || { tail -30 "$(dir_of "$n")/server.log" >&2; die "$n did not start (the end of its log is above)"; }
+}
+stop() { local n; for n in "$@"; do cluster_stop "$(dir_of "$n")"; done; }
+
+# q NODE [psql args...]: psql as postgres on NODE's socket, unaligned.
+q() {
+    local n="$1"; shift
+    timeout 300 "$(pgbin)/psql" -X -q -At -F ' ' -h "$(dir_of "$n")" -p "${PORT_OF[$n]}" -U postgres \
+        -v ON_ERROR_STOP=1 "$@"
+}
+now_us() { date +%s%6N; }
+# ms DELTA_US: a difference of microseconds in ms, one decimal.
+ms() { awk -v d="$1" 'BEGIN { printf "%.1f", d / 1000 }'; }
+
+# setup_registry NODE [env...]: a registry cluster with the lease group
+# role, a login role per minting server (CONNECTION LIMIT 3) and greedy.
+setup_registry() {
+    local reg="$1" n roles=("CREATE ROLE snowflake_lease NOLOGIN"); shift
+    fresh "$reg"
+    cluster_init "$(dir_of "$reg")" "${PORT_OF[$reg]}" "${COMMON[@]}"
+    start "$reg" "$@"
+    for n in "${MINTERS[@]}"; do roles+=("CREATE ROLE lease_$n LOGIN CONNECTION LIMIT 3 IN ROLE snowflake_lease"); done
+    roles+=("CREATE ROLE greedy LOGIN CONNECTION LIMIT 3 IN ROLE snowflake_lease")
+    q "$reg" "${roles[@]/#/-c}"
+}
+# registry_db REGNODE DB [init arguments]: DB on REGNODE, a registry of
+# the default layout, EXECUTE on every claim, renew and release function
+# for the lease group role.
+registry_db() {
+    local reg="$1" db="$2" args="${3:-}" n
+    q "$reg" -c "CREATE DATABASE $db"
+    n=$(q "$reg" -d "$db" -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
+          -c "SELECT snowflake_registry_init($args)" \
+          -c "DO \$\$ DECLARE f regprocedure; BEGIN
+                FOR f IN SELECT p.oid::regprocedure FROM pg_proc p JOIN pg_namespace s ON s.oid = p.pronamespace
+                          WHERE s.nspname = 'public'
+                            AND p.proname IN ('snowflake_registry_claim', 'snowflake_registry_renew', 'snowflake_registry_release')
+                LOOP EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO snowflake_lease', f); END LOOP; END \$\$")
+    [ "$n" = 1024 ] || die "snowflake_registry_init($args) in $db on $reg returned '$n', expected 1024"
+}
+
+# mint_init NODE REGNODE DB [postgresql.conf lines...]
+mint_init() {
+    local n="$1" reg="$2" db="$3"; shift 3
+    fresh "$n"
+    cluster_init "$(dir_of "$n")" "${PORT_OF[$n]}" "${COMMON[@]}" "${MINT[@]}" \
+        "snowflake_id.registry = '$(conninfo "$reg" "$db" "$n")'" "$@"
+}
+# make_tables NODE: the extension, the record of IDs, failures and lease
+# samples, and the procedures that fill them.
+make_tables() {
+    q "$1" -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" -c "
+CREATE TABLE ids (id bigint PRIMARY KEY DEFAULT snowflake_nextval(),
+                  at timestamptz NOT NULL DEFAULT clock_timestamp(), srv text NOT NULL DEFAULT '$1');
+CREATE TABLE errs (at timestamptz NOT NULL DEFAULT clock_timestamp(), state text, msg text, detail text);
+CREATE TABLE watch (at timestamptz NOT NULL, worker integer, expires timestamptz);
+CREATE TABLE ctl (stop boolean NOT NULL);
+INSERT INTO ctl VALUES (false);
+CREATE FUNCTION us(t timestamptz) RETURNS bigint LANGUAGE sql IMMUTABLE
+    AS \$\$ SELECT (extract(epoch FROM t) * 1000000)::bigint \$\$;
+CREATE PROCEDURE mint_loop() LANGUAGE plpgsql AS \$p\$
+DECLARE st text; m text; d text;
+BEGIN
+    WHILE NOT (SELECT stop FROM ctl) LOOP
+        BEGIN
+            INSERT INTO ids (srv) SELECT '$1' FROM generate_series(1, 50);
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL;
+            INSERT INTO errs (state, msg, detail) VALUES (st, m, d);
+            PERFORM pg_sleep(0.01);
+        END;
+        COMMIT;
+        PERFORM pg_sleep(0.002);  -- some 10,000 IDs a second, not the machine's all
+    END LOOP;
+END \$p\$;
+CREATE PROCEDURE watch_loop() LANGUAGE plpgsql AS \$p\$
+DECLARE w integer; e timestamptz; pw integer := -2; pe timestamptz;
+BEGIN
+    WHILE NOT (SELECT stop FROM ctl) LOOP
+        SELECT lease_worker_id, lease_expires INTO w, e FROM snowflake_stats();
+        IF w IS DISTINCT FROM pw OR e IS DISTINCT FROM pe THEN
+            INSERT INTO watch VALUES (clock_timestamp(), w, e);
+            pw := w; pe := e;
+        END IF;
+        COMMIT;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+END \$p\$;
+-- One call of snowflake_nextval(): SQLSTATE (ok), ms on this server's clock, message, DETAIL.
+CREATE FUNCTION probe() RETURNS text LANGUAGE plpgsql AS \$f\$
+DECLARE t0 timestamptz := clock_timestamp(); st text := 'ok'; m text := ''; d text := '';
+BEGIN
+    BEGIN
+        PERFORM snowflake_nextval();
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, m = MESSAGE_TEXT, d = PG_EXCEPTION_DETAIL;
+    END;
+    RETURN concat_ws('|', st, round(extract(epoch FROM clock_timestamp() - t0) * 1000),
+                     translate(m, E'|\n', '/ '), translate(coalesce(d, ''), E'|\n', '/ '));
+END \$f\$;"
+}
+# record NODE: its clients start minting and sampling its lease.
+record() {
+    q "$1" -c "CALL mint_loop()" >>"$(dir_of "$1")/clients.log" 2>&1 & BG+=($!)
+    q "$1" -c "CALL watch_loop()" >>"$(dir_of "$1")/clients.log" 2>&1 & BG+=($!)
+}
+# unrecord NODE...: their clients stop (each within its current statement).
+unrecord() {
+    local n p
+    for n in "$@"; do q "$n" -c "UPDATE ctl SET stop = true"; done
+    for p in "${BG[@]}"; do
+        poll_until 120 gone "$p" || die "a recording client (PID $p) did not end within 120 s of its stop"
+    done
+    BG=()
+}
+gone() { ! kill -0 "$1" 2>/dev/null; }
+
+lease_of() { q "$1" -c "SELECT lease_worker_id FROM snowflake_stats()"; }
+has_lease() { [ -n "$(lease_of "$1" 2>/dev/null)" ]; }
+stats_of() {
+    q "$1" -c "SELECT format('lease %s, %s registry errors, last: %s', coalesce(lease_worker_id::text, 'none'),
+                             registry_errors, coalesce(registry_last_error, 'none')) FROM snowflake_stats()" 2>&1 || true
+}
+leased() {
+    poll_until 60 has_lease "$1" || die "$1: no worker id leased within 60 s of its start, expected one ($(stats_of "$1"))"
+    LEASE[$1]=$(lease_of "$1")
+}
+# minted_under NODE W N: NODE has minted N IDs or more under worker id W.
+minted_under() { [ "$(q "$1" -c "SELECT count(*) >= $3 FROM ids WHERE snowflake_worker_id(id) = $2")" = t ]; }
+# minted_more NODE N: NODE has more than N + 100 IDs.
+minted_more() { [ "$(q "$1" -c "SELECT count(*) > $2 + 100 FROM ids")" = t ]; }
+# clock_past NODE US: NODE's clock is past US (Unix µs).
+clock_past() { [ "$(q "$1" -c "SELECT us(clock_timestamp()) > $2")" = t ]; }
+machine_past() { [ "$(now_us)" -gt "$1" ]; }
+holder_state() { q "$1" -d "$2" -c "SELECT state FROM snowflake_registry_holders WHERE worker_id = $3"; }
+is_state() { [ "$(holder_state "$1" "$2" "$3")" = "$4" ]; }
+renewed_at() { q "$1" -d "$2" -c "SELECT renewed_at FROM snowflake_registry_holders WHERE worker_id = $3"; }
+renewed_since() { [ "$(renewed_at "$1" "$2" "$3")" != "$4" ]; }
+# got_us NODE W: when NODE first held W (Unix µs; empty if never): its
+# first sample showing W, or its first ID under W, the earlier.
+got_us() {
+    q "$1" -c "SELECT least((SELECT us(min(at)) FROM watch WHERE worker = $2),
+                            (SELECT us(min(at)) FROM ids WHERE snowflake_worker_id(id) = $2))"
+}
+# after NODE W US: count, first and last `at` (µs) of NODE's IDs under W
+# with `at` above US.
+after() {
+    q "$1" -c "SELECT count(*), coalesce(us(min(at)), 0), coalesce(us(max(at)), 0)
+                 FROM ids WHERE snowflake_worker_id(id) = $2 AND us(at) > $3"
+}
+# errs_other NODE: the failures recorded on NODE other than 55000.
+errs_other() {
+    q "$1" -c "SELECT coalesce(string_agg(DISTINCT state || ' ' || msg, '; '), '') FROM errs WHERE state <> '55000'"
+}
+errs_summary() {
+    q "$1" -c "SELECT coalesce(string_agg(format('%s x %s', n, state), ', '), 'none')
+                 FROM (SELECT state, count(*) n FROM errs GROUP BY state) s"
+}
+PROBE=""
+# probe_after NODE DEADLINE_US: a call on NODE once its clock is 2 s past
+# DEADLINE_US; FAILS gets why unless it fails with 55000 within 2.5 s.
+probe_after() {
+    local n="$1" dl="$2" st pms msg
+    poll_until 60 clock_past "$n" $((dl + 2000000)) || die "$n: its clock did not pass its deadline + 2 s within 60 s"
+    PROBE=$(q "$n" -c "SELECT probe()")
+    IFS='|' read -r st pms msg _ <<<"$PROBE"
+    log "   a call 2 s after the deadline: $st in $pms ms ($msg)"
+    [ "$st" = 55000 ] || FAILS+=("a call on $n 2 s after its deadline ended with '$st' ($msg), expected 55000")
+    [ "$pms" -le 2500 ] || FAILS+=("a call on $n 2 s after its deadline took $pms ms, expected at most 2500")
+}
+FAILS=()
+# verdict LABEL: die naming every failed check of the scenario, first first.
+verdict() {
+    local f
+    if [ ${#FAILS[@]} -gt 0 ]; then
+        for f in "${FAILS[@]}"; do printf '\033[1;31mFAILED:\033[0m %s: %s\n' "$1" "$f" >&2; done
+        die "$1: ${#FAILS[@]} promise(s) broken (after $(($(date +%s) - SC_T0)) s); the first: ${FAILS[0]}"
+    fi
+    log "$1: passed in $(($(date +%s) - SC_T0)) s"
+}
+
+postmaster_of() { head -1 "$(dir_of "$1")/data/postmaster.pid"; }
+lease_worker_of() {
+    local pm pid; pm=$(postmaster_of "$1")
+    pid=$(ps -o pid=,args= --ppid "$pm" | awk '/snowflake_id lease/ {print $1}')
+    [ "$(wc -w <<<"$pid")" = 1 ] \
+        || die "$1: expected one 'snowflake_id lease' process among the children of postmaster $pm, found '$pid'"
+    echo "$pid"
+}
+all_stopped() { local p; for p in "$@"; do [[ "$(ps -o stat= -p "$p")" == T* ]] || return 1; done; }
+# sigstop PID...: stop them, and wait until they are.
+sigstop() {
+    local p
+    for p in "$@"; do kill -STOP "$p"; FROZEN+=("$p"); done
+    poll_until 30 all_stopped "$@" || die "not every one of $* stopped within 30 s of SIGSTOP"
+}
+# freeze NODE: SIGSTOP its postmaster, then each of its children.
+freeze() {
+    local pm k kids=(); pm=$(postmaster_of "$1")
+    kill -STOP "$pm"; FROZEN+=("$pm")
+    for k in $(pgrep -P "$pm"); do
+        if kill -STOP "$k" 2>/dev/null; then FROZEN+=("$k"); kids+=("$k"); fi
+    done
+    poll_until 30 all_stopped "$pm" "${kids[@]}" || die "$1: not every process stopped within 30 s of SIGSTOP"
+}
+thaw() { local p; for p in "${FROZEN[@]}"; do kill -CONT "$p" 2>/dev/null || true; done; FROZEN=(); }
+
+relay_up() { [ -S "$RELAY_DIR/.s.PGSQL.$RELAY_PORT" ] && [ -s "$RELAY_DIR/pid" ]; }
+relay_start() {
+    rm -rf "$RELAY_DIR"; mkdir -p "$RELAY_DIR"; chmod 755 "$RELAY_DIR"
+    python3 "$ROOT/tests/integration/relay.py" "$RELAY_DIR/.s.PGSQL.$RELAY_PORT" \
+        "$(dir_of reg)/.s.PGSQL.${PORT_OF[reg]}" "$RELAY_DIR/pid" >"$BASE/relay.log" 2>&1 &
+    RELAY_PID=$!
+    poll_until 30 relay_up || die "the relay did not listen within 30 s ($(cat "$BASE/relay.log"))"
+    [ "$(cat "$RELAY_DIR/pid")" = "$RELAY_PID" ] || die "the relay's PID file says $(cat "$RELAY_DIR/pid"), expected $RELAY_PID"
+}
+relay_stop() {
+    [ -n "$RELAY_PID" ] || return 0
+    kill -CONT "$RELAY_PID" 2>/dev/null || true
+    kill "$RELAY_PID" 2>/dev/null || true
+    wait "$RELAY_PID" 2>/dev/null || true
+    RELAY_PID=""
+}
+
+# --- scenarios -------------------------------------------------------------
+# a_case H1 H2 DB FROM TO: one clock step of A.
+a_case() {
+    local h1="$1" h2="$2" db="$3" from="$4" to="$5" r0 t_step off g cnt first last
+    log "   registry clock $from; $h1 claims worker id $K and renews"
+    setclock "$CLOCK_REG" "$from"
+    registry_db rega "$db" "max_ahead => interval '3 hours'"
+    mint_init "$h1" rega "$db" "snowflake_id.worker_id = $K" "snowflake_id.lease_ttl = '15s'"
+    mint_init "$h2" rega "$db" "snowflake_id.worker_id = $K"
+    start "$h1"; make_tables "$h1"; leased "$h1"
+    [ "${LEASE[$h1]}" = "$K" ] || die "A: $h1 prefers worker id $K of a new registry, but leased ${LEASE[$h1]}"
+    record "$h1"
+    r0=$(renewed_at rega "$db" "$K")
+    poll_until 60 renewed_since rega "$db" "$K" "$r0" || die "A: $h1's lease was not renewed within 60 s (renewals every 5 s)"
+    setclock "$CLOCK_REG" "$to"
+    t_step=$(now_us)
+    off=$(q rega -c "SELECT round(extract(epoch FROM clock_timestamp()) - $(date +%s.%N))")
+    log "   right after a renewal the registry's clock steps to $to (now ${off} s off); $h2 starts, preferring $K"
+    if [ "${off#-}" -lt 7000 ] || [ "${off#-}" -gt 7400 ]; then die "A: the registry's clock is $off s off, expected about 7200 s ($to)"; fi
+    start "$h2"; make_tables "$h2"; record "$h2"
+    # H2 may be refused every id for a while: only K matters here.
+    if poll_until 30 has_lease "$h2"; then
+        LEASE[$h2]=$(lease_of "$h2")
+        log "   $h2 leased worker id ${LEASE[$h2]} $(ms $(($(now_us) - t_step))) ms after the step"
+    else
+        LEASE[$h2]=none
+        log "   $h2 leased no worker id within 30 s of its start ($(stats_of "$h2"))"
+    fi
+    # Both mint for longer than H1's renewal period (5 s) more: a holder
+    # that lost K notices at its next renewal.
+    poll_until 60 machine_past $(($(now_us) + 7000000)) || true
+    if [ "${LEASE[$h2]}" != none ]; then
+        poll_until 60 minted_under "$h2" "${LEASE[$h2]}" 100 || die "A: $h2 minted no IDs under its lease ${LEASE[$h2]} within 60 s"
+    fi
+    unrecord "$h1" "$h2"
+    g=$(got_us "$h2" "$K")
+    read -r cnt first last < <(after "$h1" "$K" "$t_step")
+    log "   $h1 minted $cnt IDs under $K after the step (the last $(ms $((last - t_step))) ms after it); errors on $h1: $(errs_summary "$h1")"
+    if [ -z "$g" ]; then
+        log "   $h2 never held $K (it holds ${LEASE[$h2]})"
+    else
+        read -r cnt first last < <(after "$h1" "$K" "$g")
+        log "   $h2 got $K $(ms $((g - t_step))) ms after the step; $h1 minted $cnt IDs under $K after that"
+        [ "$cnt" = 0 ] || FAILS+=("registry clock $from -> $to: $h2 got worker id $K $(ms $((g - t_step))) ms after the step, and $h1 minted $cnt IDs under $K after that, over $(ms $((last - first))) ms, the last $(ms $((last - g))) ms after $h2 got it; expected none")
+    fi
+    stop "$h2" "$h1"
+}
+
+scenarioA() {
+    log "A. the registry's clock steps 2 h (behind -> ahead, then ahead -> behind): never two holders of one id"
+    setclock "$CLOCK_REG" "+0"
+    local fake; mapfile -t fake < <(fake_clock "$CLOCK_REG")
+    setup_registry rega "${fake[@]}"
+    a_case a1 a2 reg_a1 "-2h" "+2h"
+    a_case a3 a4 reg_a2 "+2h" "-2h"
+    stop rega
+    verdict A
+}
+
+scenarioB() {
+    local lw dl g cnt first last other lastall
+    log "B. H1's lease worker stopped (SIGSTOP) while H1 mints; H2 takes worker id $K once it expired"
+    registry_db reg reg_b
+    mint_init b1 reg reg_b "snowflake_id.worker_id = $K"
+    mint_init b2 reg reg_b "snowflake_id.worker_id = $K"
+    start b1; make_tables b1; leased b1
+    [ "${LEASE[b1]}" = "$K" ] || die "B: b1 prefers worker id $K of a new registry, but leased ${LEASE[b1]}"
+    record b1
+    poll_until 60 minted_under b1 "$K" 1000 || die "B: b1 minted no 1000 IDs within 60 s"
+    lw=$(lease_worker_of b1)
+    sigstop "$lw"
+    dl=$(q b1 -c "SELECT us(lease_expires) FROM snowflake_stats()")
+    [ -n "$dl" ] || die "B: b1 shows no lease_expires right after its lease worker stopped (the lease was live)"
+    log "   b1's lease worker (PID $lw) stopped; its lease_expires: $(ms $((dl - $(now_us)))) ms from now"
+    poll_until 60 is_state reg reg_b "$K" expired \
+        || die "B: the registry shows worker id $K '$(holder_state reg reg_b "$K")' 60 s after b1's lease worker stopped, expected 'expired'"
+    start b2; make_tables b2; record b2; leased b2
+    log "   b2 leased worker id ${LEASE[b2]}"
+    probe_after b1 "$dl"
+    poll_until 60 minted_under b2 "${LEASE[b2]}" 100 || die "B: b2 minted no IDs under its lease within 60 s"
+    unrecord b1 b2
+    thaw
+    read -r cnt first last < <(after b1 "$K" $((dl + TOL_US)))
+    lastall=$(q b1 -c "SELECT coalesce(us(max(at)), 0) FROM ids WHERE snowflake_worker_id(id) = $K")
+    log "   b1 minted $cnt IDs under $K more than 5 ms after its deadline (its last ID under $K: $(ms $((lastall - dl))) ms after the deadline); errors on b1: $(errs_summary b1)"
+    [ "$cnt" = 0 ] || FAILS+=("b1 minted $cnt IDs under worker id $K after its lease_expires (+5 ms), the last $(ms $((last - dl))) ms after it; expected none")
+    g=$(got_us b2 "$K")
+    if [ -n "$g" ]; then
+        read -r cnt first last < <(after b1 "$K" "$g")
+        log "   b2 got $K $(ms $((g - dl))) ms after b1's deadline; b1 minted $cnt IDs under $K after that"
+        [ "$cnt" = 0 ] || FAILS+=("b2 got worker id $K, and b1 minted $cnt IDs under it after that, the last $(ms $((last - g))) ms after; expected every ID of b1 under $K before b2 got it")
+    else
+        log "   b2 never held $K (it holds ${LEASE[b2]})"
+    fi
+    other=$(errs_other b1)
+    [ -z "$other" ] || FAILS+=("b1's minting failed with other errors than 55000: $other")
+    stop b1 b2
+    verdict B
+}
+
+# outage NODE HOW: C (HOW=registry) and D (HOW=relay).
+outage() {
+    local n="$1" how="$2" label="$3" pm dl t_thaw cnt first last other dlw lastall
+    log "$label. H1 cut off from the registry ($how stopped): no ID past its deadline, then 55000; resumed without a restart"
+    registry_db reg "reg_$n"
+    if [ "$how" = relay ]; then
+        relay_start
+        mint_init "$n" reg "reg_$n" "snowflake_id.registry = 'host=$RELAY_DIR port=$RELAY_PORT dbname=reg_$n user=lease_$n'"
+    else
+        mint_init "$n" reg "reg_$n"
+    fi
+    start "$n"; make_tables "$n"; leased "$n"; record "$n"
+    pm=$(postmaster_of "$n")
+    poll_until 60 minted_under "$n" "${LEASE[$n]}" 1000 || die "$label: $n minted no 1000 IDs within 60 s"
+    if [ "$how" = relay ]; then sigstop "$RELAY_PID"; else freeze reg; fi
+    dl=$(q "$n" -c "SELECT us(lease_expires) FROM snowflake_stats()")
+    [ -n "$dl" ] || die "$label: $n shows no lease_expires right after the $how stopped (the lease was live)"
+    log "   the $how stopped; $n's lease_expires: $(ms $((dl - $(now_us)))) ms from now"
+    probe_after "$n" "$dl"
+    t_thaw=$(now_us)
+    thaw
+    poll_until 120 minted_more "$n" "$(q "$n" -c "SELECT count(*) FROM ids")" \
+        || FAILS+=("$n minted no 100 IDs within 120 s of the $how's continuation ($(stats_of "$n"))")
+    log "   the $how continued: $n mints again after ${POLL_MS} ms"
+    [ "$(postmaster_of "$n")" = "$pm" ] || FAILS+=("$n's postmaster was $pm, now $(postmaster_of "$n"): expected no restart")
+    unrecord "$n"
+    # A renewal answered just before the stop may have been published after
+    # the read above: the latest deadline seen before the continuation.
+    dlw=$(q "$n" -c "SELECT coalesce(us(max(expires)), 0) FROM watch WHERE worker = ${LEASE[$n]} AND us(at) < $t_thaw")
+    [ "$dlw" -le "$dl" ] || { log "   a later lease_expires was sampled before the continuation: +$(ms $((dlw - dl))) ms"; dl=$dlw; }
+    read -r cnt first last < <(q "$n" -c "SELECT count(*), coalesce(us(min(at)), 0), coalesce(us(max(at)), 0) FROM ids
+                                           WHERE snowflake_worker_id(id) = ${LEASE[$n]} AND us(at) > $((dl + TOL_US)) AND us(at) < $t_thaw")
+    lastall=$(q "$n" -c "SELECT coalesce(us(max(at)), 0) FROM ids WHERE snowflake_worker_id(id) = ${LEASE[$n]} AND us(at) < $t_thaw")
+    log "   $n minted $cnt IDs more than 5 ms after its deadline and before the continuation (its last ID before it: $(ms $((lastall - dl))) ms after the deadline); errors: $(errs_summary "$n")"
+    [ "$cnt" = 0 ] || FAILS+=("$n minted $cnt IDs under worker id ${LEASE[$n]} after its lease_expires (+5 ms) with the $how stopped, the last $(ms $((last - dl))) ms after it; expected none")
+    other=$(errs_other "$n")
+    [ -z "$other" ] || FAILS+=("$n's minting failed with other errors than 55000: $other")
+    stop "$n"
+    relay_stop
+    verdict "$label"
+}
+scenarioC() { outage c1 registry C; }
+scenarioD() { outage d1 relay D; }
+
+scenarioE() {
+    local c t_drop again cnt first last dl g
+    log "E. snowflake_registry_retire($K) while H1 mints under it, then put back at once: H1 stops within TTL/3 and never gets $K back"
+    registry_db reg reg_e
+    mint_init e1 reg reg_e "snowflake_id.worker_id = $K"
+    mint_init e2 reg reg_e "snowflake_id.worker_id = $K"
+    start e1; make_tables e1; leased e1
+    [ "${LEASE[e1]}" = "$K" ] || die "E: e1 prefers worker id $K of a new registry, but leased ${LEASE[e1]}"
+    record e1
+    poll_until 60 minted_under e1 "$K" 1000 || die "E: e1 minted no 1000 IDs within 60 s"
+    c=$(q reg -d reg_e -c "SELECT snowflake_registry_retire($K)" \
+           -c "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint" | tail -1)
+    q reg -d reg_e -c "SELECT snowflake_registry_retire($K, false)" >/dev/null
+    log "   retired and put back $(ms $(($(now_us) - c))) ms after the retire's commit; e2 starts, preferring $K"
+    start e2; make_tables e2; record e2
+    poll_until 60 machine_past $((c + 10000000)) || true
+    unrecord e1 e2
+    # The end of e1's lease on K: its first sample without K after the retire.
+    t_drop=$(q e1 -c "SELECT coalesce(us(min(at)), 0) FROM watch WHERE worker IS DISTINCT FROM $K AND us(at) > $c")
+    [ "$t_drop" != 0 ] || t_drop=$((c + 10000000))
+    read -r cnt first last < <(q e1 -c "SELECT count(*), coalesce(us(min(at)), 0), coalesce(us(max(at)), 0) FROM ids
+                                         WHERE snowflake_worker_id(id) = $K AND us(at) > $((c + 1000000)) AND us(at) <= $t_drop")
+    log "   e1 dropped $K $(ms $((t_drop - c))) ms after the retire; $cnt IDs under $K more than 1 s after it$([ "$cnt" = 0 ] || echo " (the last at +$(ms $((last - c))) ms)")"
+    [ "$cnt" = 0 ] || FAILS+=("e1 minted $cnt IDs under worker id $K more than TTL/3 (1 s) after the retire's commit, the last $(ms $((last - c))) ms after it; expected none")
+    again=$(q e1 -c "SELECT coalesce(us(min(at)), 0) FROM watch WHERE worker = $K AND us(at) > $t_drop")
+    read -r cnt first last < <(after e1 "$K" "$t_drop")
+    if [ "$again" != 0 ] || [ "$cnt" != 0 ]; then
+        FAILS+=("e1 held worker id $K again $(ms $((again - c))) ms after the retire and minted $cnt IDs under it (from +$(ms $((first - c))) to +$(ms $((last - c))) ms); expected never within 10 s")
+    fi
+    log "   e1 afterwards: $(stats_of e1); errors: $(errs_summary e1)"
+    dl=$(q e1 -c "SELECT coalesce(us(max(expires)), 0) FROM watch WHERE worker = $K AND us(at) <= $t_drop")
+    g=$(got_us e2 "$K")
+    if [ -n "$g" ]; then
+        log "   e2 got $K $(ms $((g - c))) ms after the retire; e1's last lease_expires under it: +$(ms $((dl - c))) ms"
+        read -r cnt first last < <(after e1 "$K" "$g")
+        log "   e1 minted $cnt IDs under $K after e2 got it$([ "$cnt" = 0 ] || echo ", the last $(ms $((last - g))) ms after")"
+        [ "$cnt" = 0 ] || FAILS+=("e2 got worker id $K $(ms $((g - c))) ms after the retire, and e1 minted $cnt IDs under it after that, the last $(ms $((last - g))) ms after; expected every ID of e1 under $K before e2 got it")
+        [ "$g" -ge "$dl" ] || FAILS+=("e2 got worker id $K $(ms $((g - c))) ms after the retire, $(ms $((dl - g))) ms before e1's lease on it expired (its last lease_expires); expected not before")
+    else
+        log "   e2 never held $K ($(stats_of e2))"
+    fi
+    stop e1 e2
+    verdict E
+}
+
+scenarioF() {
+    local off i t_start st pms msg detail c0 c1 cms out durs=() bad=() fake
+    log "F. H1's clock 1 h ahead, max_ahead 1 h: each snowflake_nextval() ends within 2.5 s, failures are 55000 about the lease"
+    registry_db reg reg_f "max_ahead => interval '1 hour'"
+    mint_init f1 reg reg_f
+    setclock "$CLOCK_H" "+1h"
+    mapfile -t fake < <(fake_clock "$CLOCK_H")
+    start f1 "${fake[@]}"
+    off=$(q f1 -c "SELECT round(extract(epoch FROM clock_timestamp()) - $(date +%s.%N))")
+    if [ "$off" -lt 3500 ] || [ "$off" -gt 3700 ]; then die "F: f1's clock is $off s off, expected about +3600 s (libfaketime)"; fi
+    make_tables f1
+    poll_until 30 has_lease f1 || log "   f1 holds no lease 30 s after its start ($(stats_of f1))"
+    log "   f1 ($off s ahead): $(stats_of f1)"
+    t_start=$(now_us)
+    for i in $(seq 0 19); do
+        [ "$(now_us)" -lt $((t_start + 30000000)) ] || break
+        poll_until 60 machine_past $((t_start + i * 1500000)) || true
+        c0=$(now_us)
+        out=$(q f1 -c "SET statement_timeout = '25s'" -c "SELECT probe()" 2>&1) || out="psql|0|$out|"
+        c1=$(now_us); cms=$(( (c1 - c0) / 1000 ))
+        IFS='|' read -r st pms msg detail <<<"$out"
+        durs+=("$pms")
+        log "   call $((i + 1)): $st after $pms ms on the server, $cms ms at the client${msg:+: $msg}${detail:+ / $detail}"
+        if [ "$st" = psql ] || ! [ "$pms" -le 2500 ]; then
+            bad+=("call $((i + 1)) took $pms ms on the server ($cms ms at the client) and ended '$st'")
+        elif [ "$st" != ok ] && { [ "$st" != 55000 ] || ! grep -qi lease <<<"$msg $detail"; }; then
+            bad+=("call $((i + 1)) failed with '$st' ($msg / $detail), expected 55000 saying why (the lease)")
+        fi
+    done
+    log "   ${#durs[@]} calls in $(ms $(($(now_us) - t_start))) ms; server-side ms: ${durs[*]}"
+    [ ${#bad[@]} = 0 ] || FAILS+=("${#bad[@]} of ${#durs[@]} calls broke the bound: $(printf '%s; ' "${bad[@]}" | sed 's/; $//')")
+    [ ${#durs[@]} -ge 5 ] || FAILS+=("only ${#durs[@]} calls fitted in 30 s; expected each to end within 2.5 s")
+    stop f1
+    verdict F
+}
+
+# greedy_claim FRONTIER_SQL: greedy's claim of a lease for 60 s with a
+# new random token; sets CL (worker_id lease_epoch reserved_until_ms
+# registry_now_ms, empty when no row), CL_STATE (ok or the SQLSTATE),
+# CL_TOKEN, CL_ERR.
+CL="" CL_STATE="" CL_TOKEN="" CL_ERR=""
+greedy_claim() {
+    local out
+    CL_TOKEN=$(cat /proc/sys/kernel/random/uuid)
+    if out=$(timeout 60 "$(pgbin)/psql" -X -q -At -F ' ' -h "$(dir_of reg)" -p "${PORT_OF[reg]}" -U greedy -d reg_g \
+                -v ON_ERROR_STOP=1 -c '\set VERBOSITY verbose' \
+                -c "SELECT c.worker_id, c.lease_epoch, c.reserved_until_ms, (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+                      FROM snowflake_registry_claim('$CL_TOKEN', 'greedy', 1, '1', '/greedy', -1,
+                                                    $G_WB, $G_SB, $G_EPOCH, 60000, $1) c" 2>&1); then
+        CL=$out CL_STATE=ok CL_ERR=""
+    else
+        CL="" CL_ERR=$(grep -m1 'ERROR:' <<<"$out" || echo "$out")
+        CL_STATE=$(sed -nE 's/^ERROR: +([0-9A-Z]{5}):.*/\1/p' <<<"$CL_ERR" | head -1)
+        CL_STATE=${CL_STATE:-unknown}
+    fi
+}
+granted() { [ "$CL_STATE" = ok ] && [ -n "$CL" ]; }
+REG_NOW_MS="(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+scenarioG() {
+    local ids=() i n w ep tok ru now ahead out
+    log "G. a member claims for herself: her second live lease refused (53400); role_limit 3 allows three; a far frontier is bounded"
+    registry_db reg reg_g
+    read -r G_WB G_SB G_EPOCH < <(q reg -d reg_g -c "SELECT worker_bits, sequence_bits, epoch_ms FROM snowflake_id_internal.snowflake_registry_config")
+    greedy_claim "$REG_NOW_MS"
+    granted || die "G: greedy's first claim failed ($CL_STATE: $CL_ERR), expected a lease"
+    read -r w ep _ <<<"$CL"; ids+=("$w")
+    log "   greedy's first claim: worker id $w"
+    greedy_claim "$REG_NOW_MS"
+    if [ "$CL_STATE" != 53400 ]; then
+        n=1
+        if granted; then
+            read -r w _ <<<"$CL"; ids+=("$w"); n=2
+            for i in 3 4 5; do
+                greedy_claim "$REG_NOW_MS"
+                if granted; then read -r w _ <<<"$CL"; ids+=("$w"); n=$i; else break; fi
+            done
+        fi
+        FAILS+=("greedy's second live lease ended '$CL_STATE'${CL:+ (worker id ${ids[1]})}${CL_ERR:+: $CL_ERR}, expected 53400; she went on to hold ${#ids[@]} live leases of 5 tried (worker ids ${ids[*]})")
+        verdict G
+    fi
+    log "   her second claim: $CL_ERR"
+    out=$(q reg -d reg_g -c "SELECT snowflake_registry_role_limit('greedy', 3)" 2>&1) \
+        || { FAILS+=("snowflake_registry_role_limit('greedy', 3) failed: $out"); verdict G; }
+    for i in 2 3; do
+        greedy_claim "$REG_NOW_MS"
+        granted || { FAILS+=("with role_limit 3, greedy's live lease number $i ended '$CL_STATE' ($CL_ERR), expected a lease"); verdict G; }
+        read -r w ep _ <<<"$CL"; ids+=("$w"); tok=$CL_TOKEN
+    done
+    greedy_claim "$REG_NOW_MS"
+    log "   with role_limit 3: leases ${ids[*]}; the fourth claim: ${CL_STATE} ${CL_ERR}"
+    [ "$CL_STATE" = 53400 ] || { FAILS+=("with role_limit 3, greedy's fourth live lease ended '$CL_STATE'${CL:+ (row $CL)}, expected 53400"); verdict G; }
+    # Room for one more: she releases her last lease, then claims far ahead.
+    out=$(timeout 60 "$(pgbin)/psql" -X -q -At -h "$(dir_of reg)" -p "${PORT_OF[reg]}" -U greedy -d reg_g -v ON_ERROR_STOP=1 \
+            -c "SELECT snowflake_registry_release($w, '$tok', $ep)" 2>&1) || die "G: greedy's release of worker id $w failed: $out"
+    [ "$out" = t ] || die "G: greedy's release of worker id $w returned '$out', expected t"
+    ahead=$(q reg -d reg_g -c "SELECT least(max_ahead_ms, 60000) FROM snowflake_id_internal.snowflake_registry_config")
+    greedy_claim "$REG_NOW_MS + 59 * 60000"
+    if granted; then
+        read -r w _ _ _ <<<"$CL"
+        read -r ru now < <(q reg -d reg_g -c "SELECT reserved_until_ms, $REG_NOW_MS FROM snowflake_id_internal.snowflake_registry WHERE worker_id = $w")
+        log "   a claim with a frontier 59 min ahead: worker id $w, reserved until now + $(( (ru - now) / 1000 )) s"
+        [ "$ru" -le $((now + ahead + 60000)) ] \
+            || FAILS+=("greedy's claim with a frontier 59 min ahead left worker id $w reserved until the registry's clock + $(( (ru - now) / 1000 )) s, expected at most + $(( (ahead + 60000) / 1000 )) s (max_ahead 1 min + the TTL)")
+    else
+        log "   a claim with a frontier 59 min ahead: refused, $CL_STATE: $CL_ERR"
+    fi
+    verdict G
+}
+
+trap all_stop EXIT
+all_stop
+ALL="A B C D E F G"
+for s in ${LEASE_PROMISE_ONLY:-}; do
+    [[ " $ALL " == *" $s "* ]] || die "LEASE_PROMISE_ONLY: no scenario '$s' (have $ALL)"
+done
+if [[ " ${LEASE_PROMISE_ONLY:-$ALL} " =~ \ [B-G]\  ]]; then setup_registry reg; fi
+for s in $ALL; do
+    if [[ " ${LEASE_PROMISE_ONLY:-$ALL} " == *" $s "* ]]; then
+        SC_T0=$(date +%s); FAILS=()
+        "scenario$s"
+    fi
+done
+log "lease_promise: scenarios ${LEASE_PROMISE_ONLY:-$ALL} passed in $(($(date +%s) - T0)) s"
