@@ -2074,7 +2074,7 @@ CREATE TABLE snowflake_id_internal.snowflake_registry (
 -- claims of one role cannot both pass the limit.
 CREATE TABLE snowflake_id_internal.snowflake_registry_roles (
     rolname    name PRIMARY KEY,
-    max_leases integer CHECK (max_leases >= 0)
+    max_leases integer CHECK (max_leases OPERATOR(pg_catalog.>=) 0::pg_catalog.int4)
 );
 SELECT pg_catalog.pg_extension_config_dump('snowflake_id_internal.snowflake_registry_roles', '');
 REVOKE ALL ON snowflake_id_internal.snowflake_registry_roles FROM PUBLIC;

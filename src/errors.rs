@@ -336,7 +336,10 @@ pub fn generator_error(e: GenError) -> ! {
             )),
             Some("Use a later snowflake_id.epoch or fewer worker and sequence bits; check that the system clock is right."),
         ),
-        GenError::LeaseExpired { worker } => crate::mint::lease::refuse_expired(worker),
+        GenError::LeaseExpired { worker } => lease_expired(
+            worker,
+            "The lease was not renewed before its local deadline.".into(),
+        ),
         GenError::WorkerNotHeld { worker } => raise(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             "no worker id is leased from the snowflake_id registry",

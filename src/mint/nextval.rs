@@ -49,7 +49,17 @@ pub fn snowflake_nextval() -> i64 {
             LAST.store(id, Ordering::Relaxed);
             id
         }
-        Err(e) => errors::generator_error(e),
+        Err(e) => refuse(e),
+    }
+}
+
+/// ERROR for a generator error; a lease past its deadline with the
+/// registry's last error.
+#[cold]
+fn refuse(e: GenError) -> ! {
+    match e {
+        GenError::LeaseExpired { worker } => lease::refuse_expired(worker),
+        e => errors::generator_error(e),
     }
 }
 
@@ -140,7 +150,7 @@ pub fn snowflake_nextval_bulk(count: i64) -> SetOfIterator<'static, i64> {
         report_clock_events(state, &ev);
     }
     if let Some(e) = failure {
-        errors::generator_error(e);
+        refuse(e);
     }
     let layout = cfg.layout;
     if let Some(b) = blocks.last() {
