@@ -10,9 +10,9 @@
 -- wall clock expired every live lease at once): lease_clock names the
 -- clock (the registry host's boot), lease_clock_ns is that clock when the
 -- lease was granted or renewed, lease_ttl_ms its length. A lease timed by
--- another clock (after a failover of the registry, or a reboot) is
--- adopted by this one, a full TTL from the moment this clock first sees
--- it. lease_expires is the same expiry as a wall time, for people to
+-- another clock (after a failover of the registry, or a reboot) runs a
+-- full TTL from the moment this clock first saw it
+-- (snowflake_registry_adopted). lease_expires is the same expiry as a wall time, for people to
 -- read. Configuration tables of
 -- the extension, so that pg_dump of the registry carries them. Only the
 -- extension's owner writes them; servers call the three SECURITY DEFINER
@@ -177,21 +177,47 @@ REVOKE ALL ON FUNCTION snowflake_id_internal.snowflake_registry_ns() FROM PUBLIC
 GRANT EXECUTE ON FUNCTION snowflake_id_internal.snowflake_registry_boot() TO pg_monitor;
 GRANT EXECUTE ON FUNCTION snowflake_id_internal.snowflake_registry_ns() TO pg_monitor;
 
+-- Leases timed on another clock (the registry failed over to another
+-- host, or its host rebooted), as this clock first saw them: one row per
+-- registry row, renewal seen (its clock and reading) and clock that saw
+-- it, inserted by claims. Inserts take no lock on anyone's row, so a
+-- claim that a member holds open in her transaction delays no holder's
+-- renewal (a renewal skips a locked row and counts its lease as lost);
+-- only committed rows count, and the earliest of them. Not dumped: a
+-- restored registry counts such leases as live until a claim sees them.
+CREATE TABLE snowflake_id_internal.snowflake_registry_adopted (
+    worker_id      integer NOT NULL,
+    lease_clock    text NOT NULL,
+    lease_clock_ns bigint NOT NULL,
+    seen_clock     text NOT NULL,
+    seen_ns        bigint NOT NULL
+);
+CREATE INDEX ON snowflake_id_internal.snowflake_registry_adopted (worker_id);
+REVOKE ALL ON snowflake_id_internal.snowflake_registry_adopted FROM PUBLIC;
+GRANT SELECT ON snowflake_id_internal.snowflake_registry_adopted TO pg_monitor, pg_database_owner;
+
 -- Whether a row's lease may still be in use, judged by the registry's
--- monotonic clock (boot, ns): a lease timed by
--- another clock counts as live (a claim adopts it first), one never
--- granted does not.
+-- monotonic clock (boot, ns): a lease timed on this clock until its TTL
+-- has passed on it; one timed on another clock until its TTL has passed
+-- since this clock first saw it (snowflake_registry_adopted), and for as
+-- long as no committed claim has seen it; one never granted, not at all.
 CREATE FUNCTION snowflake_id_internal.snowflake_registry_live(
-    lease_clock text, lease_clock_ns bigint, lease_ttl_ms integer, boot text, ns bigint)
+    worker_id integer, lease_clock text, lease_clock_ns bigint, lease_ttl_ms integer,
+    boot text, ns bigint)
 RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-RETURN lease_clock IS NOT NULL
-   AND (lease_clock OPERATOR(pg_catalog.<>) boot
-        OR (ns OPERATOR(pg_catalog.-) lease_clock_ns)
-           OPERATOR(pg_catalog.<) (lease_ttl_ms::pg_catalog.int8 OPERATOR(pg_catalog.*) 1000000));
-REVOKE ALL ON FUNCTION snowflake_id_internal.snowflake_registry_live(text, bigint, integer, text, bigint) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION snowflake_id_internal.snowflake_registry_live(text, bigint, integer, text, bigint) TO pg_monitor;
+AS $live$
+SELECT $2 IS NOT NULL
+   AND CASE WHEN $2 = $5 THEN $6 - $3 < $4::int8 * 1000000
+            ELSE coalesce($6 - (SELECT min(a.seen_ns)
+                                  FROM snowflake_id_internal.snowflake_registry_adopted a
+                                 WHERE a.worker_id = $1 AND a.lease_clock = $2
+                                   AND a.lease_clock_ns = $3 AND a.seen_clock = $5)
+                          < $4::int8 * 1000000, true) END
+$live$;
+REVOKE ALL ON FUNCTION snowflake_id_internal.snowflake_registry_live(integer, text, bigint, integer, text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION snowflake_id_internal.snowflake_registry_live(integer, text, bigint, integer, text, bigint) TO pg_monitor;
 
 CREATE FUNCTION snowflake_registry_claim(
     token uuid, holder_host text, holder_port integer,
@@ -240,13 +266,24 @@ BEGIN
                   HINT = 'Check the clocks of this server and the registry.';
     END IF;
     -- Leases timed by another clock (a failover of the registry, a reboot)
-    -- run a full TTL from now on this one: nothing this clock did not see
-    -- renewed is taken as expired. Rows another transaction has locked
-    -- are left alone: they stay live, and are not claimed below.
-    UPDATE snowflake_id_internal.snowflake_registry r
-       SET lease_clock = boot, lease_clock_ns = ns
-     WHERE r.worker_id IN (SELECT o.worker_id FROM snowflake_id_internal.snowflake_registry o
-                            WHERE o.lease_clock <> boot FOR UPDATE SKIP LOCKED);
+    -- run a full TTL from when this clock first saw them: nothing this
+    -- clock did not see renewed is taken as expired. Seeing writes rows of
+    -- its own, never a lock on a holder's row; and what no row needs any
+    -- more goes (rows another transaction holds are left for later).
+    INSERT INTO snowflake_id_internal.snowflake_registry_adopted
+           (worker_id, lease_clock, lease_clock_ns, seen_clock, seen_ns)
+    SELECT r.worker_id, r.lease_clock, r.lease_clock_ns, boot, ns
+      FROM snowflake_id_internal.snowflake_registry r
+     WHERE r.lease_clock <> boot
+       AND NOT EXISTS (SELECT FROM snowflake_id_internal.snowflake_registry_adopted a
+                        WHERE a.worker_id = r.worker_id AND a.lease_clock = r.lease_clock
+                          AND a.lease_clock_ns = r.lease_clock_ns AND a.seen_clock = boot);
+    DELETE FROM snowflake_id_internal.snowflake_registry_adopted a
+     WHERE a.ctid IN (SELECT o.ctid
+                        FROM snowflake_id_internal.snowflake_registry_adopted o
+                        JOIN snowflake_id_internal.snowflake_registry r ON r.worker_id = o.worker_id
+                       WHERE (r.lease_clock, r.lease_clock_ns) IS DISTINCT FROM (o.lease_clock, o.lease_clock_ns)
+                         FOR UPDATE OF o SKIP LOCKED);
     -- The limit of live leases per login role (superusers have none). A
     -- server whose postmaster died and came back (a new token) while its
     -- old lease runs counts that lease too: the holder's name is no proof
@@ -264,7 +301,7 @@ BEGIN
          WHERE r.holder_role = session_user
            AND r.token IS NOT NULL AND r.token <> snowflake_registry_claim.token
            AND NOT r.retired
-           AND snowflake_id_internal.snowflake_registry_live(r.lease_clock, r.lease_clock_ns, r.lease_ttl_ms, boot, ns);
+           AND snowflake_id_internal.snowflake_registry_live(r.worker_id, r.lease_clock, r.lease_clock_ns, r.lease_ttl_ms, boot, ns);
         IF held >= max_leases THEN
             RAISE EXCEPTION 'role "%" may hold no more worker-id leases of this registry', session_user
                 USING ERRCODE = 'configuration_limit_exceeded',
@@ -280,7 +317,7 @@ BEGIN
       FROM snowflake_id_internal.snowflake_registry r
      WHERE NOT r.retired
        AND (r.token = snowflake_registry_claim.token
-            OR NOT snowflake_id_internal.snowflake_registry_live(r.lease_clock, r.lease_clock_ns, r.lease_ttl_ms, boot, ns))
+            OR NOT snowflake_id_internal.snowflake_registry_live(r.worker_id, r.lease_clock, r.lease_clock_ns, r.lease_ttl_ms, boot, ns))
      ORDER BY (r.token = snowflake_registry_claim.token) IS TRUE DESC,
               (r.holder_host = snowflake_registry_claim.holder_host
                AND r.holder_port = snowflake_registry_claim.holder_port
@@ -451,7 +488,7 @@ REVOKE ALL ON FUNCTION snowflake_registry_role_limit(name, integer) FROM PUBLIC;
 CREATE VIEW snowflake_registry_holders AS
 SELECT r.worker_id,
        CASE WHEN r.retired THEN 'retired'
-            WHEN snowflake_id_internal.snowflake_registry_live(r.lease_clock, r.lease_clock_ns,
+            WHEN snowflake_id_internal.snowflake_registry_live(r.worker_id, r.lease_clock, r.lease_clock_ns,
                                                                r.lease_ttl_ms, c.boot, c.ns)
             THEN CASE WHEN r.token IS NULL THEN 'ending' ELSE 'held' END
             WHEN r.token IS NULL THEN 'free'

@@ -178,14 +178,19 @@ SELECT max(reserved_until_ms) <= (extract(epoch FROM clock_timestamp()) * 1000):
 UPDATE snowflake_id_internal.snowflake_registry SET lease_expires = now() - interval '1 day' WHERE worker_id = 0;
 SELECT worker_id, state FROM snowflake_registry_holders WHERE worker_id = 0;
 -- A lease timed by another clock (a failover of the registry) is live,
--- and a claim adopts it: it runs a full TTL from now on this clock.
+-- and a claim records when this clock first saw it: it runs a full TTL
+-- from then, with no lock taken on its row.
 UPDATE snowflake_id_internal.snowflake_registry SET lease_clock = 'another-host', lease_clock_ns = 0 WHERE worker_id = 0;
 SELECT worker_id, state FROM snowflake_registry_holders WHERE worker_id = 0;
 SELECT worker_id <> 0 AS not_the_adopted_one
   FROM snowflake_registry_claim('00000000-0000-4000-8000-000000000108', 'su', 1, 's', '/su', 0, 3, 12, 1704067200000, 600000, 0);
-SELECT lease_clock = snowflake_id_internal.snowflake_registry_boot() AS adopted,
-       snowflake_id_internal.snowflake_registry_ns() - lease_clock_ns < 60000000000 AS from_now
-  FROM snowflake_id_internal.snowflake_registry WHERE worker_id = 0;
+SELECT seen_clock = snowflake_id_internal.snowflake_registry_boot() AS seen_here,
+       snowflake_id_internal.snowflake_registry_ns() - seen_ns < 60000000000 AS from_now
+  FROM snowflake_id_internal.snowflake_registry_adopted WHERE worker_id = 0;
+SELECT worker_id, state FROM snowflake_registry_holders WHERE worker_id = 0;
+-- Seen once: a later claim adds no row.
+SELECT worker_id <> 0 AS not_it_either FROM snowflake_registry_claim('00000000-0000-4000-8000-000000000109', 'su', 1, 's', '/su9', 0, 3, 12, 1704067200000, 600000, 0);
+SELECT count(*) AS still_one FROM snowflake_id_internal.snowflake_registry_adopted WHERE worker_id = 0;
 -- Released: free at once (by the monotonic clock too).
 SELECT snowflake_registry_release(0, '00000000-0000-4000-8000-000000000101', 2);
 SELECT worker_id, state FROM snowflake_registry_holders WHERE worker_id = 0;
