@@ -233,3 +233,73 @@ fn stress_with_clock_steps() {
     );
     eprintln!("stress_with_clock_steps: {saw} of {THREADS} threads saw a step back");
 }
+
+/// Issue 47: the lease's deadline under contention. Six threads mint for
+/// worker 42 while another thread advances a manual clock a millisecond
+/// at a time, past the deadline (on a millisecond boundary), and only
+/// then raises a flag. A call that starts after the flag is refused,
+/// whichever path it takes and however the threads interleave (the first
+/// refusal fences the short path); every ID is unique and increasing per
+/// thread; and nothing is issued from then on.
+#[test]
+fn stress_lease_deadline() {
+    use snowflake_id_core::GenError;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    const THREADS: u64 = 6;
+    const MOVES: i64 = 50;
+    let layout = Layout::default_layout();
+    let clock = Arc::new(ManualClock::new(T0, M0));
+    let st = Arc::new(GeneratorState::new());
+    st.assign_worker(42, i64::MIN, &layout, M0);
+    st.set_lease_deadline(M0 + MOVES * MS);
+    let passed = Arc::new(AtomicBool::new(false));
+    let issued = Arc::new(AtomicU64::new(0));
+    let c = cfg(1000);
+    let handles: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (st, clock, passed, issued) =
+                (st.clone(), clock.clone(), passed.clone(), issued.clone());
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                let mut ev = Events::default();
+                loop {
+                    let after = passed.load(Ordering::Acquire);
+                    match st.next_id(&c, &clock, &mut ev, |_| std::thread::yield_now()) {
+                        Ok(id) => {
+                            assert!(
+                                !after,
+                                "{id} issued by a call that began after the deadline"
+                            );
+                            out.push(id);
+                            issued.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(GenError::LeaseExpired { worker: 42 }) => break,
+                        Err(e) => panic!("unexpected {e:?}"),
+                    }
+                }
+                out
+            })
+        })
+        .collect();
+    for m in 1..=MOVES + 2 {
+        // Move on the threads' progress: some IDs in every millisecond.
+        let want = issued.load(Ordering::Relaxed) + 50;
+        let started = std::time::Instant::now();
+        while issued.load(Ordering::Relaxed) < want && m <= MOVES {
+            assert!(started.elapsed() < std::time::Duration::from_secs(60));
+            std::thread::yield_now();
+        }
+        clock.advance(MS);
+        if clock.lease_ns() >= M0 + MOVES * MS {
+            passed.store(true, Ordering::Release);
+        }
+    }
+    let all = join_unique_ordered(handles);
+    assert!(all.len() as i64 >= 50 * MOVES, "only {} IDs", all.len());
+    assert!(passed.load(Ordering::Acquire));
+    let mut ev = Events::default();
+    assert_eq!(
+        st.try_next(&c, &*clock, &mut ev),
+        Err(GenError::LeaseExpired { worker: 42 })
+    );
+}

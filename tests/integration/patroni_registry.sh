@@ -1,0 +1,391 @@
+#!/usr/bin/env bash
+# The worker-id registry under an HA manager (issue 47, item 6, "The
+# registry under an HA manager"; docs/worker-ids.md, "The registry under
+# Patroni"), on PostgreSQL 15 only: Debian's patroni 3.0 and etcd 3.4, a
+# local etcd and three Patroni members m1..m3 in synchronous mode
+# (synchronous_mode: true, synchronous_mode_strict: true; ttl 10,
+# loop_wait 2 as docs/high-availability.md times it). The members do not
+# preload the library: on the primary, database "registry" gets the
+# extension and snowflake_registry_init(), a group role snowflake_lease
+# with the documented GRANTs and a login role per minting server (all
+# replicated). Two minting servers s1 and s2 (plain clusters, the library
+# preloaded, worker_id_source = 'registry', lease_ttl = '30s', the value
+# docs/worker-ids.md gives for that Patroni timing) lease their worker ids
+# through one connection string naming the three members' sockets with
+# target_session_attrs=read-write. A client per server inserts into its
+# table ids (id DEFAULT snowflake_nextval(), at clock_timestamp()) all the
+# time, one transaction per statement, its errors tolerated and counted.
+# After both lease and mint:
+#  1. a switchover of the registry (patronictl switchover to the
+#     synchronous standby);
+#  2. a failover: kill -9 of the leader's Patroni and of its postmaster.
+# After each, asserted: each server mints again without a restart (the
+# same postmaster PID, no crash restart in its log), with a row minted
+# more than a lease TTL after the event began, so under a lease renewed
+# (or claimed) on the new primary, which shows the server's row held and
+# renewed after the event; all within 180 s of the event.
+# At the end, asserted: every ID distinct across s1 and s2; for every
+# worker id both used, the time ranges in which s1 and s2 minted under it
+# (min(at)..max(at)) are disjoint; each server holds a lease
+# (snowflake_stats().lease_worker_id not null), on distinct ids.
+# Reported, not asserted: how long minting paused on each server around
+# each event (the longest gap between its rows), the client errors, whether
+# a server kept its worker id, snowflake_stats().registry_errors, the
+# lease WARNINGs/ERRORs in the servers' logs, and whether a registry member
+# cancelled a wait for synchronous replication (an acknowledged commit no
+# standby has).
+# Every process started is stopped on exit, by PID.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+if [ "$PG_MAJOR" != 15 ]; then
+    skip_test "runs on 15"
+fi
+apt_ensure patroni etcd-server
+T0=$(date +%s)
+BASE=$(state_dir "$ROOT/.run/it-patroni-registry" it-patroni-registry)
+# Registry members' PostgreSQL: +0..+2; their REST API: +10..+12; etcd:
+# +20, +21; the minting servers (Unix sockets only): +30, +31.
+PORT0=${SNOWFLAKE_IT_PATRONI_REGISTRY_PORT:-56400}
+MEMBERS=(m1 m2 m3)
+SERVERS=(s1 s2)
+TTL_S=30                 # snowflake_id.lease_ttl of the minting servers
+BOUND_S=180              # how long after an event each server must mint under a renewed lease
+declare -A PATRONI_PID=() SERVER_PORT=() PM_PID=() CLIENT_PID=()
+ETCD_PID=""
+KILLED=" "               # members killed on purpose: their postmaster.pid is stale
+pg_port() { echo $((PORT0 + $1)); }
+rest_port() { echo $((PORT0 + 10 + $1)); }
+ETCD_CLIENT=$((PORT0 + 20)) ETCD_PEER=$((PORT0 + 21))
+SERVER_PORT[s1]=$((PORT0 + 30)) SERVER_PORT[s2]=$((PORT0 + 31))
+index_of() { local i; for i in 0 1 2; do [ "${MEMBERS[$i]}" = "$1" ] && echo "$i"; done; }
+
+stop_all() {
+    local m s pid
+    touch "$BASE/stop"
+    for s in "${!CLIENT_PID[@]}"; do kill "${CLIENT_PID[$s]}" 2>/dev/null || true; done
+    for s in "${SERVERS[@]}"; do cluster_stop "$BASE/$s"; done
+    for m in "${!PATRONI_PID[@]}"; do kill "${PATRONI_PID[$m]}" 2>/dev/null || true; done
+    for m in "${!PATRONI_PID[@]}"; do
+        for _ in $(seq 1 300); do kill -0 "${PATRONI_PID[$m]}" 2>/dev/null || break; sleep 0.1; done
+    done
+    for m in "${MEMBERS[@]}"; do    # a postmaster whose Patroni did not stop it
+        [[ "$KILLED" != *" $m "* ]] || continue
+        if [ -f "$BASE/$m/data/postmaster.pid" ]; then
+            pid=$(head -1 "$BASE/$m/data/postmaster.pid")
+            if [ -n "$pid" ] && ps -o args= -p "$pid" 2>/dev/null | grep -q postgres; then
+                kill -QUIT "$pid" 2>/dev/null || true
+            fi
+        fi
+    done
+    [ -z "$ETCD_PID" ] || kill "$ETCD_PID" 2>/dev/null || true
+}
+trap stop_all EXIT
+for s in "${SERVERS[@]}"; do cluster_stop "$BASE/$s"; done
+rm -rf "${BASE:?}"/m? "${BASE:?}"/s? "${BASE:?}/etcd" "${BASE:?}/stop" "${BASE:?}"/*.log "${BASE:?}"/*.errors
+mkdir -p "$BASE"
+
+# --- the registry: etcd and three Patroni members ------------------------
+etcd --name it --data-dir "$BASE/etcd" --enable-v2 \
+    --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT" --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT" \
+    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" \
+    --initial-cluster "it=http://127.0.0.1:$ETCD_PEER" >"$BASE/etcd.log" 2>&1 &
+ETCD_PID=$!
+
+config() {  # config INDEX: a member's Patroni configuration
+    local i=$1 m=${MEMBERS[$1]}
+    cat <<CFG
+scope: snowflake-registry-it
+name: $m
+log: {level: INFO}
+restapi: {listen: '127.0.0.1:$(rest_port "$i")', connect_address: '127.0.0.1:$(rest_port "$i")'}
+etcd: {host: '127.0.0.1:$ETCD_CLIENT'}
+postgresql:
+  listen: '127.0.0.1:$(pg_port "$i")'
+  connect_address: '127.0.0.1:$(pg_port "$i")'
+  data_dir: $BASE/$m/data
+  bin_dir: /usr/lib/postgresql/15/bin
+  pgpass: $BASE/$m/pgpass
+  pg_hba: ['local all all trust', 'host all all 127.0.0.1/32 trust', 'host replication all 127.0.0.1/32 trust']
+  authentication:
+    superuser: {username: postgres, password: postgres}
+    replication: {username: postgres, password: postgres}
+    rewind: {username: postgres, password: postgres}
+  parameters:
+    unix_socket_directories: '$BASE/$m'
+    logging_collector: 'on'
+    log_directory: '$BASE/$m/log'
+    log_filename: 'postgresql.log'
+    log_line_prefix: '%m [%p] %u@%d '
+bootstrap:
+  dcs:
+    ttl: 10
+    loop_wait: 2
+    retry_timeout: 5
+    # docs/worker-ids.md: no committed claim or renewal may be lost by a
+    # failover, and none may commit on the primary alone.
+    synchronous_mode: true
+    synchronous_mode_strict: true
+    postgresql:
+      use_pg_rewind: true
+      parameters:
+        wal_log_hints: 'on'
+CFG
+}
+start_member() {  # records Patroni's own PID (runuser forks; kill -9 of it would not reach Patroni)
+    local i=$1 m=${MEMBERS[$1]}
+    rm -f "$BASE/$m.pid"
+    runuser -u postgres -- bash -c "echo \$\$ > '$BASE/$m.pid'; exec patroni '$BASE/$m.yml'" >>"$BASE/$m.log" 2>&1 &
+    poll_until 30 test -s "$BASE/$m.pid" || die "patroni_registry: Patroni $m wrote no PID within 30 s"
+    PATRONI_PID[$m]=$(cat "$BASE/$m.pid")
+}
+for i in 0 1 2; do
+    m=${MEMBERS[$i]}
+    mkdir -p "$BASE/$m/log"
+    config "$i" > "$BASE/$m.yml"
+done
+chown -R postgres:postgres "$BASE"
+ctl() { runuser -u postgres -- patronictl -c "$BASE/m1.yml" "$@"; }
+members() {  # "NAME ROLE STATE" per line
+    ctl list -f json 2>/dev/null | /usr/bin/python3 -c \
+        'import json, sys; [print(m["Member"], m["Role"].replace(" ", "_"), m["State"]) for m in json.load(sys.stdin)]'
+}
+leader() { members | awk '$2 == "Leader" && $3 == "running" {print $1}'; }
+# wait_for WHAT SECONDS COMMAND...: poll COMMAND; on time-out, show the
+# cluster and fail.
+wait_for() {
+    local what=$1 secs=$2; shift 2
+    poll_until "$secs" "$@" && return 0
+    members >&2 || true; tail -n 5 "$BASE"/m?.log >&2
+    die "patroni_registry: timed out after $secs s waiting for $what"
+}
+# pq_member MEMBER [psql args...]: psql as postgres on MEMBER's socket.
+pq_member() {
+    local m=$1; shift
+    timeout 60 "$(pgbin)/psql" -X -q -At -F ' ' -h "$BASE/$m" -p "$(pg_port "$(index_of "$m")")" -U postgres \
+        -v ON_ERROR_STOP=1 "$@"
+}
+is_leader() { [ "$(leader)" = "$1" ]; }
+new_leader_not() { local l; l=$(leader); [ -n "$l" ] && [ "$l" != "$1" ]; }
+sync_standby() { members | grep -q "Sync_Standby"; }
+# healthy N: the leader streams to N members, one of them synchronous, and
+# Patroni names that one (in synchronous mode it promotes only that one).
+healthy() {
+    local l; l=$(leader); [ -n "$l" ] || return 1
+    sync_standby || return 1
+    [ "$(pq_member "$l" -d postgres -c "SELECT count(*) FILTER (WHERE state = 'streaming'),
+                                               count(*) FILTER (WHERE sync_state = 'sync') FROM pg_stat_replication" 2>/dev/null)" = "$1 1" ]
+}
+wait_for "etcd" 60 curl -fsS "http://127.0.0.1:$ETCD_CLIENT/version" -o /dev/null
+start_member 0
+wait_for "m1 to lead" 120 is_leader m1
+start_member 1; start_member 2
+wait_for "two replicas, one synchronous" 180 healthy 2
+ctl show-config 2>/dev/null | grep -q "synchronous_mode_strict: true" \
+    || die "patroni_registry: the registry cluster is not in strict synchronous mode: $(ctl show-config 2>&1)"
+
+LEASE_FUNCS="snowflake_registry_claim(uuid,text,integer,text,text,integer,integer,integer,bigint,integer,bigint),
+             snowflake_registry_renew(integer,uuid,bigint,integer,bigint),
+             snowflake_registry_release(integer,uuid,bigint)"
+pq_member m1 -d postgres -c "CREATE DATABASE registry" -c "CREATE ROLE snowflake_lease NOLOGIN" \
+    -c "CREATE ROLE lease_s1 LOGIN CONNECTION LIMIT 3 IN ROLE snowflake_lease" \
+    -c "CREATE ROLE lease_s2 LOGIN CONNECTION LIMIT 3 IN ROLE snowflake_lease"
+n=$(pq_member m1 -d registry -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
+    -c "SELECT snowflake_registry_init()" \
+    -c "GRANT EXECUTE ON FUNCTION $LEASE_FUNCS TO snowflake_lease" \
+    -c "GRANT USAGE ON SCHEMA public TO snowflake_lease")
+[ "$n" = 1024 ] || die "patroni_registry: snowflake_registry_init() returned '$n', expected 1024 (one row per id)"
+log "patroni_registry: etcd and 3 Patroni members up (m1 leads, synchronous_mode_strict), registry initialised"
+
+# --- the minting servers ---------------------------------------------------
+hosts="$BASE/m1,$BASE/m2,$BASE/m3" ports="$(pg_port 0),$(pg_port 1),$(pg_port 2)"
+for s in "${SERVERS[@]}"; do
+    mkdir -p "$BASE/$s"; chown postgres:postgres "$BASE/$s"
+    cluster_init "$BASE/$s" "${SERVER_PORT[$s]}" "shared_preload_libraries = 'snowflake_id'" \
+        "snowflake_id.worker_id_source = 'registry'" "snowflake_id.lease_ttl = '${TTL_S}s'" \
+        "snowflake_id.registry = 'host=$hosts port=$ports dbname=registry user=lease_$s target_session_attrs=read-write'"
+done
+for s in "${SERVERS[@]}"; do
+    cluster_start "$BASE/$s" || { tail -30 "$BASE/$s/server.log" >&2; die "patroni_registry: $s did not start"; }
+    PM_PID[$s]=$(head -1 "$BASE/$s/data/postmaster.pid")
+done
+# q SERVER [psql args...]: psql as postgres on a minting server's socket.
+q() {
+    local s=$1; shift
+    timeout 60 "$(pgbin)/psql" -X -q -At -F ' ' -h "$BASE/$s" -p "${SERVER_PORT[$s]}" -U postgres \
+        -v ON_ERROR_STOP=1 "$@"
+}
+lease_of() { q "$1" -c "SELECT lease_worker_id FROM snowflake_stats()"; }
+has_lease() { [ -n "$(lease_of "$1" 2>/dev/null)" ]; }
+stats_of() {
+    q "$1" -c "SELECT format('lease %s, %s registry errors, last: %s', coalesce(lease_worker_id::text, 'none'),
+                             registry_errors, coalesce(registry_last_error, 'none')) FROM snowflake_stats()" 2>&1 || true
+}
+for s in "${SERVERS[@]}"; do
+    q "$s" -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
+        -c "CREATE TABLE ids (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), at timestamptz NOT NULL DEFAULT clock_timestamp())"
+    poll_until 120 has_lease "$s" || die "patroni_registry: $s leased no worker id within 120 s ($(stats_of "$s"))"
+done
+[ "$(lease_of s1)" != "$(lease_of s2)" ] || die "patroni_registry: s1 and s2 both lease worker id $(lease_of s1)"
+log "patroni_registry: s1 leases worker id $(lease_of s1), s2 $(lease_of s2), from the registry's primary m1 (TTL ${TTL_S} s)"
+
+# The clients: one INSERT per transaction, about 50 a second; every error
+# is written to $BASE/SERVER.errors ("unix-time sqlstate message").
+cat > "$BASE/client.py" <<'PY'
+import sys, time
+from pathlib import Path
+import psycopg2
+dsn, errors, stop = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+conn = None
+with errors.open("a") as f:
+    while not stop.exists():
+        try:
+            if conn is None:
+                conn = psycopg2.connect(dsn, connect_timeout=5)
+                conn.autocommit = True
+            with conn.cursor() as cur:
+                cur.execute("INSERT INTO ids DEFAULT VALUES")
+            time.sleep(0.02)
+        except psycopg2.Error as e:
+            f.write(f"{time.time():.3f} {e.pgcode or '-'} {' '.join(str(e).split())[:300]}\n")
+            f.flush()
+            if conn is not None and conn.closed:
+                conn = None
+            time.sleep(0.05)
+PY
+for s in "${SERVERS[@]}"; do
+    : > "$BASE/$s.errors"
+    /usr/bin/python3 "$BASE/client.py" "host=$BASE/$s port=${SERVER_PORT[$s]} user=postgres dbname=postgres" \
+        "$BASE/$s.errors" "$BASE/stop" &
+    CLIENT_PID[$s]=$!
+done
+rows_of() { q "$1" -c "SELECT count(*) FROM ids"; }
+has_rows() { [ "$(rows_of "$1" 2>/dev/null || echo 0)" -ge "$2" ]; }
+for s in "${SERVERS[@]}"; do
+    poll_until 60 has_rows "$s" 200 || die "patroni_registry: $s minted $(rows_of "$s") rows within 60 s, expected 200 ($(stats_of "$s"))"
+done
+log "patroni_registry: both servers mint ($(rows_of s1) and $(rows_of s2) rows)"
+
+# --- the events -------------------------------------------------------------
+# minted_after SERVER UNIX_TIME: SERVER has a row minted after that time.
+minted_after() { [ "$(q "$1" -c "SELECT count(*) > 0 FROM ids WHERE at > to_timestamp($2)" 2>/dev/null)" = t ]; }
+# renewed_on MEMBER SERVER UNIX_TIME: the registry on MEMBER shows SERVER's
+# lease held and renewed (or claimed) after that time.
+renewed_on() {
+    [ "$(pq_member "$1" -d registry -c "SELECT count(*) > 0 FROM snowflake_registry_holders
+                                         WHERE holder_port = ${SERVER_PORT[$2]} AND state = 'held'
+                                           AND renewed_at > to_timestamp($3)" 2>/dev/null)" = t ]
+}
+# resumed SERVER UNIX_TIME MEMBER: SERVER minted more than a lease TTL
+# after the event began (so under a lease renewed or claimed since), and
+# the registry's new primary MEMBER shows its lease renewed since.
+resumed() { minted_after "$1" "$(awk -v t="$2" -v d="$TTL_S" 'BEGIN {printf "%.3f", t + d}')" && renewed_on "$3" "$1" "$2"; }
+# since UNIX_TIME: seconds since then, one decimal.
+since() { awk -v t="$1" -v now="$(date +%s.%N)" 'BEGIN {printf "%.1f", now - t}'; }
+# same_postmaster SERVER: no restart of any kind since its start.
+same_postmaster() {
+    local s=$1 now
+    now=$(head -1 "$BASE/$s/data/postmaster.pid")
+    [ "$now" = "${PM_PID[$s]}" ] || die "patroni_registry: $s's postmaster was ${PM_PID[$s]}, now $now: expected no restart"
+    if grep -Eq "reinitializing|terminated by signal" "$BASE/$s/server.log"; then
+        die "patroni_registry: $s's log shows a crash restart: $(grep -Em1 "reinitializing|terminated by signal" "$BASE/$s/server.log")"
+    fi
+}
+# report EVENT UNIX_START UNIX_END: per server, the longest gap between
+# consecutive rows in [START - 1 s, END], its errors, and its worker id
+# before and after.
+REPORT=()
+report() {
+    local ev=$1 t1=$2 t2=$3 s gap errs before after kept
+    for s in "${SERVERS[@]}"; do
+        IFS='|' read -r gap before after < <(q "$s" -F '|' -c "
+            WITH w AS (SELECT id, at, at - lag(at) OVER (ORDER BY at) AS gap FROM ids
+                        WHERE at BETWEEN to_timestamp($t1) - interval '1 s' AND to_timestamp($t2))
+            SELECT coalesce(round(extract(epoch FROM (SELECT max(gap) FROM w)) * 1000)::text, 'none'),
+                   (SELECT snowflake_worker_id(id) FROM ids WHERE at <= to_timestamp($t1) ORDER BY at DESC LIMIT 1),
+                   (SELECT snowflake_worker_id(id) FROM ids ORDER BY at DESC LIMIT 1)")
+        errs=$(awk -v a="$t1" -v b="$t2" '$1 >= a && $1 <= b' "$BASE/$s.errors" | wc -l)
+        kept=kept; [ "$before" = "$after" ] || kept="changed"
+        REPORT+=("$ev: $s paused at most ${gap} ms (longest gap between its rows), $errs client errors; worker id $before -> $after ($kept)")
+        log "   ${REPORT[-1]}"
+    done
+}
+# after_event EVENT UNIX_START: the new primary shows both leases renewed,
+# both servers mint past a TTL after the event, without a restart.
+after_event() {
+    local ev=$1 t1=$2 l s left t2 took
+    l=$(leader)
+    for s in "${SERVERS[@]}"; do
+        left=$(( BOUND_S - ($(date +%s) - ${t1%.*}) )); [ "$left" -gt 0 ] || left=1
+        poll_until "$left" resumed "$s" "$t1" "$l" \
+            || die "patroni_registry: after the $ev, $s did not mint under a lease renewed on the new primary $l within $BOUND_S s of the event ($(stats_of "$s"); minted after the event: $(q "$s" -c "SELECT count(*) FROM ids WHERE at > to_timestamp($t1)"))"
+        same_postmaster "$s"
+    done
+    took=$(since "$t1"); t2=$(date +%s.%N)
+    log "patroni_registry: $ev: both servers mint under leases renewed on $l, $took s after the event began, same postmasters"
+    report "$ev" "$t1" "$t2"
+}
+
+# 1. A switchover to the synchronous standby.
+old=$(leader)
+target=$(members | awk '$2 == "Sync_Standby" {print $1; exit}')
+t1=$(date +%s.%N)
+ctl switchover --leader "$old" --candidate "$target" --force >>"$BASE/patronictl.log" 2>&1 \
+    || { cat "$BASE/patronictl.log" >&2; die "patroni_registry: patronictl switchover failed"; }
+wait_for "$target to lead after the switchover" 120 is_leader "$target"
+log "patroni_registry: switchover $old -> $target done $(since "$t1") s after it began"
+after_event "switchover $old -> $target" "$t1"
+wait_for "$old to follow $target, and a synchronous standby" 180 healthy 2
+
+# 2. A failover: the leader's Patroni and postmaster killed (a node lost).
+old=$(leader)
+pm=$(head -1 "$BASE/$old/data/postmaster.pid")
+t1=$(date +%s.%N)
+kill -9 "${PATRONI_PID[$old]}"; unset "PATRONI_PID[$old]"
+kill -9 "$pm"; KILLED+="$old "
+wait_for "a new leader after $old was killed" 120 new_leader_not "$old"
+new=$(leader)
+log "patroni_registry: failover from $old (killed) to $new, leading $(since "$t1") s after the kill"
+after_event "failover $old -> $new" "$t1"
+
+# --- the verdict ------------------------------------------------------------
+touch "$BASE/stop"
+for s in "${SERVERS[@]}"; do wait "${CLIENT_PID[$s]}" || true; unset "CLIENT_PID[$s]"; done
+for s in "${SERVERS[@]}"; do
+    w=$(lease_of "$s")
+    [ -n "$w" ] || die "patroni_registry: $s holds no lease at the end ($(stats_of "$s"))"
+    same_postmaster "$s"
+    log "patroni_registry: $s at the end: $(stats_of "$s")"
+done
+[ "$(lease_of s1)" != "$(lease_of s2)" ] || die "patroni_registry: s1 and s2 both lease worker id $(lease_of s1) at the end"
+# Both tables side by side on s1 (database judge).
+q s1 -d postgres -c "CREATE DATABASE judge"
+q s1 -d judge -c "CREATE TABLE minted (server text NOT NULL, id bigint NOT NULL, worker int NOT NULL, at timestamptz NOT NULL)"
+for s in "${SERVERS[@]}"; do
+    q "$s" -c "COPY (SELECT '$s', id, snowflake_worker_id(id), at FROM ids) TO STDOUT" \
+        | q s1 -d judge -c "COPY minted FROM STDIN"
+done
+read -r total distinct < <(q s1 -d judge -c "SELECT count(*), count(DISTINCT id) FROM minted")
+[ "$total" = "$distinct" ] \
+    || die "patroni_registry: $total IDs minted by s1 and s2, only $distinct distinct: $(q s1 -d judge -c "SELECT string_agg(server || ':' || id, ' ') FROM (SELECT server, id FROM minted WHERE id IN (SELECT id FROM minted GROUP BY id HAVING count(*) > 1) LIMIT 10) d")"
+overlap=$(q s1 -d judge -c "
+    WITH r AS (SELECT server, worker, min(at) AS lo, max(at) AS hi, count(*) AS n FROM minted GROUP BY server, worker)
+    SELECT string_agg(format('worker id %s: s1 %s..%s (%s rows), s2 %s..%s (%s rows)', a.worker, a.lo, a.hi, a.n, b.lo, b.hi, b.n), '; ')
+      FROM r a JOIN r b ON a.worker = b.worker AND a.server = 's1' AND b.server = 's2'
+     WHERE a.lo <= b.hi AND b.lo <= a.hi")
+[ -z "$overlap" ] || die "patroni_registry: two servers minted under one worker id at the same time: $overlap"
+shared=$(q s1 -d judge -c "SELECT count(DISTINCT worker) FROM minted GROUP BY worker HAVING count(DISTINCT server) > 1" | wc -l)
+log "patroni_registry: $total IDs from s1 and s2, all distinct; worker ids used: $(q s1 -d judge -c "SELECT string_agg(server || ':' || w, ' ') FROM (SELECT server, string_agg(DISTINCT worker::text, ',') AS w FROM minted GROUP BY server ORDER BY server) x"); $shared used by both, in disjoint time ranges"
+
+# --- reported, not asserted ---------------------------------------------------
+for r in "${REPORT[@]}"; do log "   $r"; done
+for s in "${SERVERS[@]}"; do
+    log "patroni_registry: $s: lease WARNINGs and ERRORs in its server.log (count, message):"
+    { grep -E "WARNING|ERROR" "$BASE/$s/server.log" | grep -i lease | sed -E 's/^[0-9-]+ [0-9:.]+ [A-Z]+ \[[0-9]+\] //' \
+        | sed -E 's/[0-9]+ ms/N ms/g; s/epoch [0-9]+/epoch N/g' | cut -c1-220 | sort | uniq -c | sort -rn | head -15 >&2; } || true
+done
+cancelled=$(cat "$BASE"/m?/log/*.log 2>/dev/null | grep -c "canceling wait for synchronous replication" || true)
+log "patroni_registry: registry members' logs: $cancelled cancelled wait(s) for synchronous replication"
+if [ "$cancelled" != 0 ]; then grep -h -B2 "canceling wait for synchronous replication" "$BASE"/m?/log/*.log | head -20 >&2; fi
+log "patroni_registry: ok in $(($(date +%s) - T0)) s"
+trap - EXIT
+stop_all
