@@ -2314,25 +2314,14 @@ BEGIN
     -- old lease runs counts that lease too: the holder's name is no proof
     -- that the old one is gone (a clone, a pod beside its replacement).
     -- The role's row is locked first, so two claims of one role are
-    -- counted one after the other.
+    -- counted one after the other; the count itself comes once the row
+    -- is chosen (below).
     IF NOT (SELECT rolsuper FROM pg_roles WHERE rolname = session_user) THEN
         INSERT INTO snowflake_id_internal.snowflake_registry_roles AS l (rolname)
         VALUES (session_user) ON CONFLICT (rolname) DO NOTHING;
         SELECT coalesce(l.max_leases, 1) INTO max_leases
           FROM snowflake_id_internal.snowflake_registry_roles l
          WHERE l.rolname = session_user FOR UPDATE;
-        SELECT count(*) INTO held
-          FROM snowflake_id_internal.snowflake_registry r
-         WHERE r.holder_role = session_user
-           AND r.token IS NOT NULL AND r.token <> snowflake_registry_claim.token
-           AND NOT r.retired
-           AND snowflake_id_internal.snowflake_registry_live(r.worker_id, r.lease_clock, r.lease_clock_ns, r.lease_ttl_ms, boot, ns);
-        IF held >= max_leases THEN
-            RAISE EXCEPTION 'role "%" may hold no more worker-id leases of this registry', session_user
-                USING ERRCODE = 'configuration_limit_exceeded',
-                      DETAIL = format('It holds %s live leases; its limit is %s. A lease of a server whose postmaster stopped without releasing it counts until it runs out.', held, max_leases),
-                      HINT = 'Give each server its own login role, or let a superuser raise the limit with snowflake_registry_role_limit().';
-        END IF;
     END IF;
     -- Preference: a row this postmaster holds already (a crash restart),
     -- this holder's previous id, the preferred id, then the free or
@@ -2354,6 +2343,25 @@ BEGIN
        FOR UPDATE SKIP LOCKED;
     IF NOT FOUND THEN
         RETURN;  -- every id is held: the server reports it (55000)
+    END IF;
+    -- Every live lease of the role but the row chosen counts, whatever
+    -- its token: one token may not hold many rows (a member who reuses
+    -- hers, with her rows locked in another session so that the claim
+    -- skips them, took every id).
+    IF max_leases IS NOT NULL THEN
+        SELECT count(*) INTO held
+          FROM snowflake_id_internal.snowflake_registry r
+         WHERE r.holder_role = session_user
+           AND r.worker_id <> chosen.worker_id
+           AND r.token IS NOT NULL
+           AND NOT r.retired
+           AND snowflake_id_internal.snowflake_registry_live(r.worker_id, r.lease_clock, r.lease_clock_ns, r.lease_ttl_ms, boot, ns);
+        IF held >= max_leases THEN
+            RAISE EXCEPTION 'role "%" may hold no more worker-id leases of this registry', session_user
+                USING ERRCODE = 'configuration_limit_exceeded',
+                      DETAIL = format('It holds %s live leases; its limit is %s. A lease of a server whose postmaster stopped without releasing it counts until it runs out.', held, max_leases),
+                      HINT = 'Give each server its own login role, or let a superuser raise the limit with snowflake_registry_role_limit().';
+        END IF;
     END IF;
     new_until := greatest(chosen.reserved_until_ms,
                           least(greatest(chosen.reserved_until_ms, frontier_ms) + ttl_ms,
@@ -2412,6 +2420,21 @@ BEGIN
         AND NOT r.retired
         FOR UPDATE SKIP LOCKED;
     IF NOT FOUND THEN
+        -- Locked, but still this holder's as last committed: a renewal of
+        -- its own that has not ended (its commit waits for a synchronous
+        -- standby, or its client gave up on it), or a claim that may fail.
+        -- Not lost: an error, which the holder retries until its deadline
+        -- (and after it, claims anew), rather than giving the id up now.
+        PERFORM FROM snowflake_id_internal.snowflake_registry r
+          WHERE r.worker_id = snowflake_registry_renew.worker_id
+            AND r.token = snowflake_registry_renew.token
+            AND r.lease_epoch = snowflake_registry_renew.lease_epoch
+            AND NOT r.retired;
+        IF FOUND THEN
+            RAISE EXCEPTION 'the lease of worker id % is locked by another transaction', snowflake_registry_renew.worker_id
+                USING ERRCODE = 'lock_not_available',
+                      DETAIL = 'A renewal of this lease that has not ended yet (its commit may wait for a synchronous standby), or a claim in progress, holds its row.';
+        END IF;
         RETURN;
     END IF;
     RETURN QUERY

@@ -12,7 +12,8 @@
 #   registry_up [OWNER]: the red team's first set-up: database "registry"
 #       owned by OWNER (default postgres), the extension in public, one
 #       login role snowflake_lease shared by the servers (with
-#       synchronous_commit = on, as docs/worker-ids.md first said) and
+#       synchronous_commit = on, as docs/worker-ids.md first said, and a
+#       limit of 16 live leases: issue 47 allows a role one) and
 #       mallory, a plain login role.
 #   registry_up_documented [SETTING...]: docs/worker-ids.md's set-up: the
 #       extension in schema snowflake, the grants on the NOLOGIN group
@@ -69,7 +70,8 @@ registry_up() {
         -c "CREATE DATABASE registry OWNER ${1:-postgres}" >/dev/null
     rs postgres registry -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
         -c "SELECT snowflake_registry_init()" -c "ALTER ROLE snowflake_lease SET synchronous_commit = on" \
-        -c "$(registry_grants public)" >/dev/null
+        -c "$(registry_grants public)" \
+        -c "SELECT snowflake_registry_role_limit('snowflake_lease', 16)" >/dev/null
 }
 registry_up_documented() {
     REG_SCHEMA=snowflake

@@ -197,7 +197,7 @@ writers=(attack_schema_rename attack_session_authorization attack_lock_queue att
          attack_lagging_overflow attack_rename_lock attack_worker_slots
          attack_registry_owner attack_registry_overload attack_registry_settings attack_registry_sync_commit
          attack_registry_lock_queue attack_registry_row_lock attack_registry_connections
-         attack_registry_adopt_lock)
+         attack_registry_adopt_lock attack_registry_token_reuse)
 if [ "$PG_MAJOR" != 18 ]; then
     log "security: ${writers[*]}: skipped (run on 18)"
     writers=()

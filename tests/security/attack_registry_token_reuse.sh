@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Red-team attack on the worker-id registry's limit of live leases per
+# login role (issue 47): a member of snowflake_lease (mallory) holds
+# more ids than her limit of one, and with enough rounds every id, so
+# that the next server to start or restart gets 55000.
+#
+# A claim preferred the row the caller's token holds (a crash restart of
+# one postmaster keeps its token and its row) and counted the role's
+# leases but those of the caller's own token. Mallory reuses one token:
+# while her rows are locked in another session of hers (an open
+# transaction that renewed them), her claim skips them (SKIP LOCKED),
+# takes a fresh row, and counts none of hers.
+#
+# Passes (exit 0) when her second claim is refused with 53400 while her
+# first row is locked; fails (exit 1) while the attack works (commit
+# bf13dc9 failed: she got a second id).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/registry_lib.sh"
+registry_scaffold tokenreuse "${SNOWFLAKE_ATTACK_PORT:-56240}"   # the registry
+# ------------------------------------------------------------------------
+registry_up_documented
+T=11111111-1111-4111-8111-111111111111
+claim() {
+    rs mallory registry -F ' ' -c "SELECT worker_id, lease_epoch FROM $REG_SCHEMA.snowflake_registry_claim(
+        '$T', 'x', 1, 'x', 'x', -1, 10, 12, 1704067200000, 600000,
+        (extract(epoch FROM clock_timestamp()) * 1000)::bigint)" 2>&1
+}
+read -r W EP < <(claim) || die "mallory's first claim failed"
+[[ "$W" =~ ^[0-9]+$ ]] || die "mallory's first claim returned '$W $EP', expected a worker id"
+log "attack (registry token reuse): mallory holds worker id $W with token $T"
+
+rs mallory registry >/dev/null 2>&1 <<SQL & holders+=($!)
+BEGIN;
+SELECT * FROM $REG_SCHEMA.snowflake_registry_renew($W, '$T', $EP, 600000,
+    (extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+SELECT pg_sleep(120);
+SQL
+holding() {
+    [ "$(rs postgres registry -c "SELECT count(*) FROM pg_stat_activity
+                                   WHERE usename = 'mallory' AND wait_event = 'PgSleep'")" = 1 ]
+}
+poll_until 10 holding || die "mallory's renewal did not run"
+
+out=$(claim || true)
+n=$(rs postgres registry -c "SELECT count(*) FROM $REG_SCHEMA.snowflake_registry_holders
+                              WHERE holder_role = 'mallory' AND state = 'held'")
+if [ "$n" != 1 ] || ! grep -q "may hold no more worker-id leases" <<<"$out"; then
+    die "attack (registry token reuse) WORKS: with her row $W locked, mallory's second claim with the same token said '$out'; she holds $n ids"
+fi
+log "attack (registry token reuse) refused: $(grep -m1 ERROR <<<"$out")"
