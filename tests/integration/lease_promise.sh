@@ -60,7 +60,7 @@
 #     TTL/3 (1 s); H1 never holds K again, nor mints under it, within 10 s;
 #     H2 gets K, if at all, only after H1's last lease_expires under K.
 #  F. A wait is bounded: H1's clock +1 h (libfaketime), the registry's
-#     max_ahead 1 h. single snowflake_nextval() calls, 1.5 s apart, for 20 s.
+#     max_ahead 1 h. Single snowflake_nextval() calls, 1.5 s apart, for 20 s.
 #     Promise: each call ends within 2.5 s (measured on the server around
 #     the call; the client's time, connection included, is logged), and
 #     each failure is 55000 with a message or DETAIL about the lease.
