@@ -118,9 +118,12 @@ pub fn cap_ms() -> i64 {
     if !gucs::leased() {
         return i64::MAX;
     }
-    let Some(l) = shared() else { return i64::MAX };
+    let (Some(l), Some(state)) = (shared(), shmem::state()) else {
+        return i64::MAX;
+    };
+    // The worker is set after the deadline is published (`publish`).
     if l.worker.load(Ordering::Acquire) < 0
-        || SystemClock.lease_ns() >= l.deadline_ns.load(Ordering::Acquire)
+        || SystemClock.lease_ns() >= state.lease_deadline_ns.load(Ordering::Acquire)
     {
         return i64::MIN;
     }
@@ -530,8 +533,7 @@ impl Worker {
         let left_ms = (l.deadline_ns() - mono_ns()).div_euclid(1_000_000);
         s.deadline_wall_ms
             .store(wall_ms + left_ms, Ordering::Release);
-        s.deadline_ns.store(l.deadline_ns(), Ordering::Release);
-        // Every minting call checks this one itself (issue 47).
+        // Every minting call checks the deadline itself (issue 47).
         self.state.set_lease_deadline(l.deadline_ns());
         s.worker.store(l.worker as i64, Ordering::Release);
     }

@@ -102,10 +102,9 @@ pub struct LeaseShared {
     pub epoch: AtomicI64,
     /// Unix ms: no ID under the lease carries a later timestamp.
     pub reserved_until_ms: AtomicI64,
-    /// Monotonic ns after which the lease is not used.
-    pub deadline_ns: AtomicI64,
-    /// The same deadline on the wall clock when it was set, Unix ms (for
-    /// `snowflake_stats()`).
+    /// The lease's deadline on the wall clock when it was set, Unix ms
+    /// (for `snowflake_stats()`); the deadline itself is the generator's
+    /// `lease_deadline_ns`, which every minting call checks.
     pub deadline_wall_ms: AtomicI64,
     /// Requests to the registry that failed since start-up.
     pub errors: AtomicU64,
@@ -125,7 +124,6 @@ impl Default for LeaseShared {
             worker: AtomicI64::new(-1),
             epoch: AtomicI64::new(0),
             reserved_until_ms: AtomicI64::new(i64::MIN),
-            deadline_ns: AtomicI64::new(i64::MIN),
             deadline_wall_ms: AtomicI64::new(i64::MIN),
             errors: AtomicU64::new(0),
             last_error: SharedText::default(),
