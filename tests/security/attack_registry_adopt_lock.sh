@@ -37,17 +37,9 @@ kill -STOP "$LW"
 rs postgres registry -c "UPDATE snowflake_id_internal.snowflake_registry
                             SET lease_clock = 'the-old-primary'
                           WHERE worker_id = $W" >/dev/null
-rs mallory registry >/dev/null 2>&1 <<SQL & holders+=($!)
-BEGIN;
-SELECT * FROM snowflake.snowflake_registry_claim(gen_random_uuid(), 'x', 1, 'x', 'x', -1, 10, 12,
-    1704067200000, 600000, (extract(epoch FROM clock_timestamp()) * 1000)::bigint);
-SELECT pg_sleep(120);
-SQL
-holding() {
-    [ "$(rs postgres registry -c "SELECT count(*) FROM pg_stat_activity
-                                   WHERE usename = 'mallory' AND wait_event = 'PgSleep'")" = 1 ]
-}
-poll_until 10 holding || { kill -CONT "$LW"; die "mallory's claim did not run"; }
+hold_open "SELECT * FROM snowflake.snowflake_registry_claim(gen_random_uuid(), 'x', 1, 'x', 'x', -1, 10, 12,
+    1704067200000, 600000, (extract(epoch FROM clock_timestamp()) * 1000)::bigint);" \
+    || { kill -CONT "$LW"; die "mallory's claim did not run"; }
 kill -CONT "$LW"
 log "attack (registry adoption lock): mallory's claim is open; server 1's lease worker resumed"
 

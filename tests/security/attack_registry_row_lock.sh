@@ -40,17 +40,9 @@ expired() { [ "$(state_of "$W")" = expired ]; }
 poll_until 15 expired || die "worker id $W did not expire in the registry"
 
 # The attack: mallory claims that id, preferred, in a transaction she keeps.
-rs mallory registry >/dev/null 2>&1 <<SQL & holders+=($!)
-BEGIN;
-SELECT * FROM snowflake.snowflake_registry_claim(gen_random_uuid(), 'x', 1, 'x', 'x', $W, 10, 12,
-    1704067200000, 600000, (extract(epoch FROM clock_timestamp()) * 1000)::bigint);
-SELECT pg_sleep(120);
-SQL
-locked() {
-    [ "$(rs postgres registry -c "SELECT count(*) FROM pg_stat_activity
-                                   WHERE usename = 'mallory' AND wait_event = 'PgSleep'")" = 1 ]
-}
-poll_until 10 locked || die "mallory's claim did not run"
+hold_open "SELECT * FROM snowflake.snowflake_registry_claim(gen_random_uuid(), 'x', 1, 'x', 'x', $W, 10, 12,
+    1704067200000, 600000, (extract(epoch FROM clock_timestamp()) * 1000)::bigint);" \
+    || die "mallory's claim did not run"
 log "attack (registry row lock): mallory holds worker id $W in an open transaction; the registry says '$(state_of "$W")'"
 
 # Server 1 wakes up.

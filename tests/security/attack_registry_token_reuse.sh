@@ -29,17 +29,9 @@ read -r W EP < <(claim) || die "mallory's first claim failed"
 [[ "$W" =~ ^[0-9]+$ ]] || die "mallory's first claim returned '$W $EP', expected a worker id"
 log "attack (registry token reuse): mallory holds worker id $W with token $T"
 
-rs mallory registry >/dev/null 2>&1 <<SQL & holders+=($!)
-BEGIN;
-SELECT * FROM $REG_SCHEMA.snowflake_registry_renew($W, '$T', $EP, 600000,
-    (extract(epoch FROM clock_timestamp()) * 1000)::bigint);
-SELECT pg_sleep(120);
-SQL
-holding() {
-    [ "$(rs postgres registry -c "SELECT count(*) FROM pg_stat_activity
-                                   WHERE usename = 'mallory' AND wait_event = 'PgSleep'")" = 1 ]
-}
-poll_until 10 holding || die "mallory's renewal did not run"
+hold_open "SELECT * FROM $REG_SCHEMA.snowflake_registry_renew($W, '$T', $EP, 600000,
+    (extract(epoch FROM clock_timestamp()) * 1000)::bigint);" \
+    || die "mallory's renewal did not run"
 
 out=$(claim || true)
 n=$(rs postgres registry -c "SELECT count(*) FROM $REG_SCHEMA.snowflake_registry_holders

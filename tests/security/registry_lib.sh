@@ -23,6 +23,7 @@
 #       login role of the set-up.
 #   lease_of N, has_lease N, no_lease N, last_error N, mints N, leased N,
 #   state_of WORKER_ID: what server N holds, and the registry's view.
+#   hold_open SQL: mallory runs SQL in a transaction she keeps open.
 source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
 holders=()   # (attack_lib.sh sets it too; shellcheck cannot follow the source)
 
@@ -102,3 +103,18 @@ last_error() { ms "$1" -c "SELECT coalesce(registry_last_error, '') FROM snowfla
 mints() { ms "$1" -c "SELECT snowflake_nextval()" >/dev/null 2>&1; }
 leased() { poll_until 30 has_lease "$1" || die "server $1 leased no worker id within 30 s ($(last_error "$1"))"; }
 state_of() { rs postgres registry -c "SELECT state FROM $REG_SCHEMA.snowflake_registry_holders WHERE worker_id = $1"; }
+# hold_open SQL: mallory runs SQL on the registry inside a transaction she
+# keeps open (for 120 s, ended at exit); true once she sleeps in it,
+# false if she does not within 10 s.
+hold_open() {
+    rs mallory registry >/dev/null 2>&1 <<SQL & holders+=($!)
+BEGIN;
+$1
+SELECT pg_sleep(120);
+SQL
+    poll_until 10 mallory_sleeps
+}
+mallory_sleeps() {
+    [ "$(rs postgres registry -c "SELECT count(*) FROM pg_stat_activity
+                                   WHERE usename = 'mallory' AND wait_event = 'PgSleep'")" = 1 ]
+}
