@@ -226,6 +226,9 @@ state_dir() {
     if [ -L "$want" ] || [ ! -e "$want" ]; then
         mkdir -p "$(dirname "$want")" && ln -sfn "$short" "$want"
     fi
+    # Inside a step of scripts/test.sh: the step's clusters, removed when it
+    # ends (reclaim_states in scripts/steps.sh).
+    if [ -n "${SNOWFLAKE_STEP_STATES:-}" ]; then printf '%s\n' "${2%%/*}" >> "$SNOWFLAKE_STEP_STATES"; fi
     printf '%s\n' "$short"
 }
 

@@ -15,7 +15,7 @@ summary() {
     local rc=$? s n_pass=0 n_fail=0 n_skip=0 n_not=0 r
     trap - EXIT
     printf '\n' >&2
-    log "summary of scripts/test.sh ($(( (SECONDS - T_START) / 60 )) min $(( (SECONDS - T_START) % 60 )) s)"
+    log "summary of scripts/test.sh ($(( (SECONDS - T_START) / 60 )) min $(( (SECONDS - T_START) % 60 )) s${DISK_LOW:+; at least $((DISK_LOW / 1024)) MB of disk free after each step})"
     for s in "${STEPS[@]}"; do
         r=${RESULT[$s]:-not run}
         case "$r" in
@@ -46,10 +46,15 @@ summary() {
 step() {
     local name="$1" t0=$SECONDS rc; shift
     rm -f "$ROOT/.run/skipped" "$ROOT/.run/step.note"
+    mkdir -p "$VAR_TMP_DIR"
+    export SNOWFLAKE_STEP_STATES="$VAR_TMP_DIR/.step-states"
+    : > "$SNOWFLAKE_STEP_STATES"
     set +e
     (set -e; "$@")
     rc=$?
     set -e
+    reclaim_states "$name" "$rc"
+    unset SNOWFLAKE_STEP_STATES
     TOOK[$name]=$((SECONDS - t0))
     if [ $rc != 0 ]; then
         RESULT[$name]=failed
@@ -60,6 +65,42 @@ step() {
         RESULT[$name]=passed
         [ ! -f "$ROOT/.run/step.note" ] || NOTE[$name]=$(head -1 "$ROOT/.run/step.note")
     fi
+}
+# reclaim_states NAME RC: give back the disk of the clusters the step made
+# (state_dir records them). A run of every layer makes more than 15 GB of
+# clusters, WAL and tables, and a CI machine may have less free: each
+# step's are removed when it ends, so the run needs only the largest
+# step's. A server a step left running is stopped first (SIGQUIT: its data
+# goes). After a failure the logs stay (*.log, *.out, *.diffs, up to 64 MB
+# each), for reading; the demo servers of scripts/run.sh (run-*) are never
+# touched. Says how much disk the step's clusters held, and what is free.
+DISK_LOW=""
+reclaim_states() {
+    local name="$1" rc="$2" top dir pid pidfile kb=0 k names=()
+    [ -s "${SNOWFLAKE_STEP_STATES:-}" ] || return 0
+    mapfile -t names < <(sort -u "$SNOWFLAKE_STEP_STATES")
+    for top in "${names[@]}"; do
+        dir="$VAR_TMP_DIR/$top"
+        case "$top" in ""|.*|*/*|run-*) continue ;; esac
+        [ -d "$dir" ] || continue
+        while read -r pidfile; do
+            pid=$(head -1 "$pidfile" 2>/dev/null || true)
+            if [[ "$pid" =~ ^[0-9]+$ ]] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = postgres ]; then
+                kill -QUIT "$pid" 2>/dev/null || true
+                for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+            fi
+        done < <(find "$dir" -maxdepth 5 -name postmaster.pid 2>/dev/null)
+        k=$(du -sk "$dir" 2>/dev/null | cut -f1); kb=$((kb + ${k:-0}))
+        if [ "$rc" = 0 ]; then
+            rm -rf "$dir"
+        else
+            find "$dir" -type f ! \( \( -name '*.log' -o -name '*.out' -o -name '*.diffs' \) -size -64M \) -delete 2>/dev/null || true
+            find "$dir" -mindepth 1 -type d -empty -delete 2>/dev/null || true
+        fi
+    done
+    k=$(df -Pk "$VAR_TMP_DIR" 2>/dev/null | awk 'NR == 2 {print $4}')
+    log "$name: its clusters held $((kb / 1024)) MB on disk, given back; $(( ${k:-0} / 1024 )) MB free"
+    if [ -z "$DISK_LOW" ] || [ "${k:-0}" -lt "$DISK_LOW" ]; then DISK_LOW=${k:-0}; fi
 }
 # not_run NAME WHY: a planned step that cannot run.
 not_run() { RESULT[$1]="not run"; NOTE[$1]=$2; }

@@ -35,7 +35,7 @@ trap cleanup EXIT
 cluster_stop "$DIR"
 rm -f "$BASE/stop" "$BASE"/load.*
 cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 9" \
-    "shared_buffers = '512MB'" "max_wal_size = '8GB'" "maintenance_work_mem = '256MB'" \
+    "shared_buffers = '512MB'" "max_wal_size = '1GB'" "maintenance_work_mem = '256MB'" \
     "log_lock_waits = on" "deadlock_timeout = '200ms'" "autovacuum_naptime = '5s'"
 cluster_up "$DIR"
 

@@ -5,7 +5,8 @@
 # the run goes on after the failure, ends with one line per step and
 # "summary: 1 passed, 1 failed, 1 skipped", and exits non-zero (issue 45).
 # A run where every step passes exits 0 with "summary: 2 passed, 0 failed,
-# 0 skipped".
+# 0 skipped". The clusters a step made (state_dir) are removed when it
+# ends; after a failure only their logs stay.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 SCRATCH=$(mktemp -d)
@@ -15,12 +16,17 @@ cat > "$SCRATCH/run.sh" <<SH
 set -euo pipefail
 source "$ROOT/scripts/lib.sh"
 ROOT=$SCRATCH
+VAR_TMP_DIR=$SCRATCH/vt
 mkdir -p "\$ROOT/.run"
 source "$ROOT/scripts/steps.sh"
 plan "ok step"; plan "failing step"; plan "skipping step"; plan "blocked step"; plan "unreached step"
 trap summary EXIT
-ok() { note "fine"; }
-fails() { die "an integration script failed"; }
+ok() { d=\$(state_dir "\$ROOT/.run/ok" ok/cluster); head -c 1048576 /dev/zero > "\$d/base"; note "fine"; }
+fails() {
+    d=\$(state_dir "\$ROOT/.run/fails" fails/cluster)
+    head -c 1048576 /dev/zero > "\$d/base"; echo "the server said why" > "\$d/server.log"
+    die "an integration script failed"
+}
 skips() { skip_test "not here"; }
 step "ok step" ok
 step "failing step" fails
@@ -41,6 +47,11 @@ for want in "ok step +passed .*fine" "failing step +failed" "skipping step +skip
     grep -qE "$want" "$SCRATCH/err" || { cat "$SCRATCH/err" >&2; die "the summary has no line matching '$want'"; }
 done
 grep -q "the run goes on" "$SCRATCH/err" || die "the failed step did not say the run goes on"
+# The disk of a step's clusters is given back; a failed step keeps its logs.
+[ ! -e "$SCRATCH/vt/ok" ] || die "a passed step's cluster directory was left behind: $(ls -R "$SCRATCH/vt/ok")"
+[ -f "$SCRATCH/vt/fails/cluster/server.log" ] || die "a failed step's server log was removed"
+[ ! -e "$SCRATCH/vt/fails/cluster/base" ] || die "a failed step's cluster data was left behind"
+grep -q "MB of disk free after each step" "$SCRATCH/err" || die "the summary does not say how much disk stayed free"
 
 ALL_PASS=1 bash "$SCRATCH/run.sh" > "$SCRATCH/out" 2> "$SCRATCH/err" \
     || { cat "$SCRATCH/err" >&2; die "a run where every step passed exited non-zero"; }
