@@ -16,7 +16,8 @@
 //! Prints a Markdown table of medians over `--reps` rounds.
 
 use snowflake_id_core::{
-    CachedClock, Clock, Config, Events, GeneratorState, Layout, MillisCache, SystemClock, Tsc,
+    until_issued, CachedClock, Clock, Config, Events, GeneratorState, LastMillisecond, Layout,
+    MillisCache, SystemClock, Tsc,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
@@ -126,14 +127,18 @@ fn main() {
                         clock: SystemClock,
                         counter: Tsc,
                     };
+                    // Like a backend: its own millisecond cache and its
+                    // own memory of its last millisecond.
+                    let mine = LastMillisecond::new();
                     let mut ev = Events::default();
                     let mut last = 0;
                     for _ in 0..ids {
-                        let id = state
-                            .next_id(&cfg, &clock, &mut ev, |us| {
-                                std::thread::sleep(std::time::Duration::from_micros(us))
-                            })
-                            .unwrap();
+                        let id = until_issued(
+                            || state.try_next_in(&cfg, &clock, &mut ev, &mine),
+                            |us| std::thread::sleep(std::time::Duration::from_micros(us)),
+                            |ms| unreachable!("no reservation here, asked up to {ms}"),
+                        )
+                        .unwrap();
                         assert!(id > last, "IDs must increase within a thread");
                         last = id;
                     }

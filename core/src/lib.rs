@@ -23,7 +23,7 @@ pub use format::{
 };
 pub use generator::{
     until_issued, Attempt, Block, BlockAttempt, Config, Events, GenError, GeneratorState,
-    NO_DEADLINE, NO_WORKER, STATIC_WORKER,
+    LastMillisecond, NO_DEADLINE, NO_WORKER, STATIC_WORKER,
 };
 pub use layout::{IdError, Layout, LayoutError, Parts};
 pub use lease::Lease;

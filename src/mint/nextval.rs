@@ -7,7 +7,7 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::{
-    Attempt, Block, Clock, Config, Events, GenError, GeneratorState, SystemClock,
+    Attempt, Block, Clock, Config, Events, GenError, GeneratorState, LastMillisecond, SystemClock,
 };
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
@@ -169,8 +169,12 @@ fn next_one(
     clock: &impl Clock,
     ev: &mut Events,
 ) -> Result<i64, GenError> {
-    until_issued(state, cfg, || state.try_next(cfg, clock, ev))
+    until_issued(state, cfg, || state.try_next_in(cfg, clock, ev, &MINE))
 }
+
+/// The wall-clock millisecond of this backend's last ID from the general
+/// algorithm: its later calls in that millisecond take the fast path.
+static MINE: LastMillisecond = LastMillisecond::new();
 
 /// [`snowflake_id_core::until_issued`] with this server's sleep and
 /// durable reservation.

@@ -21,7 +21,7 @@ use crate::read::decode::unix_ms_to_timestamptz as tstz;
 /// | `epoch` | the epoch of the layout |
 /// | `timestamp_bits`, `worker_bits`, `sequence_bits` | the layout |
 /// | `max_lead_ms` | `snowflake_id.max_lead` |
-/// | `last_id` | the last ID issued by any backend (NULL if none yet); after a restart, or on a standby replaying reservations, the floor the server continues above |
+/// | `last_id` | the last ID issued by any backend (NULL if none yet), or a value just above it that was never handed out (the fast path's addition in a race with a new millisecond); after a restart, or on a standby replaying reservations, the floor the server continues above |
 /// | `last_id_time` | its timestamp |
 /// | `lead_ms` | `last_id_time` minus the wall clock now; positive when IDs run ahead (bursts, clock steps, the jump after a restart) |
 /// | `reserved_until` | the durable reservation: no ID with a later timestamp has been issued |

@@ -2,8 +2,11 @@
 //!
 //! All state that several processes share is in [`GeneratorState`], a
 //! `#[repr(C)]` block of atomics that the extension places in PostgreSQL
-//! shared memory. The hot path is one compare-and-swap on `last_id`, the last
-//! ID issued by this server (the packed state *is* the last ID).
+//! shared memory. The packed state *is* the last ID issued by this server
+//! (`last_id`). The hot path is one `fetch_add` on it, a read-modify-write
+//! that cannot fail however many backends contend for it; a
+//! compare-and-swap lifts the state to the clock only when the result was
+//! not the next ID (see [`GeneratorState::try_next`]).
 //!
 //! # Semantics
 //! - **Fresh millisecond:** the ID takes the wall-clock millisecond and a
@@ -74,6 +77,21 @@ pub const WARN_INTERVAL_MS: i64 = 10_000;
 /// path takes over).
 const MAX_CAS_PAUSE: u32 = 64;
 
+#[cfg(test)]
+thread_local! {
+    /// Read-modify-writes on `last_id` by this thread (tests only).
+    pub(crate) static LAST_ID_RMWS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// `fetch_add`s of the fast path whose result was not the next ID.
+    pub(crate) static FAST_REJECTED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Counts one read-modify-write on `last_id` (a no-op outside tests).
+#[inline(always)]
+fn count_rmw() {
+    #[cfg(test)]
+    LAST_ID_RMWS.with(|c| c.set(c.get() + 1));
+}
+
 const UNSET: i64 = i64::MIN;
 const NO_CAP: u64 = u64::MAX;
 /// [`GeneratorState::assigned_worker`] of a server whose worker id is
@@ -89,7 +107,11 @@ pub const NO_DEADLINE: i64 = i64::MAX;
 #[repr(C, align(64))]
 #[derive(Debug)]
 pub struct GeneratorState {
-    /// The last ID issued (0 = none yet).
+    /// The last ID issued (0 = none yet), or a value above it that was
+    /// never handed out: an addition of the fast path that found no next
+    /// ID to issue (see [`GeneratorState::try_next`]) stays until the
+    /// next compare-and-swap lifts the state above it. Never below an ID
+    /// issued.
     pub last_id: AtomicU64,
     /// The lowest `max_lead` under which a caller had to wait or
     /// re-anchor since IDs were last on the wall clock (`u64::MAX`: none).
@@ -124,6 +146,25 @@ pub struct GeneratorState {
     /// Event counters, on their own cache line: they are only touched on
     /// rare events, never on the common path.
     pub counters: Counters,
+}
+
+/// The wall-clock millisecond in which a caller last issued an ID by the
+/// general algorithm ([`GeneratorState::try_next_in`]). Process-local: one
+/// per backend, never in shared memory; an atomic only so that it can be a
+/// plain `static` (every access is `Relaxed`, an ordinary load or store).
+#[derive(Debug)]
+pub struct LastMillisecond(AtomicI64);
+
+impl LastMillisecond {
+    pub const fn new() -> Self {
+        LastMillisecond(AtomicI64::new(UNSET))
+    }
+}
+
+impl Default for LastMillisecond {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// Server-wide event counters.
@@ -299,15 +340,29 @@ impl GeneratorState {
         }
     }
 
-    /// One attempt at issuing an ID. Lock-free: it retries its CAS only when
-    /// another process issued an ID in between.
+    /// One attempt at issuing an ID. Lock-free.
     ///
     /// The common case (the next sequence number in the last ID's
-    /// millisecond, for the same worker, within the lead bound) takes a
-    /// short path: one wall-clock read, a few compares and the CAS. It
-    /// issues exactly the ID that [`Self::try_next_block`] with a count of
-    /// 1 would (a test checks this from every kind of state), and leaves
-    /// everything else to it.
+    /// millisecond, for the same worker, within the lead bound) takes the
+    /// fast path: one wall-clock read and one `fetch_add` on the last ID,
+    /// checked afterwards. A read-modify-write that adds cannot fail, so
+    /// however many backends contend, each takes its ID with exactly one
+    /// access to the contended cache line and never retries (a
+    /// compare-and-swap loop retries whenever another backend got in
+    /// between, and its throughput falls as backends are added: issue 48).
+    /// When the value it added to was not one the next ID may follow (a
+    /// new wall-clock millisecond, the sequence's end, another worker, the
+    /// reservation's or the lead's edge), the addition is a gap that is
+    /// never handed out, and the general algorithm (a block of one) lifts
+    /// the state with a compare-and-swap; the ID the fast path issues is
+    /// exactly the one [`Self::try_next_block`] would (a test checks this
+    /// from every kind of state).
+    ///
+    /// A server whose worker id is leased keeps the compare-and-swap
+    /// short path instead: the refusal at the lease's deadline fences it
+    /// by raising the last ID to the end of its millisecond
+    /// (`lease_ran_out`), and additions past that fence would reach the
+    /// next millisecond's first IDs.
     #[inline(always)]
     pub fn try_next(
         &self,
@@ -315,10 +370,123 @@ impl GeneratorState {
         clock: &impl Clock,
         ev: &mut Events,
     ) -> Result<Attempt, GenError> {
-        if let Some(id) = self.try_next_same_millisecond(cfg, clock) {
+        self.try_next_pausing(cfg, clock, ev, None, &mut || {})
+    }
+
+    /// [`Self::try_next`] for a caller that remembers, in `mine`, the
+    /// wall-clock millisecond of its last ID (a backend: the extension).
+    /// Its first call in a new wall-clock millisecond goes straight to
+    /// the general algorithm, which a new millisecond needs anyway, and
+    /// makes no addition that would have to be taken back; its later
+    /// calls in that millisecond take the fast path.
+    #[inline(always)]
+    pub fn try_next_in(
+        &self,
+        cfg: &Config,
+        clock: &impl Clock,
+        ev: &mut Events,
+        mine: &LastMillisecond,
+    ) -> Result<Attempt, GenError> {
+        self.try_next_pausing(cfg, clock, ev, Some(mine), &mut || {})
+    }
+
+    /// [`Self::try_next`], calling `pause` between the steps of the fast
+    /// path: after the clock read, after the addition and before taking
+    /// it back. The tests preempt the caller there (every other caller,
+    /// the clock and the reservation may move); everything else calls it
+    /// with nothing to do, which compiles to nothing.
+    #[inline(always)]
+    fn try_next_pausing(
+        &self,
+        cfg: &Config,
+        clock: &impl Clock,
+        ev: &mut Events,
+        mine: Option<&LastMillisecond>,
+        pause: &mut impl FnMut(),
+    ) -> Result<Attempt, GenError> {
+        let unix_ms = clock.wall_ms();
+        let fast = self.assigned_worker.load(Ordering::Relaxed) == STATIC_WORKER;
+        let issued = if !fast {
+            self.try_next_same_millisecond(cfg, clock, unix_ms)
+        } else if mine.is_none_or(|m| m.0.load(Ordering::Relaxed) == unix_ms) {
+            pause();
+            self.try_next_fetch_add(cfg, unix_ms, ev, pause)
+        } else {
+            None
+        };
+        if let Some(id) = issued {
             return Ok(Attempt::Issued(id));
         }
-        self.try_next_general(cfg, clock, ev)
+        let a = self.try_next_general(cfg, clock, ev, fast);
+        if let (Some(m), Ok(Attempt::Issued(_))) = (mine, &a) {
+            m.0.store(unix_ms, Ordering::Relaxed);
+        }
+        a
+    }
+
+    /// The fast path of [`Self::try_next`]: one `fetch_add`, whose result
+    /// is issued when the value it added to is one the next ID may follow
+    /// at wall-clock ms `unix_ms` (the same test as the short path's).
+    #[inline(always)]
+    fn try_next_fetch_add(
+        &self,
+        cfg: &Config,
+        unix_ms: i64,
+        ev: &mut Events,
+        pause: &mut impl FnMut(),
+    ) -> Option<i64> {
+        count_rmw();
+        let prev = self.last_id.fetch_add(1, Ordering::AcqRel);
+        pause();
+        if self.is_next_in_same_millisecond(cfg, prev, unix_ms) {
+            return Some((prev + 1) as i64);
+        }
+        pause();
+        self.fetch_add_rejected(cfg, prev, unix_ms, ev);
+        None
+    }
+
+    /// The addition of the fast path found no next ID: take it back if
+    /// nothing changed the state since (a compare-and-swap from `prev + 1`
+    /// to `prev`), so that the general algorithm starts from the last ID
+    /// issued, as it would have without the fast path. Where another
+    /// backend's addition came in between, the value stays above the last
+    /// ID issued, and may carry into the worker field (after the last
+    /// sequence number): the general algorithm's successor of any value is
+    /// above it, so nothing is issued twice, and the borrowed millisecond
+    /// is counted here instead, by the one backend whose addition took
+    /// the last sequence number. Taking an addition back is safe because
+    /// only the backend that made it could have issued `prev + 1`, and it
+    /// did not: every issued ID stays at or below the state.
+    #[cold]
+    #[inline(never)]
+    fn fetch_add_rejected(&self, cfg: &Config, prev: u64, unix_ms: i64, ev: &mut Events) {
+        #[cfg(test)]
+        FAST_REJECTED.with(|c| c.set(c.get() + 1));
+        count_rmw();
+        let undone = self
+            .last_id
+            .compare_exchange(
+                prev.wrapping_add(1),
+                prev,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok();
+        if undone {
+            return;
+        }
+        let layout = &cfg.layout;
+        let (ts, worker, seq) = layout.split(prev);
+        if worker == cfg.worker
+            && seq == layout.max_sequence()
+            && unix_ms - layout.epoch_ms() <= ts as i64
+        {
+            ev.overflows += 1;
+            self.counters
+                .sequence_overflows
+                .fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     /// The short path of [`Self::try_next`]: `None` whenever anything but
@@ -331,14 +499,19 @@ impl GeneratorState {
     /// the clock read and the general algorithm for every lost race nor
     /// keep the state's cache line bouncing between them.
     #[inline(always)]
-    fn try_next_same_millisecond(&self, cfg: &Config, clock: &impl Clock) -> Option<i64> {
+    fn try_next_same_millisecond(
+        &self,
+        cfg: &Config,
+        _clock: &impl Clock,
+        unix_ms: i64,
+    ) -> Option<i64> {
         let mut last = self.last_id.load(Ordering::Acquire);
-        let unix_ms = clock.wall_ms();
         let mut pause = 1u32;
         loop {
             if !self.is_next_in_same_millisecond(cfg, last, unix_ms) {
                 return None;
             }
+            count_rmw();
             match self.last_id.compare_exchange_weak(
                 last,
                 last + 1,
@@ -387,15 +560,31 @@ impl GeneratorState {
         layout.epoch_ms() + last_ts as i64 <= self.reserved_until_ms.load(Ordering::Acquire)
     }
 
-    /// [`Self::try_next`] beyond the short path: a block of one.
+    /// [`Self::try_next`] beyond the fast (or short) path: a block of one.
+    /// With `fast`, a compare-and-swap lost to another backend goes back
+    /// to the fast path as soon as the value it lost to is one the next ID
+    /// may follow, instead of competing with every other backend's
+    /// additions: the state was lifted (by someone else), and a
+    /// `fetch_add` cannot lose.
     #[inline(never)]
     fn try_next_general(
         &self,
         cfg: &Config,
         clock: &impl Clock,
         ev: &mut Events,
+        fast: bool,
     ) -> Result<Attempt, GenError> {
-        Ok(self.try_next_block(cfg, clock, ev, 1)?.map(|b| b.first))
+        loop {
+            match self.block_once(cfg, clock, ev, 1, u64::MAX, fast)? {
+                Some(a) => return Ok(a.map(|b| b.first)),
+                None => {
+                    if let Some(id) = self.try_next_fetch_add(cfg, clock.wall_ms(), ev, &mut || {})
+                    {
+                        return Ok(Attempt::Issued(id));
+                    }
+                }
+            }
+        }
     }
 
     /// One attempt at issuing up to `want` consecutive IDs with a single
@@ -436,6 +625,29 @@ impl GeneratorState {
         want: u64,
         share_ms: u64,
     ) -> Result<BlockAttempt, GenError> {
+        loop {
+            if let Some(a) = self.block_once(cfg, clock, ev, want, share_ms, false)? {
+                return Ok(a);
+            }
+        }
+    }
+
+    /// One attempt of [`Self::try_next_block_within`]: `None` when its
+    /// compare-and-swap lost to another backend, or it re-anchored the
+    /// reference clock, and it must be tried again. With
+    /// `back_to_fast_path`, a lost compare-and-swap also ends the attempt
+    /// (`None`) where the value it lost to is one the fast path continues
+    /// (see [`Self::try_next_general`]); otherwise it is retried here.
+    #[inline(always)]
+    fn block_once(
+        &self,
+        cfg: &Config,
+        clock: &impl Clock,
+        ev: &mut Events,
+        want: u64,
+        share_ms: u64,
+        back_to_fast_path: bool,
+    ) -> Result<Option<BlockAttempt>, GenError> {
         let layout = &cfg.layout;
         let want = want.max(1);
         loop {
@@ -526,7 +738,7 @@ impl GeneratorState {
                         let admit_ns = (cand_ts as i64 - max_lead as i64 + layout.epoch_ms())
                             .saturating_mul(1_000_000);
                         let wait_ns = admit_ns.saturating_sub(reference_ns).max(1);
-                        return Ok(BlockAttempt::Wait((wait_ns as u64).div_ceil(1_000)));
+                        return Ok(Some(BlockAttempt::Wait((wait_ns as u64).div_ceil(1_000))));
                     }
                     // Not a burst: re-anchor the reference clock so that
                     // this ID is exactly at the bound, and go on.
@@ -534,7 +746,7 @@ impl GeneratorState {
                     self.max_offset
                         .fetch_max(target_ms.saturating_mul(1_000_000) - m, Ordering::AcqRel);
                     ev.reanchored = true;
-                    continue;
+                    return Ok(None);
                 }
                 let share_limit = reference.saturating_add(share as i64);
                 if cand_ts as i64 > share_limit {
@@ -546,7 +758,7 @@ impl GeneratorState {
                     let wait_ns = admit_ns
                         .saturating_sub(reference_ns)
                         .clamp(1, MAX_WAIT_MS as i64 * 1_000_000);
-                    return Ok(BlockAttempt::Wait((wait_ns as u64).div_ceil(1_000)));
+                    return Ok(Some(BlockAttempt::Wait((wait_ns as u64).div_ceil(1_000))));
                 }
                 if end_ts as i64 > share_limit {
                     // A block stops at the bound, or at the call's share
@@ -560,7 +772,7 @@ impl GeneratorState {
                 self.counters
                     .reservation_waits
                     .fetch_add(1, Ordering::Relaxed);
-                return Ok(BlockAttempt::Reserve(end_unix_ms));
+                return Ok(Some(BlockAttempt::Reserve(end_unix_ms)));
             }
             // Read after the reservation: a reservation raised for a newly
             // assigned worker id is published after the assignment, so a
@@ -571,10 +783,16 @@ impl GeneratorState {
                 return Err(GenError::WorkerNotHeld { worker: cfg.worker });
             }
             let end = layout.at_position(end_pos, cfg.worker);
-            if self
-                .last_id
-                .compare_exchange_weak(last, end, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
+            count_rmw();
+            let swapped =
+                self.last_id
+                    .compare_exchange_weak(last, end, Ordering::AcqRel, Ordering::Acquire);
+            if let Err(now_last) = swapped {
+                if back_to_fast_path && self.is_next_in_same_millisecond(cfg, now_last, unix_ms) {
+                    return Ok(None);
+                }
+                continue;
+            }
             {
                 // Checked again after the compare-and-swap: a caller held
                 // up between the check above and its swap (preempted,
@@ -603,10 +821,10 @@ impl GeneratorState {
                         self.lead_cap_ms.store(NO_CAP, Ordering::Relaxed);
                     }
                 }
-                return Ok(BlockAttempt::Issued(Block {
+                return Ok(Some(BlockAttempt::Issued(Block {
                     first: cand as i64,
                     count: end_pos - first_pos + 1,
-                }));
+                })));
             }
         }
     }
@@ -625,6 +843,7 @@ impl GeneratorState {
             layout.max_worker(),
             layout.max_sequence(),
         );
+        count_rmw();
         self.last_id.fetch_max(fence, Ordering::AcqRel);
         GenError::LeaseExpired { worker: cfg.worker }
     }
