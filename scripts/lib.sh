@@ -365,18 +365,42 @@ pq() {
 # old file (writing over a loaded library in place, as `cargo pgrx
 # install` does, crashes that server: issue 45).
 install_extension() {
-    local libdir extdir stage f
+    local libdir extdir stage stamp f
     libdir=$("$PG_CONFIG" --pkglibdir); extdir="$("$PG_CONFIG" --sharedir)/extension"
     stage="$ROOT/target/install-stage/pg$PG_MAJOR"
-    log "building and installing snowflake_id (release) into $libdir"
-    rm -rf "$stage" && mkdir -p "$stage"
-    (cd "$ROOT" && cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$stage" >"$stage.log" 2>&1) \
-        || { tail -30 "$stage.log" >&2; die "cargo pgrx package failed; see $stage.log"; }
-    [ -f "$stage$libdir/snowflake_id.so" ] || die "cargo pgrx package left no snowflake_id.so in $stage$libdir"
+    stamp="$(build_inputs) $PG_CONFIG $("$PG_CONFIG" --version)"
+    if [ -f "$stage$libdir/snowflake_id.so" ] && [ "$(cat "$stage.stamp" 2>/dev/null)" = "$stamp" ]; then
+        log "installing snowflake_id (release, built from these sources already) into $libdir"
+    else
+        log "building and installing snowflake_id (release) into $libdir"
+        rm -rf "$stage" "$stage.stamp" && mkdir -p "$stage"
+        (cd "$ROOT" && cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$stage" >"$stage.log" 2>&1) \
+            || { tail -30 "$stage.log" >&2; die "cargo pgrx package failed; see $stage.log"; }
+        [ -f "$stage$libdir/snowflake_id.so" ] || die "cargo pgrx package left no snowflake_id.so in $stage$libdir"
+        echo "$stamp" > "$stage.stamp"
+    fi
     install_by_rename "$stage$libdir/snowflake_id.so" "$libdir" 755
     for f in "$stage$extdir"/snowflake_id*; do
         install_by_rename "$f" "$extdir" 644
     done
+}
+
+# build_inputs: one hash of everything a release build reads: the sources
+# of both crates, the SQL, the manifests and lock file, the toolchain and
+# RUSTFLAGS. Each major's build is kept in target/install-stage/pg<major>
+# with this hash: cargo keeps one final library for all majors (building
+# another major rewrites it, and the next build of this one starts over),
+# so this is what lets the test command install a major it built already
+# in a second instead of a minute.
+build_inputs() {
+    local p inputs=()
+    for p in Cargo.toml Cargo.lock snowflake_id.control src sql core .cargo build.rs; do
+        [ -e "$ROOT/$p" ] && inputs+=("$p")
+    done
+    (cd "$ROOT" && {
+        rustc -V; cargo pgrx --version || true; echo "RUSTFLAGS=${RUSTFLAGS:-}"
+        find "${inputs[@]}" -path core/target -prune -o -type f -print0 | sort -z | xargs -0 sha256sum
+    } | sha256sum | cut -d' ' -f1)
 }
 
 # install_by_rename FILE DIR MODE: FILE into DIR under its own name,

@@ -142,6 +142,9 @@ PY
     python3 "$ROOT/scripts/check_docs.py" || die "the documentation has the problems above"
     # The summary of this script, after a failed step too (issue 45).
     bash "$ROOT/tests/lint/steps.sh"
+    # The hash that lets a major's release build be installed again
+    # without a rebuild covers every input of the build.
+    bash "$ROOT/tests/lint/build_inputs.sh"
     # Where the Citus source comes from, case by case (no network needed).
     bash "$ROOT/tests/lint/citus_source.sh" > "$ROOT/.run/citus-source.log" 2>&1 \
         || { cat "$ROOT/.run/citus-source.log" >&2; die "the Citus source lookup is broken"; }
