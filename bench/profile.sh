@@ -42,7 +42,7 @@ floor_sql=$(bench_floor_sql "$DIR")
 printf 'CREATE EXTENSION snowflake_id;\nCREATE SEQUENCE s;\n%s\n' "$floor_sql" | single >/dev/null
 
 # name | expression | C function callgrind should count
-GENS=("snowflake_nextval()|snowflake_nextval()|snowflake_nextval_wrapper"
+GENS=("snowflake_nextval()|snowflake_nextval()|snowflake_nextval_entry"
       "nextval (bigserial)|nextval('s')|nextval_oid"
       "gen_random_uuid()|gen_random_uuid()|gen_random_uuid")
 [ "$PG_MAJOR" -ge 18 ] && GENS+=("uuidv7()|uuidv7()|uuidv7")

@@ -113,6 +113,14 @@ LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowflake_raise_floor_from_data_wrapper';
 REVOKE ALL ON FUNCTION snowflake_raise_floor_from_data(boolean) FROM PUBLIC;
 
+-- snowflake_nextval()'s C entry point takes the common case before pgrx's
+-- call machinery (issue 48; src/mint/nextval.rs). Replaced in place: the
+-- defaults that call it, and its grants, stay.
+CREATE OR REPLACE FUNCTION snowflake_nextval() RETURNS bigint
+STRICT VOLATILE PARALLEL SAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_nextval_entry';
+
 -- snowflake_stats() with the lease's columns; snowflake_node, which reads
 -- it, is created again below (src/operate/sql/fleet_check.sql).
 DROP VIEW snowflake_node;

@@ -403,6 +403,19 @@ fn compute_layout() -> Result<Layout, String> {
     .map_err(|e: LayoutError| format!("invalid snowflake_id layout: {e}"))
 }
 
+/// The layout fixed at server start, once a call has computed it: `None`
+/// before that, and where the layout may be reloaded. Never computes,
+/// locks or fails (the entry point of `snowflake_nextval()` reads it
+/// before pgrx's error guard).
+#[inline(always)]
+pub fn fixed_layout() -> Option<Layout> {
+    if LAYOUT_FIXED.load(Ordering::Relaxed) {
+        FROZEN_LAYOUT.get().copied()
+    } else {
+        None
+    }
+}
+
 /// The layout of this server. On a server that preloads the library the
 /// first valid answer is cached for the life of the process (the postmaster
 /// computes it once in `_PG_init`, and every backend inherits it).

@@ -262,6 +262,18 @@ impl MillisCache {
         self.refresh(clock, counter)
     }
 
+    /// The millisecond of the last real reading while it is still the
+    /// current one, without reading the clock: `None` when a real read is
+    /// due (or the cache is not calibrated). One counter read.
+    #[inline(always)]
+    pub fn current_ms(&self, counter: &impl Cycles) -> Option<i64> {
+        if self.last_reading_current(counter) {
+            Some(self.wall_ms.load(R))
+        } else {
+            None
+        }
+    }
+
     /// [`Self::wall_ns`] in whole milliseconds (kept with the reading, so
     /// the hot path does not divide).
     #[inline]
@@ -482,6 +494,7 @@ mod tests {
         };
         let cache = MillisCache::new(true);
         let mut cached = 0;
+        let mut answered = 0;
         let mut x: u64 = 12345;
         for _ in 0..200_000 {
             // Irregular steps of 0 .. 40 us.
@@ -489,6 +502,13 @@ mod tests {
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             clock.advance(((x >> 33) % 40_000) as i64);
+            // The reading without a clock read (the extension's unguarded
+            // entry point): never a stale millisecond either.
+            let without_read = cache.current_ms(&counter);
+            if let Some(ms) = without_read {
+                assert_eq!(ms, clock.wall_ns().div_euclid(MS), "stale millisecond");
+                answered += 1;
+            }
             let got = cache.wall_ns(&clock, &counter);
             let truth = clock.wall_ns();
             assert_eq!(
@@ -506,6 +526,10 @@ mod tests {
         assert!(cache.active());
         // Most reads were served from the cache.
         assert!(cached > 150_000, "only {cached} cached reads");
+        assert!(
+            answered > 150_000,
+            "only {answered} reads without a clock read"
+        );
     }
 
     /// 50 ms of reads every half millisecond: enough to calibrate.

@@ -85,3 +85,15 @@ pub fn cached<R>(f: impl FnOnce(&CachedClock<'_, SystemClock, KernelTsc>) -> R) 
         counter: KernelTsc,
     })
 }
+
+/// The current wall-clock millisecond from this backend's cache, without
+/// a clock read: `None` where the cache is not used, or a real read is
+/// due (the entry point of `snowflake_nextval()` then takes its general
+/// path, which reads the clock).
+#[inline(always)]
+pub fn current_ms() -> Option<i64> {
+    if !in_use() {
+        return None;
+    }
+    CACHE.current_ms(&KernelTsc)
+}

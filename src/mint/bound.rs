@@ -43,6 +43,14 @@ pub fn check(id: i64, layout: &Layout) {
     }
 }
 
+/// Whether `id` is below the threshold, so that [`check`] would ask
+/// nothing: the entry point of `snowflake_nextval()`, which may not ask
+/// (asking can raise an error), returns only such IDs itself.
+#[inline(always)]
+pub fn covers(id: i64) -> bool {
+    id < THRESHOLD.load(Ordering::Relaxed)
+}
+
 #[cold]
 #[inline(never)]
 fn ask(id: i64, layout: &Layout) {

@@ -14,7 +14,9 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 /// Returns a new ID, unique and strictly greater than every ID this server
 /// issued before, in any backend and any database.
 ///
-/// Lock-free: one compare-and-swap on shared memory in the common case.
+/// Lock-free: one `fetch_add` on shared memory in the common case, which
+/// [`snowflake_nextval_entry`], the function's C entry point, takes before
+/// any of pgrx's call machinery; everything else runs here.
 /// VOLATILE (every call differs) and PARALLEL SAFE (the state is in shared
 /// memory, so parallel workers draw from the same generator).
 ///
@@ -31,7 +33,11 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 /// INSERT INTO orders (item) VALUES ('book') RETURNING id;
 /// SELECT snowflake_nextval() FROM generate_series(1, 3);
 /// ```
-#[pg_extern(volatile, parallel_safe)]
+#[pg_extern(
+    volatile,
+    parallel_safe,
+    sql = "CREATE FUNCTION \"snowflake_nextval\"() RETURNS bigint /* i64 */\nSTRICT VOLATILE PARALLEL SAFE\nLANGUAGE c /* Rust */\nAS 'MODULE_PATHNAME', 'snowflake_nextval_entry';"
+)]
 pub fn snowflake_nextval() -> i64 {
     let (state, cfg) = generator();
     let mut ev = Events::default();
@@ -51,6 +57,83 @@ pub fn snowflake_nextval() -> i64 {
         }
         Err(e) => refuse(e),
     }
+}
+
+/// The C entry point of the SQL function `snowflake_nextval()` (its SQL
+/// names this symbol): the common case here, with no error guard, no
+/// memory-context switch and no result boxing, which cost about as much
+/// as the generator itself (issue 48); everything else in pgrx's wrapper
+/// of [`snowflake_nextval`], which is guarded as usual.
+///
+/// The common case is [`GeneratorState::try_fast`] with a cached clock
+/// reading, after the checks of [`generator`], all of them plain loads:
+/// nothing here calls PostgreSQL, allocates, raises an error or can
+/// panic, which is what makes running it unguarded sound. Whenever any
+/// of it does not hold (the first call, a new millisecond, a real clock
+/// read due, recovery not yet seen over, a layout not yet fixed, a
+/// leased worker id, a blocked generator, an ID at this database's
+/// bound), it issues nothing, or drops the one ID it took (a gap, never
+/// handed out), and the guarded wrapper runs the whole call.
+///
+/// # Safety
+/// Called by PostgreSQL's function manager with a valid `fcinfo`, as
+/// every V1 function is.
+#[no_mangle]
+pub unsafe extern "C-unwind" fn snowflake_nextval_entry(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> pg_sys::Datum {
+    match fast_path() {
+        Some(id) => pg_sys::Datum::from(id),
+        // SAFETY: the same call, handed on.
+        None => unsafe { guarded(fcinfo) },
+    }
+}
+
+/// pgrx's guarded wrapper of [`snowflake_nextval`], kept out of line so
+/// that the common case keeps a small stack frame.
+///
+/// # Safety
+/// As [`snowflake_nextval_entry`].
+#[cold]
+#[inline(never)]
+unsafe fn guarded(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: the caller's `fcinfo`.
+    unsafe { snowflake_nextval_wrapper(fcinfo) }
+}
+
+/// The version-1 calling convention record of [`snowflake_nextval_entry`].
+#[no_mangle]
+#[doc(hidden)]
+pub extern "C" fn pg_finfo_snowflake_nextval_entry() -> &'static pg_sys::Pg_finfo_record {
+    const V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+    &V1
+}
+
+/// The unguarded common case of [`snowflake_nextval_entry`]: the checks
+/// of [`generator`] that pass without a word, the cached clock, the
+/// generator's fast path and the database's bound.
+#[inline(always)]
+fn fast_path() -> Option<i64> {
+    let state = shmem::state()?;
+    let layout = gucs::fixed_layout()?;
+    if !PAST_RECOVERY.load(Ordering::Relaxed) || state.blocked.load(Ordering::Acquire) != 0 {
+        return None;
+    }
+    // A leased worker id never takes the fast path (`try_fast`), so the
+    // static one is the only one that matters here.
+    let worker = gucs::worker_id().filter(|&w| w <= layout.max_worker())?;
+    let unix_ms = backend_clock::current_ms()?;
+    let cfg = Config {
+        layout,
+        worker,
+        max_lead_ms: gucs::max_lead_ms(),
+    };
+    let id = state.try_fast(&cfg, unix_ms, &MINE)?;
+    if !bound::covers(id) {
+        return None;
+    }
+    LAST.store(id, Ordering::Relaxed);
+    Some(id)
 }
 
 /// ERROR for a generator error; a lease past its deadline with the

@@ -390,6 +390,35 @@ impl GeneratorState {
         self.try_next_pausing(cfg, clock, ev, Some(mine), &mut || {})
     }
 
+    /// The fast path of [`Self::try_next_in`] alone, for a caller that
+    /// may do nothing else where it calls this: the extension's entry
+    /// point, which runs it before pgrx's error guard is set up, and so
+    /// must neither raise an error nor report an event. `unix_ms` is the
+    /// current wall-clock millisecond, which the caller knows without a
+    /// clock read only while a cached reading is current.
+    ///
+    /// `Some` is exactly the ID [`Self::try_next_in`] would issue with the
+    /// same clock reading. `None` issues nothing; the caller then calls
+    /// [`Self::try_next_in`]. A rejected addition (taken back as usual)
+    /// also forgets `mine`, so that call goes straight to the general
+    /// algorithm instead of adding a second time.
+    #[inline(always)]
+    pub fn try_fast(&self, cfg: &Config, unix_ms: i64, mine: &LastMillisecond) -> Option<i64> {
+        if self.assigned_worker.load(Ordering::Relaxed) != STATIC_WORKER
+            || mine.0.load(Ordering::Relaxed) != unix_ms
+        {
+            return None;
+        }
+        // The only event of the fast path, a borrowed millisecond, is
+        // counted in shared memory by `fetch_add_rejected` itself.
+        let mut ev = Events::default();
+        let id = self.try_next_fetch_add(cfg, unix_ms, &mut ev, &mut || {});
+        if id.is_none() {
+            mine.0.store(UNSET, Ordering::Relaxed);
+        }
+        id
+    }
+
     /// [`Self::try_next`], calling `pause` between the steps of the fast
     /// path: after the clock read, after the addition and before taking
     /// it back. The tests preempt the caller there (every other caller,

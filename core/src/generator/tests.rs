@@ -452,6 +452,51 @@ fn restore(v: &[i64; 14]) -> GeneratorState {
     st
 }
 
+/// A random state and configuration of every kind the short and fast
+/// paths must judge, with a clock reading anywhere in a millisecond: the
+/// last ID in this, an earlier or a later millisecond (3 ms behind to 4
+/// ahead), of this or a neighbouring worker, at any sequence including
+/// the last; the clocks measured in this millisecond or not;
+/// reservations and lead bounds that do and do not cover the next ID;
+/// no lead cap, or one below, at or above the lead.
+fn random_case(rnd: &mut impl FnMut(u64) -> u64) -> ([i64; 14], Config, ManualClock) {
+    let layout = Layout::default_layout();
+    let wall = T0 + rnd(MS as u64) as i64;
+    let unix_ms = wall / MS;
+    let now = (unix_ms - layout.epoch_ms()) as u64;
+    let last_ts = now + rnd(8) - 3;
+    let worker = 41 + rnd(3);
+    let seq = match rnd(4) {
+        0 => layout.max_sequence(),
+        1 => layout.max_sequence() - 1,
+        _ => rnd(layout.max_sequence() + 1),
+    };
+    let c = Config {
+        layout,
+        worker: 42,
+        max_lead_ms: [0, 1, 2, 5, 1000][rnd(5) as usize],
+    };
+    let mut v = snapshot(&GeneratorState::new());
+    v[0] = layout.pack(last_ts, worker, seq) as i64;
+    v[1] = if rnd(2) == 0 { unix_ms } else { unix_ms - 1 };
+    v[2] = if rnd(4) == 0 {
+        UNSET
+    } else {
+        wall - M0 - rnd(2) as i64 * MS
+    };
+    v[3] = v[2];
+    v[5] = match rnd(3) {
+        0 => i64::MAX,
+        1 => layout.epoch_ms() + last_ts as i64,
+        _ => layout.epoch_ms() + last_ts as i64 - 1,
+    };
+    v[13] = match rnd(3) {
+        0 => NO_CAP as i64,
+        _ => rnd(4) as i64,
+    };
+    (v, c, ManualClock::new(wall, M0))
+}
+
 /// The short path of `try_next` issues exactly what the general
 /// algorithm (a block of one) would, and changes the state exactly as
 /// it would, from random states of every kind: the last ID in this,
@@ -464,44 +509,9 @@ fn restore(v: &[i64; 14]) -> GeneratorState {
 fn short_path_agrees_with_the_general_algorithm() {
     let mut rng = Xorshift::new(0x2545_f491_4f6c_dd1d);
     let mut rnd = move |n: u64| rng.below(n);
-    let layout = Layout::default_layout();
     let (mut short, mut general) = (0, 0);
     for _ in 0..200_000 {
-        let wall = T0 + rnd(MS as u64) as i64;
-        let unix_ms = wall / MS;
-        let now = (unix_ms - layout.epoch_ms()) as u64;
-        let last_ts = now + rnd(8) - 3; // 3 ms behind to 4 ahead
-        let worker = 41 + rnd(3);
-        let seq = match rnd(4) {
-            0 => layout.max_sequence(),
-            1 => layout.max_sequence() - 1,
-            _ => rnd(layout.max_sequence() + 1),
-        };
-        let c = Config {
-            layout,
-            worker: 42,
-            max_lead_ms: [0, 1, 2, 5, 1000][rnd(5) as usize],
-        };
-        let mut v = snapshot(&GeneratorState::new());
-        v[0] = layout.pack(last_ts, worker, seq) as i64;
-        v[1] = if rnd(2) == 0 { unix_ms } else { unix_ms - 1 };
-        v[2] = if rnd(4) == 0 {
-            UNSET
-        } else {
-            wall - M0 - rnd(2) as i64 * MS
-        };
-        v[3] = v[2];
-        v[5] = match rnd(3) {
-            0 => i64::MAX,
-            1 => layout.epoch_ms() + last_ts as i64,
-            _ => layout.epoch_ms() + last_ts as i64 - 1,
-        };
-        // No lead cap, or one below, at or above the lead.
-        v[13] = match rnd(3) {
-            0 => NO_CAP as i64,
-            _ => rnd(4) as i64,
-        };
-        let clock = ManualClock::new(wall, M0);
+        let (v, c, clock) = random_case(&mut rnd);
         let (a, b) = (restore(&v), restore(&v));
         let mut ev = Events::default();
         match a.try_next_same_millisecond(&c, &clock, clock.wall_ms()) {
@@ -901,43 +911,9 @@ fn a_caller_held_up_past_the_deadline_before_its_swap_hands_out_nothing() {
 fn fast_path_agrees_with_the_general_algorithm() {
     let mut rng = Xorshift::new(0x9e37_79b9_7f4a_7c15);
     let mut rnd = move |n: u64| rng.below(n);
-    let layout = Layout::default_layout();
     let (mut fast, mut general) = (0, 0);
     for _ in 0..200_000 {
-        let wall = T0 + rnd(MS as u64) as i64;
-        let unix_ms = wall / MS;
-        let now = (unix_ms - layout.epoch_ms()) as u64;
-        let last_ts = now + rnd(8) - 3;
-        let worker = 41 + rnd(3);
-        let seq = match rnd(4) {
-            0 => layout.max_sequence(),
-            1 => layout.max_sequence() - 1,
-            _ => rnd(layout.max_sequence() + 1),
-        };
-        let c = Config {
-            layout,
-            worker: 42,
-            max_lead_ms: [0, 1, 2, 5, 1000][rnd(5) as usize],
-        };
-        let mut v = snapshot(&GeneratorState::new());
-        v[0] = layout.pack(last_ts, worker, seq) as i64;
-        v[1] = if rnd(2) == 0 { unix_ms } else { unix_ms - 1 };
-        v[2] = if rnd(4) == 0 {
-            UNSET
-        } else {
-            wall - M0 - rnd(2) as i64 * MS
-        };
-        v[3] = v[2];
-        v[5] = match rnd(3) {
-            0 => i64::MAX,
-            1 => layout.epoch_ms() + last_ts as i64,
-            _ => layout.epoch_ms() + last_ts as i64 - 1,
-        };
-        v[13] = match rnd(3) {
-            0 => NO_CAP as i64,
-            _ => rnd(4) as i64,
-        };
-        let clock = ManualClock::new(wall, M0);
+        let (v, c, clock) = random_case(&mut rnd);
         let (a, b) = (restore(&v), restore(&v));
         let mut ev = Events::default();
         match a.try_next_fetch_add(&c, clock.wall_ms(), &mut ev, &mut || {}) {
@@ -969,6 +945,79 @@ fn fast_path_agrees_with_the_general_algorithm() {
     assert!(
         fast > 5_000 && general > 5_000,
         "{fast} fast, {general} general"
+    );
+}
+
+/// Issue 48: `try_fast`, which the extension's entry point runs before
+/// pgrx's guard, is the fast path of `try_next_in` and nothing else.
+/// From the random states above, with the caller's millisecond (`mine`)
+/// this one or another and the worker id static or leased: an ID it
+/// issues is the one `try_next_in` issues with the same clock reading,
+/// leaving the same state, with one read-modify-write; where it issues
+/// nothing, it leaves the state as it found it and, after a rejected
+/// addition, forgets `mine`, so that the caller's `try_next_in` then
+/// goes straight to the general algorithm: the same ID and state as
+/// from the untouched state without a fast attempt, and no second
+/// addition.
+#[test]
+fn try_fast_is_the_fast_path_of_try_next_in_alone() {
+    let mut rng = Xorshift::new(0xd1b5_4a32_d192_ed03);
+    let mut rnd = move |n: u64| rng.below(n);
+    let (mut fast, mut declined, mut rejected) = (0, 0, 0);
+    for _ in 0..200_000 {
+        let (v, c, clock) = random_case(&mut rnd);
+        let unix_ms = clock.wall_ms();
+        let mine_ms = if rnd(4) == 0 { unix_ms - 1 } else { unix_ms };
+        let leased = rnd(8) == 0;
+        let (a, b) = (restore(&v), restore(&v));
+        if leased {
+            a.assigned_worker.store(42, Ordering::Relaxed);
+            b.assigned_worker.store(42, Ordering::Relaxed);
+        }
+        let (mine_a, mine_b) = (LastMillisecond::new(), LastMillisecond::new());
+        mine_a.0.store(mine_ms, Ordering::Relaxed);
+        mine_b.0.store(mine_ms, Ordering::Relaxed);
+        let (got, n, _) = rmws(|| a.try_fast(&c, unix_ms, &mine_a));
+        let mut ev = Events::default();
+        match got {
+            Some(id) => {
+                fast += 1;
+                assert!(!leased && mine_ms == unix_ms, "state {v:?}");
+                assert_eq!(n, 1, "one read-modify-write");
+                let want = b.try_next_in(&c, &clock, &mut ev, &mine_b);
+                assert_eq!(want, Ok(Attempt::Issued(id)), "state {v:?}, config {c:?}");
+                assert_eq!(snapshot(&a), snapshot(&b), "state {v:?}");
+                assert_eq!(mine_a.0.load(Ordering::Relaxed), unix_ms);
+            }
+            None => {
+                assert_eq!(
+                    snapshot(&a),
+                    v,
+                    "try_fast issued nothing but changed the state"
+                );
+                if n == 0 {
+                    declined += 1;
+                    assert_eq!(mine_a.0.load(Ordering::Relaxed), mine_ms);
+                    continue;
+                }
+                rejected += 1;
+                assert_eq!(n, 2, "an addition and its undoing");
+                assert_eq!(mine_a.0.load(Ordering::Relaxed), UNSET, "mine forgotten");
+                // The caller's next step, against a caller that never
+                // tried the fast path in this millisecond.
+                mine_b.0.store(UNSET, Ordering::Relaxed);
+                let mut ev_b = Events::default();
+                let (got_a, n_a, r_a) = rmws(|| a.try_next_in(&c, &clock, &mut ev, &mine_a));
+                let (got_b, _, _) = rmws(|| b.try_next_in(&c, &clock, &mut ev_b, &mine_b));
+                assert_eq!(got_a, got_b, "state {v:?}, config {c:?}");
+                assert_eq!(snapshot(&a), snapshot(&b), "state {v:?}");
+                assert_eq!(r_a, 0, "no second addition: {n_a} read-modify-writes");
+            }
+        }
+    }
+    assert!(
+        fast > 2_000 && declined > 2_000 && rejected > 2_000,
+        "{fast} fast, {declined} declined, {rejected} rejected"
     );
 }
 
