@@ -6,6 +6,10 @@
  *   extension; snowflake_high_water() shows the server's mark and
  *   snowflake_write_high_water() (superuser only) writes it now. No
  *   snowflake_nextval() reads user tables any more.
+ * - snowflake_nextval() points at its own C entry point,
+ *   snowflake_nextval_entry, which takes the common case before pgrx's
+ *   call machinery (issue 48); replaced in place, so defaults and grants
+ *   stay.
  * - snowflake_raise_floor_from_data(apply boolean DEFAULT false): reads
  *   each table as its owner and reports owner and error; applies nothing
  *   unless asked.

@@ -9,7 +9,7 @@ use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::{
     Attempt, Block, Clock, Config, Events, GenError, GeneratorState, LastMillisecond, SystemClock,
 };
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, Ordering};
 
 /// Returns a new ID, unique and strictly greater than every ID this server
 /// issued before, in any backend and any database.
@@ -114,7 +114,12 @@ pub extern "C" fn pg_finfo_snowflake_nextval_entry() -> &'static pg_sys::Pg_finf
 /// generator's fast path and the database's bound.
 #[inline(always)]
 fn fast_path() -> Option<i64> {
-    let state = shmem::state()?;
+    if !backend_clock::in_use() {
+        return None; // no cached clock, no fast path: every call reads it
+    }
+    // SAFETY: null, or the generator this process's guarded path found
+    // (shared memory stays mapped at one address for a backend's life).
+    let state = unsafe { SEEN.load(Ordering::Relaxed).as_ref() }?;
     let layout = gucs::fixed_layout()?;
     if !PAST_RECOVERY.load(Ordering::Relaxed) || state.blocked.load(Ordering::Acquire) != 0 {
         return None;
@@ -135,6 +140,15 @@ fn fast_path() -> Option<i64> {
     LAST.store(id, Ordering::Relaxed);
     Some(id)
 }
+
+/// The shared generator as [`generator`] found it in this process, for
+/// [`fast_path`]: null before this backend's first guarded call.
+/// (`shmem::state()` is a plain load too, but pgrx's accessor behind it
+/// would panic where shared memory was never attached, and nothing
+/// unguarded may panic.) Only backends call SQL functions, and none of
+/// them forks another, so the address never reaches a process that maps
+/// shared memory elsewhere.
+static SEEN: AtomicPtr<GeneratorState> = AtomicPtr::new(std::ptr::null_mut());
 
 /// ERROR for a generator error; a lease past its deadline with the
 /// registry's last error.
@@ -282,6 +296,7 @@ fn generator() -> (&'static GeneratorState, Config) {
     let Some(state) = shmem::state() else {
         errors::not_preloaded();
     };
+    SEEN.store(std::ptr::from_ref(state).cast_mut(), Ordering::Relaxed);
     refuse_during_recovery();
     let layout = decode::layout();
     let Some(worker) = lease::worker_id(state) else {

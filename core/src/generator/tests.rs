@@ -957,8 +957,8 @@ fn fast_path_agrees_with_the_general_algorithm() {
 /// nothing, it leaves the state as it found it and, after a rejected
 /// addition, forgets `mine`, so that the caller's `try_next_in` then
 /// goes straight to the general algorithm: the same ID and state as
-/// from the untouched state without a fast attempt, and no second
-/// addition.
+/// `try_next_in` alone from the untouched state (the code before the
+/// entry point), and no second addition.
 #[test]
 fn try_fast_is_the_fast_path_of_try_next_in_alone() {
     let mut rng = Xorshift::new(0xd1b5_4a32_d192_ed03);
@@ -986,6 +986,7 @@ fn try_fast_is_the_fast_path_of_try_next_in_alone() {
                 assert_eq!(n, 1, "one read-modify-write");
                 let want = b.try_next_in(&c, &clock, &mut ev, &mine_b);
                 assert_eq!(want, Ok(Attempt::Issued(id)), "state {v:?}, config {c:?}");
+                assert_eq!(ev, Events::default(), "an event of the fast path");
                 assert_eq!(snapshot(&a), snapshot(&b), "state {v:?}");
                 assert_eq!(mine_a.0.load(Ordering::Relaxed), unix_ms);
             }
@@ -1003,9 +1004,9 @@ fn try_fast_is_the_fast_path_of_try_next_in_alone() {
                 rejected += 1;
                 assert_eq!(n, 2, "an addition and its undoing");
                 assert_eq!(mine_a.0.load(Ordering::Relaxed), UNSET, "mine forgotten");
-                // The caller's next step, against a caller that never
-                // tried the fast path in this millisecond.
-                mine_b.0.store(UNSET, Ordering::Relaxed);
+                // The caller's next step, against `try_next_in` alone
+                // from the untouched state with the same `mine` (which
+                // makes the addition, and takes it back, itself).
                 let mut ev_b = Events::default();
                 let (got_a, n_a, r_a) = rmws(|| a.try_next_in(&c, &clock, &mut ev, &mine_a));
                 let (got_b, _, _) = rmws(|| b.try_next_in(&c, &clock, &mut ev_b, &mine_b));

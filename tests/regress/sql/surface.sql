@@ -111,6 +111,15 @@ ROLLBACK;
 SELECT snowflake_lastval() = :rolled_back AS after_rollback,
        lastval() = :seq_rolled_back AS lastval_agrees;
 SELECT snowflake_lastval() < snowflake_nextval() AS earlier_than_next;
+-- Most of 100,000 calls in one statement take the C entry point's own
+-- path (issue 48), the rest pgrx's guarded wrapper: every ID unique and
+-- above the one before, the worker id in each, and lastval the last.
+SELECT count(*) = count(DISTINCT id) AS unique_ids,
+       bool_and(id > prev) AS increasing,
+       bool_and(snowflake_worker_id(id) = current_setting('snowflake_id.worker_id')::int) AS worker_id_in_each,
+       max(id) = snowflake_lastval() AS lastval_is_the_last
+  FROM (SELECT id, lag(id) OVER (ORDER BY n) AS prev
+          FROM (SELECT n, snowflake_nextval() AS id FROM generate_series(1, 100000) n) s) t;
 
 -- snowflake_stats() reports this server's generator: its worker id, a
 -- last ID at least the one just issued, a reservation that covers it.
