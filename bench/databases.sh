@@ -93,10 +93,12 @@ stats() {
     echo "${med:-?} / ${max:-?} / $errs"
 }
 
-three() {  # three SECONDS TAG: the three inserters, waited for
-    local i
-    for i in 1 2 3; do inserter "m$i" "$1" "$DIR/$2.$i" & done
-    wait
+three() {  # three SECONDS TAG: the three inserters, waited for (only
+    # they: a bare `wait` also waited for the parallel scans and the
+    # churner, and reaped the churner before its own wait named it)
+    local i pids=()
+    for i in 1 2 3; do inserter "m$i" "$1" "$DIR/$2.$i" & pids+=($!); done
+    wait "${pids[@]}"
 }
 
 {

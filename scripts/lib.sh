@@ -365,24 +365,37 @@ pq() {
 # old file (writing over a loaded library in place, as `cargo pgrx
 # install` does, crashes that server: issue 45).
 install_extension() {
-    local libdir extdir stage stamp f
+    local libdir extdir f
     libdir=$("$PG_CONFIG" --pkglibdir); extdir="$("$PG_CONFIG" --sharedir)/extension"
-    stage="$ROOT/target/install-stage/pg$PG_MAJOR"
-    stamp="$(build_inputs) $PG_CONFIG $("$PG_CONFIG" --version)"
-    if [ -f "$stage$libdir/snowflake_id.so" ] && [ "$(cat "$stage.stamp" 2>/dev/null)" = "$stamp" ]; then
-        log "installing snowflake_id (release, built from these sources already) into $libdir"
-    else
-        log "building and installing snowflake_id (release) into $libdir"
-        rm -rf "$stage" "$stage.stamp" && mkdir -p "$stage"
-        (cd "$ROOT" && cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$stage" >"$stage.log" 2>&1) \
-            || { tail -30 "$stage.log" >&2; die "cargo pgrx package failed; see $stage.log"; }
-        [ -f "$stage$libdir/snowflake_id.so" ] || die "cargo pgrx package left no snowflake_id.so in $stage$libdir"
-        echo "$stamp" > "$stage.stamp"
-    fi
-    install_by_rename "$stage$libdir/snowflake_id.so" "$libdir" 755
-    for f in "$stage$extdir"/snowflake_id*; do
+    build_release
+    log "installing snowflake_id (release) into $libdir"
+    install_by_rename "$STAGE$libdir/snowflake_id.so" "$libdir" 755
+    for f in "$STAGE$extdir"/snowflake_id*; do
         install_by_rename "$f" "$extdir" 644
     done
+}
+
+# build_release: the release build of this checkout for $PG_CONFIG's
+# major, laid out by `cargo pgrx package` under STAGE (set here:
+# target/install-stage/pg<major>), and built again only when an input
+# changed (build_inputs). install_extension installs from it and
+# scripts/package.sh packs it. SOURCE_DATE_EPOCH is left out: it dates
+# packages, not the library, and pgrx-pg-sys rebuilds whenever it changes.
+build_release() {
+    local libdir stamp
+    libdir=$("$PG_CONFIG" --pkglibdir)
+    STAGE="$ROOT/target/install-stage/pg$PG_MAJOR"
+    stamp="$(build_inputs) $PG_CONFIG $("$PG_CONFIG" --version)"
+    if [ -f "$STAGE$libdir/snowflake_id.so" ] && [ "$(cat "$STAGE.stamp" 2>/dev/null)" = "$stamp" ]; then
+        log "snowflake_id (release) for PostgreSQL $PG_MAJOR: built from these sources already"
+        return 0
+    fi
+    log "building snowflake_id (release) for PostgreSQL $PG_MAJOR"
+    rm -rf "$STAGE" "$STAGE.stamp" && mkdir -p "$STAGE"
+    (cd "$ROOT" && env -u SOURCE_DATE_EPOCH cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$STAGE" >"$STAGE.log" 2>&1) \
+        || { tail -30 "$STAGE.log" >&2; die "cargo pgrx package failed; see $STAGE.log"; }
+    [ -f "$STAGE$libdir/snowflake_id.so" ] || die "cargo pgrx package left no snowflake_id.so in $STAGE$libdir"
+    echo "$stamp" > "$STAGE.stamp"
 }
 
 # build_inputs: one hash of everything a release build reads: the sources

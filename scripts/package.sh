@@ -78,12 +78,10 @@ for v in "${VERSIONS[@]}"; do
     log "PostgreSQL $v: cargo pgrx package ($PG_CONFIG)"
     stage="$WORK/pg$v/stage"
     rm -rf "$WORK/pg$v" && mkdir -p "$stage"
-    # Without SOURCE_DATE_EPOCH (it dates the tarball and the .deb, not
-    # the library): pgrx-pg-sys rebuilds when it changes, so with it the
-    # build of scripts/test.sh's install step was made again, a minute
-    # per major.
-    (cd "$ROOT" && env -u SOURCE_DATE_EPOCH cargo pgrx package --pg-config "$PG_CONFIG" --out-dir "$stage" >"$WORK/pg$v.log" 2>&1) \
-        || { cat "$WORK/pg$v.log" >&2; die "cargo pgrx package failed for PostgreSQL $v"; }
+    # The release build of this major (scripts/lib.sh build_release):
+    # the one the test command installed when the sources are the same.
+    build_release
+    cp -a "$STAGE/." "$stage/"
     lib="$stage$("$PG_CONFIG" --pkglibdir)"
     ext="$stage$("$PG_CONFIG" --sharedir)/extension"
     [ -f "$lib/snowflake_id.so" ] && [ -f "$ext/snowflake_id--$VERSION.sql" ] && [ -f "$ext/snowflake_id.control" ] \
