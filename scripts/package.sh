@@ -75,7 +75,7 @@ tar_reproducible() { # tar_reproducible OUT.tar.gz DIR NAME
 
 for v in "${VERSIONS[@]}"; do
     select_pg "$v"
-    log "PostgreSQL $v: cargo pgrx package ($PG_CONFIG)"
+    log "PostgreSQL $v: packages of the release build ($PG_CONFIG)"
     stage="$WORK/pg$v/stage"
     rm -rf "$WORK/pg$v" && mkdir -p "$stage"
     # The release build of this major (scripts/lib.sh build_release):

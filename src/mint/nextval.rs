@@ -114,9 +114,9 @@ pub extern "C" fn pg_finfo_snowflake_nextval_entry() -> &'static pg_sys::Pg_finf
 /// generator's fast path and the database's bound.
 #[inline(always)]
 fn fast_path() -> Option<i64> {
-    if !backend_clock::in_use() {
-        return None; // no cached clock, no fast path: every call reads it
-    }
+    // First: where the cache is not used (no invariant TSC as the clock
+    // source), every call reads the clock, and nothing else is checked.
+    let unix_ms = backend_clock::current_ms()?;
     // SAFETY: null, or the generator this process's guarded path found
     // (shared memory stays mapped at one address for a backend's life).
     let state = unsafe { SEEN.load(Ordering::Relaxed).as_ref() }?;
@@ -127,7 +127,6 @@ fn fast_path() -> Option<i64> {
     // A leased worker id never takes the fast path (`try_fast`), so the
     // static one is the only one that matters here.
     let worker = gucs::worker_id().filter(|&w| w <= layout.max_worker())?;
-    let unix_ms = backend_clock::current_ms()?;
     let cfg = Config {
         layout,
         worker,

@@ -202,29 +202,27 @@ if [ "$PG_MAJOR" != 18 ]; then
     log "security: ${writers[*]}: skipped (run on 18)"
     writers=()
 fi
-for s in high_water attack_schema_rename_bodies; do
-    started=$SECONDS
-    if bash "$HERE/$s.sh"; then
-        log "security: $s.sh: ok ($((SECONDS - started)) s)"
-    else
-        failed+=("$s"); log "security: $s.sh: FAILED ($((SECONDS - started)) s)"
-    fi
-done
-# The attack scripts mostly wait (bob INSERTs every 0.5 s, each with a
-# 15 s statement timeout, for 25-40 s; a registry renews on its own
-# schedule), each on clusters, ports and directories of its own, so
-# SNOWFLAKE_SECURITY_JOBS of them (default 2) run at a time: about 3
-# minutes of CI's hour. Each one's output is printed whole when it ends.
-jobs_at_once=${SNOWFLAKE_SECURITY_JOBS:-2}
 out="$(state_dir "$ROOT/.run/security-attacks" security-attacks)"
 rm -rf "$out"; mkdir -p "$out"
-attacks=()   # PID:SCRIPT of each one running
+run_one() {  # run_one SCRIPT: its output to $out/SCRIPT.log, "ok|FAILED (N s)" to $out/SCRIPT.result
+    local started=$SECONDS r
+    if bash "$HERE/$1.sh" > "$out/$1.log" 2>&1; then r=ok; else r=FAILED; fi
+    echo "$r ($((SECONDS - started)) s)" > "$out/$1.result"
+}
 report() {  # report SCRIPT: its output, then its line; records a failure
     cat "$out/$1.log" >&2
     local result; result=$(cat "$out/$1.result" 2>/dev/null || echo "FAILED (it ended without a result)")
     log "security: $1.sh: $result"
     [[ "$result" == ok* ]] || failed+=("$1")
 }
+for s in high_water attack_schema_rename_bodies; do run_one "$s"; report "$s"; done
+# The attack scripts mostly wait (bob INSERTs every 0.5 s, each with a
+# 15 s statement timeout, for 25-40 s; a registry renews on its own
+# schedule), each on clusters, ports and directories of its own, so
+# SNOWFLAKE_SECURITY_JOBS of them (default 2) run at a time: about 3
+# minutes of CI's hour. Each one's output is printed whole when it ends.
+jobs_at_once=${SNOWFLAKE_SECURITY_JOBS:-2}
+attacks=()   # PID:SCRIPT of each one running
 reap() {  # reap: wait for a running script to end, and report it
     local i
     wait -n "${attacks[@]%%:*}" 2>/dev/null || true
@@ -237,11 +235,7 @@ reap() {  # reap: wait for a running script to end, and report it
 }
 for s in "${writers[@]}"; do
     while [ "${#attacks[@]}" -ge "$jobs_at_once" ]; do reap; done
-    (
-        started=$SECONDS
-        if bash "$HERE/$s.sh" > "$out/$s.log" 2>&1; then r=ok; else r=FAILED; fi
-        echo "$r ($((SECONDS - started)) s)" > "$out/$s.result"
-    ) &
+    run_one "$s" &
     attacks+=("$!:$s")
 done
 while [ "${#attacks[@]}" -gt 0 ]; do reap; done
