@@ -168,9 +168,14 @@ impl Cycles for Tsc {
 /// the millisecond is computed conservatively:
 /// - the counter is read *before* the clock, so the time left in the
 ///   millisecond is at least what the clock reading says;
-/// - the rate is measured against the monotonic clock over at least
-///   [`Self::CALIBRATION_NS`], and 98% of it is used (a rate too low only
-///   ends the cache early);
+/// - the rate is measured against the monotonic clock, from a first
+///   reading (the anchor) to each later real one, and 98% of it is used
+///   (a rate too low only ends the cache early); until the interval
+///   reaches [`Self::CALIBRATION_NS`], the largest rate so far is used as
+///   it comes (every one of them is too low, if anything, so the cache
+///   serves from a backend's third call rather than after 20 ms of real
+///   reads), and the rate of that first full interval is the one later
+///   checks compare against;
 /// - each counter reading is bracketed by two monotonic readings, and a
 ///   rate is always counter cycles over the *widest* interval those
 ///   brackets allow, so a backend preempted in the middle of a reading can
@@ -211,8 +216,11 @@ pub struct MillisCache {
     /// it; counter 0 = none yet.
     anchor_cycles: AtomicU64,
     anchor_mono: AtomicI64,
-    /// Measured counter rate in cycles per ms (0 = not calibrated).
+    /// Measured counter rate in cycles per ms (0 = none yet).
     measured_per_ms: AtomicU64,
+    /// The rate was measured over [`Self::CALIBRATION_NS`] at least: it
+    /// changes only at rechecks from now on.
+    calibrated: AtomicBool,
 }
 
 impl MillisCache {
@@ -234,16 +242,17 @@ impl MillisCache {
             anchor_cycles: AtomicU64::new(0),
             anchor_mono: AtomicI64::new(0),
             measured_per_ms: AtomicU64::new(0),
+            calibrated: AtomicBool::new(false),
         }
     }
 
-    /// Whether readings are being reused (enabled and calibrated).
+    /// Whether readings are being reused (enabled, with a rate).
     pub fn active(&self) -> bool {
         self.enabled.load(R) && self.measured_per_ms.load(R) != 0
     }
 
     /// Whether the millisecond of the last real reading is still the
-    /// current one (always false before calibration): the counter has
+    /// current one (always false before a rate is known): the counter has
     /// advanced by less than `span` since that reading. A counter below
     /// `from` wraps to a huge difference, so going backwards is never
     /// "current".
@@ -264,7 +273,7 @@ impl MillisCache {
 
     /// The millisecond of the last real reading while it is still the
     /// current one, without reading the clock: `None` when a real read is
-    /// due (or the cache is not calibrated). One counter read.
+    /// due (or no rate is known yet). One counter read.
     #[inline(always)]
     pub fn current_ms(&self, counter: &impl Cycles) -> Option<i64> {
         if self.last_reading_current(counter) {
@@ -319,7 +328,9 @@ impl MillisCache {
     /// Feeds one counter reading `c`, taken between the monotonic readings
     /// `before` and `after`, to the rate measurement. The interval since the
     /// anchor is taken from the anchor's `before` to this reading's `after`:
-    /// never shorter than the true one, so the rate is never too high.
+    /// never shorter than the true one, so the rate is never too high,
+    /// however short the interval. A short one only gives a rate further
+    /// below the true one: the brackets' width counts in full.
     fn calibrate(&self, c: u64, before: i64, after: i64, counter: &impl Cycles) {
         let (ac, am) = (self.anchor_cycles.load(R), self.anchor_mono.load(R));
         if ac == 0 || c == 0 {
@@ -331,10 +342,28 @@ impl MillisCache {
             return self.disable();
         }
         let dt = after - am;
+        if dt <= 0 {
+            return;
+        }
+        let rate = ((c - ac) as u128 * 1_000_000 / dt as u128) as u64;
         let known = self.measured_per_ms.load(R);
-        if (known == 0 && dt >= Self::CALIBRATION_NS) || dt >= Self::RECHECK_NS {
-            let rate = ((c - ac) as u128 * 1_000_000 / dt as u128) as u64;
-            if known != 0 && (rate.abs_diff(known) > known / 100 || !counter.still_trusted()) {
+        if !self.calibrated.load(R) {
+            if dt >= Self::CALIBRATION_NS {
+                // The first full interval: the rate later checks compare
+                // against, and the anchor of the first of them.
+                self.measured_per_ms.store(rate, R);
+                self.calibrated.store(true, R);
+                self.anchor_cycles.store(c, R);
+                self.anchor_mono.store(before, R);
+            } else {
+                // Each of these rates is too low, if anything: the largest
+                // is the closest.
+                self.measured_per_ms.store(rate.max(known), R);
+            }
+            return;
+        }
+        if dt >= Self::RECHECK_NS {
+            if rate.abs_diff(known) > known / 100 || !counter.still_trusted() {
                 return self.disable();
             }
             self.measured_per_ms.store(rate, R);
@@ -539,6 +568,42 @@ mod tests {
             cache.wall_ns(clock, counter);
         }
         assert!(cache.active());
+    }
+
+    /// A new backend's cache serves the clock from its third call on,
+    /// not after 20 ms of real reads (issue 48: a statement in a new
+    /// session spent its first 20 ms on the general path): until the
+    /// rate is measured over [`MillisCache::CALIBRATION_NS`], each
+    /// reading gives a rate that can only be too low, and that rate is
+    /// used as it comes. From then on, every millisecond is the current
+    /// one, and most reads are cached.
+    #[test]
+    fn a_new_cache_serves_within_its_first_millisecond() {
+        let clock = ManualClock::new(1_700_000_000_000 * MS + 100_000, 5_000 * MS);
+        let counter = FakeCounter::three_per_ns(&clock);
+        let cache = MillisCache::new(true);
+        for _ in 0..2 {
+            assert_eq!(cache.wall_ns(&clock, &counter), clock.wall_ns());
+            clock.advance(200);
+        }
+        let now_ms = clock.wall_ns().div_euclid(MS);
+        assert_eq!(cache.current_ms(&counter), Some(now_ms), "not serving yet");
+
+        let (mut x, mut cached) = (777u64, 0);
+        for _ in 0..(MillisCache::CALIBRATION_NS / 1_000) {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            clock.advance(((x >> 33) % 2_000) as i64);
+            if let Some(ms) = cache.current_ms(&counter) {
+                assert_eq!(ms, clock.wall_ns().div_euclid(MS), "stale millisecond");
+            }
+            let got = cache.wall_ns(&clock, &counter);
+            assert_eq!(got.div_euclid(MS), clock.wall_ns().div_euclid(MS));
+            cached += usize::from(got != clock.wall_ns());
+        }
+        let reads = (MillisCache::CALIBRATION_NS / 1_000) as usize;
+        assert!(cached * 100 > reads * 95, "only {cached} of {reads} cached");
     }
 
     #[test]

@@ -54,15 +54,19 @@ fn stress_blocks_and_singles() {
 
 /// Threads as backends: each with its own millisecond cache over the
 /// real clocks and the CPU's counter (caching only where the counter is
-/// usable; the IDs must be right either way).
+/// usable; the IDs must be right either way). The threads start 5 ms
+/// apart, so that some calibrate while others mint. Every millisecond a
+/// cache returns lies between two real readings taken around it, also
+/// while the cache is calibrating.
 #[test]
 fn stress_with_per_thread_millisecond_caches() {
     let st = Arc::new(GeneratorState::new());
     let c = cfg(1000);
     let handles: Vec<_> = (0..8)
-        .map(|_| {
+        .map(|i| {
             let st = st.clone();
             std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(5 * i));
                 let cache = MillisCache::new(cfg!(target_arch = "x86_64"));
                 let clock = CachedClock {
                     cache: &cache,
@@ -72,6 +76,9 @@ fn stress_with_per_thread_millisecond_caches() {
                 let mut ev = Events::default();
                 let mut out = Vec::with_capacity(200_000);
                 for _ in 0..200_000 {
+                    let before = SystemClock.wall_ns().div_euclid(MS);
+                    let ms = clock.wall_ms();
+                    assert!(before <= ms && ms <= SystemClock.wall_ns().div_euclid(MS));
                     let id = st
                         .next_id(&c, &clock, &mut ev, |us| {
                             std::thread::sleep(std::time::Duration::from_micros(us))
