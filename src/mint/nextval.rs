@@ -125,8 +125,10 @@ fn fast_path() -> Option<i64> {
         return None;
     }
     // A leased worker id never takes the fast path (`try_fast`), so the
-    // static one is the only one that matters here.
-    let worker = gucs::worker_id().filter(|&w| w <= layout.max_worker())?;
+    // static one is the only one that matters here. `try_fast` only
+    // follows a window that the guarded path opened with this worker id,
+    // which it checked against the layout.
+    let worker = gucs::worker_id()?;
     let cfg = Config {
         layout,
         worker,

@@ -148,16 +148,72 @@ pub struct GeneratorState {
     pub counters: Counters,
 }
 
-/// The wall-clock millisecond in which a caller last issued an ID by the
-/// general algorithm ([`GeneratorState::try_next_in`]). Process-local: one
-/// per backend, never in shared memory; an atomic only so that it can be a
-/// plain `static` (every access is `Relaxed`, an ordinary load or store).
+/// What a caller (a backend) knows from its own last ID, process-local:
+/// one per backend, never in shared memory; atomics only so that it can
+/// be a plain `static` (every access is `Relaxed`, an ordinary load or
+/// store).
+///
+/// - `ms`: the wall-clock millisecond in which it last issued an ID
+///   through [`GeneratorState::try_next_in`];
+/// - the **window** of that millisecond: the last-ID values `lo .. lo +
+///   len` (`len` 0: none) that the fast path may follow at `ms` because
+///   of where they lie. They are the values of one timeline millisecond
+///   (Unix ms `id_ms`, `lead` ms after `ms`) with the caller's worker id
+///   (`worker`) and a sequence number below the last, which is every
+///   condition of the fast path that depends on the value. What depends
+///   on the shared state (the clocks measured in `ms` when `lead` is not
+///   0, the lead bound, the reservation) is checked on every call, so
+///   one range check replaces the value's decoding
+///   ([`GeneratorState::try_fast`]).
 #[derive(Debug)]
-pub struct LastMillisecond(AtomicI64);
+pub struct LastMillisecond {
+    ms: AtomicI64,
+    lo: AtomicU64,
+    len: AtomicU64,
+    id_ms: AtomicI64,
+    lead: AtomicU64,
+    worker: AtomicU64,
+}
 
 impl LastMillisecond {
     pub const fn new() -> Self {
-        LastMillisecond(AtomicI64::new(UNSET))
+        LastMillisecond {
+            ms: AtomicI64::new(UNSET),
+            lo: AtomicU64::new(0),
+            len: AtomicU64::new(0),
+            id_ms: AtomicI64::new(i64::MAX),
+            lead: AtomicU64::new(0),
+            worker: AtomicU64::new(u64::MAX),
+        }
+    }
+
+    /// The millisecond of the caller's last ID issued by
+    /// [`GeneratorState::try_next_in`] (`i64::MIN`: none).
+    pub fn ms(&self) -> i64 {
+        self.ms.load(Ordering::Relaxed)
+    }
+
+    /// Forget everything: the next call starts at the general algorithm.
+    fn forget(&self) {
+        self.len.store(0, Ordering::Relaxed);
+        self.ms.store(UNSET, Ordering::Relaxed);
+    }
+
+    /// Remember `unix_ms` as the millisecond of an ID just issued at that
+    /// wall-clock millisecond, and the window of `id`, where the fast
+    /// path may follow `id`'s millisecond at all ([`GeneratorState::window_of`]).
+    fn remember(&self, unix_ms: i64, window: Option<Window>) {
+        match window {
+            Some(w) => {
+                self.lo.store(w.lo, Ordering::Relaxed);
+                self.len.store(w.len, Ordering::Relaxed);
+                self.id_ms.store(w.id_ms, Ordering::Relaxed);
+                self.lead.store(w.lead, Ordering::Relaxed);
+                self.worker.store(w.worker, Ordering::Relaxed);
+            }
+            None => self.len.store(0, Ordering::Relaxed),
+        }
+        self.ms.store(unix_ms, Ordering::Relaxed);
     }
 }
 
@@ -165,6 +221,16 @@ impl Default for LastMillisecond {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// A window of [`LastMillisecond`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Window {
+    lo: u64,
+    len: u64,
+    id_ms: i64,
+    lead: u64,
+    worker: u64,
 }
 
 /// Server-wide event counters.
@@ -397,6 +463,13 @@ impl GeneratorState {
     /// current wall-clock millisecond, which the caller knows without a
     /// clock read only while a cached reading is current.
     ///
+    /// It runs only in the millisecond of the caller's last ID (`mine`),
+    /// and checks the value its addition returns against the window that
+    /// ID left (see [`LastMillisecond`]): one subtraction and compare
+    /// instead of the value's decoding. A value outside it gets the whole
+    /// test, as in [`Self::try_next_in`] (another backend moved the state
+    /// on to the next millisecond, say), and opens that value's window.
+    ///
     /// `Some` is exactly the ID [`Self::try_next_in`] would issue with the
     /// same clock reading. `None` issues nothing; the caller then calls
     /// [`Self::try_next_in`]. A rejected addition (taken back as usual)
@@ -404,19 +477,96 @@ impl GeneratorState {
     /// algorithm instead of adding a second time.
     #[inline(always)]
     pub fn try_fast(&self, cfg: &Config, unix_ms: i64, mine: &LastMillisecond) -> Option<i64> {
-        if self.assigned_worker.load(Ordering::Relaxed) != STATIC_WORKER
-            || mine.0.load(Ordering::Relaxed) != unix_ms
+        self.try_fast_pausing(cfg, unix_ms, mine, &mut || {})
+    }
+
+    /// [`Self::try_fast`], calling `pause` between its steps: after the
+    /// caller's clock read, after the addition and before taking it back
+    /// (the tests preempt the caller there).
+    #[inline(always)]
+    fn try_fast_pausing(
+        &self,
+        cfg: &Config,
+        unix_ms: i64,
+        mine: &LastMillisecond,
+        pause: &mut impl FnMut(),
+    ) -> Option<i64> {
+        const R: Ordering = Ordering::Relaxed;
+        pause();
+        let len = mine.len.load(R);
+        if mine.ms.load(R) != unix_ms
+            || len == 0
+            || mine.worker.load(R) != cfg.worker
+            || self.assigned_worker.load(R) != STATIC_WORKER
         {
             return None;
         }
+        count_rmw();
+        let prev = self.last_id.fetch_add(1, Ordering::AcqRel);
+        pause();
+        // The test of `is_next_in_same_millisecond` for a value in the
+        // window: what depends on the shared state, after the addition.
+        let lead = mine.lead.load(R);
+        if prev.wrapping_sub(mine.lo.load(R)) < len
+            && (lead == 0
+                || (self.behind_seen_ms.load(R) == unix_ms && lead <= self.max_lead_ms(cfg)))
+            && mine.id_ms.load(R) <= self.reserved_until_ms.load(Ordering::Acquire)
+        {
+            return Some((prev + 1) as i64);
+        }
+        self.fast_outside_window(cfg, prev, unix_ms, mine, pause)
+    }
+
+    /// [`Self::try_fast`]'s addition returned a value outside the
+    /// caller's window, or the shared state refused the window: the
+    /// whole test of [`Self::try_next_in`]'s fast path, and that value's
+    /// window; or the addition taken back, and `mine` forgotten.
+    #[cold]
+    #[inline(never)]
+    fn fast_outside_window(
+        &self,
+        cfg: &Config,
+        prev: u64,
+        unix_ms: i64,
+        mine: &LastMillisecond,
+        pause: &mut impl FnMut(),
+    ) -> Option<i64> {
+        if self.is_next_in_same_millisecond(cfg, prev, unix_ms) {
+            mine.remember(unix_ms, self.window_of(cfg, prev + 1, unix_ms));
+            return Some((prev + 1) as i64);
+        }
+        pause();
         // The only event of the fast path, a borrowed millisecond, is
         // counted in shared memory by `fetch_add_rejected` itself.
-        let mut ev = Events::default();
-        let id = self.try_next_fetch_add(cfg, unix_ms, &mut ev, &mut || {});
-        if id.is_none() {
-            mine.0.store(UNSET, Ordering::Relaxed);
+        self.fetch_add_rejected(cfg, prev, unix_ms, &mut Events::default());
+        mine.forget();
+        None
+    }
+
+    /// The window that an ID `id` just issued at wall-clock ms `unix_ms`
+    /// leaves ([`LastMillisecond`]): the values of its millisecond with
+    /// its worker id and a sequence number below the last. `None` where
+    /// the fast path may not follow that millisecond whatever the shared
+    /// state: another worker's ID, a leased worker id, a millisecond
+    /// behind the clock.
+    fn window_of(&self, cfg: &Config, id: u64, unix_ms: i64) -> Option<Window> {
+        let layout = &cfg.layout;
+        let (ts, worker, _) = layout.split(id);
+        let now = unix_ms.checked_sub(layout.epoch_ms())?;
+        if worker != cfg.worker
+            || self.assigned_worker.load(Ordering::Relaxed) != STATIC_WORKER
+            || now < 0
+            || (ts as i64) < now
+        {
+            return None;
         }
-        id
+        Some(Window {
+            lo: layout.pack(ts, worker, 0),
+            len: layout.max_sequence(),
+            id_ms: layout.epoch_ms() + ts as i64,
+            lead: ts - now as u64,
+            worker,
+        })
     }
 
     /// [`Self::try_next`], calling `pause` between the steps of the fast
@@ -437,18 +587,18 @@ impl GeneratorState {
         let fast = self.assigned_worker.load(Ordering::Relaxed) == STATIC_WORKER;
         let issued = if !fast {
             self.try_next_same_millisecond(cfg, clock, unix_ms)
-        } else if mine.is_none_or(|m| m.0.load(Ordering::Relaxed) == unix_ms) {
+        } else if mine.is_none_or(|m| m.ms() == unix_ms) {
             pause();
             self.try_next_fetch_add(cfg, unix_ms, ev, pause)
         } else {
             None
         };
-        if let Some(id) = issued {
-            return Ok(Attempt::Issued(id));
-        }
-        let a = self.try_next_general(cfg, clock, ev, fast);
-        if let (Some(m), Ok(Attempt::Issued(_))) = (mine, &a) {
-            m.0.store(unix_ms, Ordering::Relaxed);
+        let a = match issued {
+            Some(id) => Ok(Attempt::Issued(id)),
+            None => self.try_next_general(cfg, clock, ev, fast),
+        };
+        if let (Some(m), Ok(Attempt::Issued(id))) = (mine, &a) {
+            m.remember(unix_ms, self.window_of(cfg, *id as u64, unix_ms));
         }
         a
     }

@@ -974,9 +974,31 @@ fn try_fast_is_the_fast_path_of_try_next_in_alone() {
             a.assigned_worker.store(42, Ordering::Relaxed);
             b.assigned_worker.store(42, Ordering::Relaxed);
         }
+        // The caller's last ID, which left the window it may follow: the
+        // state's last ID, or one a few sequence numbers or milliseconds
+        // before it, or another worker's.
+        let last = v[0] as u64;
+        let own = match rnd(5) {
+            0 => last.saturating_sub(rnd(8)),
+            1 => last.saturating_sub(rnd(3) << 22),
+            2 => last.saturating_sub(1 << 12),
+            _ => last,
+        };
+        // Now and then the window was opened under another worker id (a
+        // reload changed `worker_id` since): it must not count.
+        let window = if rnd(8) == 0 {
+            let other = Config {
+                worker: 41 + 2 * rnd(2),
+                ..c
+            };
+            let (ts, _, seq) = c.layout.split(own);
+            a.window_of(&other, c.layout.pack(ts, other.worker, seq), mine_ms)
+        } else {
+            a.window_of(&c, own, mine_ms)
+        };
         let (mine_a, mine_b) = (LastMillisecond::new(), LastMillisecond::new());
-        mine_a.0.store(mine_ms, Ordering::Relaxed);
-        mine_b.0.store(mine_ms, Ordering::Relaxed);
+        mine_a.remember(mine_ms, window);
+        mine_b.remember(mine_ms, window);
         let (got, n, _) = rmws(|| a.try_fast(&c, unix_ms, &mine_a));
         let mut ev = Events::default();
         match got {
@@ -988,7 +1010,7 @@ fn try_fast_is_the_fast_path_of_try_next_in_alone() {
                 assert_eq!(want, Ok(Attempt::Issued(id)), "state {v:?}, config {c:?}");
                 assert_eq!(ev, Events::default(), "an event of the fast path");
                 assert_eq!(snapshot(&a), snapshot(&b), "state {v:?}");
-                assert_eq!(mine_a.0.load(Ordering::Relaxed), unix_ms);
+                assert_eq!(mine_a.ms(), unix_ms);
             }
             None => {
                 assert_eq!(
@@ -998,12 +1020,12 @@ fn try_fast_is_the_fast_path_of_try_next_in_alone() {
                 );
                 if n == 0 {
                     declined += 1;
-                    assert_eq!(mine_a.0.load(Ordering::Relaxed), mine_ms);
+                    assert_eq!(mine_a.ms(), mine_ms);
                     continue;
                 }
                 rejected += 1;
                 assert_eq!(n, 2, "an addition and its undoing");
-                assert_eq!(mine_a.0.load(Ordering::Relaxed), UNSET, "mine forgotten");
+                assert_eq!(mine_a.ms(), UNSET, "mine forgotten");
                 // The caller's next step, against `try_next_in` alone
                 // from the untouched state with the same `mine` (which
                 // makes the addition, and takes it back, itself).
@@ -1163,7 +1185,9 @@ fn fast_path_is_one_read_modify_write_that_never_retries() {
 
 /// Issue 48: every ID unique and increasing, in issue order, with the
 /// caller preempted at each step of the fast path (after its clock read,
-/// after its addition, before taking it back). At each pause, anything
+/// after its addition, before taking it back), both as `try_next_in`
+/// runs it and as the extension's entry point does (`try_fast`, against
+/// the window of the caller's last ID, then the whole call). At each pause, anything
 /// may happen: other callers (single IDs and blocks, some with another
 /// worker id, as after a reload), the clock moving on or stepping back,
 /// the reservation running out. Checked: no ID twice; every ID above
@@ -1177,6 +1201,7 @@ fn fast_path_under_preemption_at_each_step() {
     let rnd = |n: u64| rng.borrow_mut().below(n);
     let mut outer_calls = 0u64;
     let pauses = Cell::new(0u64);
+    let fast_issued = Cell::new(0u64);
     for _scenario in 0..300 {
         let st = GeneratorState::new();
         let clock = ManualClock::new(T0, M0);
@@ -1209,12 +1234,24 @@ fn fast_path_under_preemption_at_each_step() {
                         (_, true) => Some(&outer_ms),
                         _ => Some(&inner_ms),
                     };
-                    st.try_next_pausing(&c, &clock, &mut ev, mine, &mut || pause())
-                        .unwrap()
-                        .map(|id| Block {
+                    // The extension's entry point first: the window of
+                    // the caller's last ID, then the whole call.
+                    let fast = mine
+                        .and_then(|m| st.try_fast_pausing(&c, clock.wall_ms(), m, &mut || pause()));
+                    if let Some(id) = fast {
+                        fast_issued.set(fast_issued.get() + 1);
+                        Attempt::Issued(Block {
                             first: id,
                             count: 1,
                         })
+                    } else {
+                        st.try_next_pausing(&c, &clock, &mut ev, mine, &mut || pause())
+                            .unwrap()
+                            .map(|id| Block {
+                                first: id,
+                                count: 1,
+                            })
+                    }
                 } else {
                     st.try_next_block(&c, &clock, &mut ev, block).unwrap()
                 };
@@ -1277,8 +1314,9 @@ fn fast_path_under_preemption_at_each_step() {
         }
     }
     assert!(
-        outer_calls >= 60_000 && pauses.get() > 100_000,
-        "{outer_calls} calls, {} pauses",
-        pauses.get()
+        outer_calls >= 60_000 && pauses.get() > 100_000 && fast_issued.get() > 10_000,
+        "{outer_calls} calls, {} pauses, {} IDs through the window",
+        pauses.get(),
+        fast_issued.get()
     );
 }
