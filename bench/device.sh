@@ -81,10 +81,13 @@ unpack() {
     select_pg "$PG_MAJOR_DEVICE"
 }
 
+# The machine, in one line; the kernel's clock source says whether the
+# backends' millisecond cache is used there (only on "tsc").
 machine() {
-    printf '%s, %s CPUs, %s, kernel %s, PostgreSQL %s, snowflake_id %s (%s)\n' \
+    printf '%s, %s CPUs, %s, kernel %s (clock source %s), PostgreSQL %s, snowflake_id %s (%s)\n' \
         "$(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)" "$(nproc)" \
         "$(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)" "$(uname -r)" \
+        "$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null || echo unknown)" \
         "$("$PG_CONFIG" --version | cut -d' ' -f2)" "$(project_version)" "$(cat "$PACK/commit" 2>/dev/null || echo '?')"
 }
 
