@@ -412,7 +412,8 @@ impl<C: Clock, T: Cycles> Clock for CachedClock<'_, C, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::ManualClock;
+    use crate::testing::{ManualClock, Xorshift};
+    use std::cell::Cell;
 
     #[test]
     fn system_clock_is_sane() {
@@ -712,6 +713,112 @@ mod tests {
             assert_eq!(cache.wall_ns(&clock, &counter), clock.wall_ns());
         }
         assert!(!cache.active());
+    }
+
+    /// A clock whose reader is preempted after each read of `refresh`
+    /// (the first monotonic read, the counter read, the wall read), for
+    /// the stalls set before the call.
+    struct Stalling<'a> {
+        m: &'a ManualClock,
+        num: u64,
+        den: u64,
+        in_refresh: Cell<bool>,
+        s_before: Cell<i64>,
+        s_c: Cell<i64>,
+        s_w: Cell<i64>,
+    }
+    impl Clock for Stalling<'_> {
+        fn wall_ns(&self) -> i64 {
+            self.m.wall_ns()
+        }
+        fn wall_ns_exact(&self) -> i64 {
+            let w = self.m.wall_ns();
+            self.m.advance(self.s_w.replace(0));
+            w
+        }
+        fn mono_ns(&self) -> i64 {
+            let v = self.m.mono_ns();
+            if !self.in_refresh.get() {
+                self.in_refresh.set(true);
+                self.m.advance(self.s_before.replace(0));
+            } else {
+                self.in_refresh.set(false);
+            }
+            v
+        }
+    }
+    struct Ctr<'a>(&'a Stalling<'a>);
+    impl Cycles for Ctr<'_> {
+        fn cycles(&self) -> u64 {
+            let s = self.0;
+            let c = 7 + s.m.mono_ns() as u64 * s.num / s.den;
+            if s.in_refresh.get() {
+                s.m.advance(s.s_c.replace(0));
+            }
+            c
+        }
+    }
+
+    /// Issue 48: while a new cache calibrates, every rate it uses can only
+    /// be too low, however short its interval: 3,000 fresh caches for 25
+    /// ms each, at five counter rates, with the reader preempted for up
+    /// to 3 ms after the first monotonic read, after the counter read and
+    /// after the wall read of a real reading. No millisecond returned,
+    /// with or without a clock read, is one that had ended when the call
+    /// began. (A rate measured over a shorter interval than the one that
+    /// surely holds the two counter readings fails it.)
+    #[test]
+    fn no_stale_millisecond_while_calibrating_under_preemption_at_each_read() {
+        let mut rng = Xorshift::new(0x1234_5678_9abc_def1);
+        let mut rnd = |n: u64| rng.below(n);
+        let (mut cached, mut total) = (0u64, 0u64);
+        for _ in 0..3_000 {
+            let m = ManualClock::new(1_700_000_000_000 * MS + rnd(MS as u64) as i64, 5_000 * MS);
+            let (num, den) = [(3, 1), (29, 10), (37, 10), (1, 1), (24, 10)][rnd(5) as usize];
+            let s = Stalling {
+                m: &m,
+                num,
+                den,
+                in_refresh: false.into(),
+                s_before: 0.into(),
+                s_c: 0.into(),
+                s_w: 0.into(),
+            };
+            let counter = Ctr(&s);
+            let cache = MillisCache::new(true);
+            let start_mono = m.mono_ns();
+            while m.mono_ns() - start_mono < 25 * MS {
+                m.advance(match rnd(10) {
+                    0 => rnd(200_000) as i64,
+                    _ => rnd(3_000) as i64,
+                });
+                let stall = |r: u64| match r % 4 {
+                    0 => 0,
+                    1 => (r >> 2) as i64 % 50_000,
+                    2 => (r >> 2) as i64 % 2_000,
+                    _ => (r >> 2) as i64 % 3 * MS,
+                };
+                s.s_before.set(stall(rnd(u64::MAX)));
+                s.s_c.set(stall(rnd(u64::MAX)));
+                s.s_w.set(stall(rnd(u64::MAX)));
+                let start = m.wall_ns();
+                if let Some(ms) = cache.current_ms(&counter) {
+                    assert_eq!(ms, start.div_euclid(MS), "stale ms without a read");
+                }
+                let start = m.wall_ns();
+                let got = cache.wall_ns(&s, &counter);
+                let end = m.wall_ns();
+                s.s_before.set(0);
+                s.s_c.set(0);
+                s.s_w.set(0);
+                s.in_refresh.set(false);
+                assert!(got.div_euclid(MS) >= start.div_euclid(MS), "stale ms");
+                assert!(got <= end);
+                total += 1;
+                cached += u64::from(got < start);
+            }
+        }
+        assert!(cached > total / 4, "only {cached} of {total} cached");
     }
 
     #[test]

@@ -126,8 +126,9 @@ fn fast_path() -> Option<i64> {
     }
     // A leased worker id never takes the fast path (`try_fast`), so the
     // static one is the only one that matters here. `try_fast` only
-    // follows a window that the guarded path opened with this worker id,
-    // which it checked against the layout.
+    // follows a window of an ID issued with this worker id, by the guarded
+    // path (which checked it against the layout) or by `try_fast` itself
+    // after the whole test, which compares it with the ID's own field.
     let worker = gucs::worker_id()?;
     let cfg = Config {
         layout,
@@ -270,8 +271,9 @@ fn next_one(
     until_issued(state, cfg, || state.try_next_in(cfg, clock, ev, &MINE))
 }
 
-/// The wall-clock millisecond of this backend's last ID from the general
-/// algorithm: its later calls in that millisecond take the fast path.
+/// The wall-clock millisecond of this backend's last ID, and the window
+/// that ID left (see [`LastMillisecond`]): its later calls in that
+/// millisecond take the fast path, the entry point's against the window.
 static MINE: LastMillisecond = LastMillisecond::new();
 
 /// [`snowflake_id_core::until_issued`] with this server's sleep and

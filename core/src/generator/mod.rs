@@ -154,7 +154,9 @@ pub struct GeneratorState {
 /// store).
 ///
 /// - `ms`: the wall-clock millisecond in which it last issued an ID
-///   through [`GeneratorState::try_next_in`];
+///   through [`GeneratorState::try_next_in`] (either of its paths), or
+///   through [`GeneratorState::try_fast`] where a value outside the
+///   window passed the whole test;
 /// - the **window** of that millisecond: the last-ID values `lo .. lo +
 ///   len` (`len` 0: none) that the fast path may follow at `ms` because
 ///   of where they lie. They are the values of one timeline millisecond

@@ -970,10 +970,6 @@ fn try_fast_is_the_fast_path_of_try_next_in_alone() {
         let mine_ms = if rnd(4) == 0 { unix_ms - 1 } else { unix_ms };
         let leased = rnd(8) == 0;
         let (a, b) = (restore(&v), restore(&v));
-        if leased {
-            a.assigned_worker.store(42, Ordering::Relaxed);
-            b.assigned_worker.store(42, Ordering::Relaxed);
-        }
         // The caller's last ID, which left the window it may follow: the
         // state's last ID, or one a few sequence numbers or milliseconds
         // before it, or another worker's.
@@ -996,6 +992,13 @@ fn try_fast_is_the_fast_path_of_try_next_in_alone() {
         } else {
             a.window_of(&c, own, mine_ms)
         };
+        // A lease taken since the window was opened (the extension never
+        // goes from a static worker id to a leased one, but the window must
+        // not count then either).
+        if leased {
+            a.assigned_worker.store(42, Ordering::Relaxed);
+            b.assigned_worker.store(42, Ordering::Relaxed);
+        }
         let (mine_a, mine_b) = (LastMillisecond::new(), LastMillisecond::new());
         mine_a.remember(mine_ms, window);
         mine_b.remember(mine_ms, window);
@@ -1318,5 +1321,115 @@ fn fast_path_under_preemption_at_each_step() {
         "{outer_calls} calls, {} pauses, {} IDs through the window",
         pauses.get(),
         fast_issued.get()
+    );
+}
+
+/// Issue 48: `try_fast` against `try_next_in` for random layouts (1 to
+/// 14 worker and sequence bits, epochs near the clock, the clock before
+/// the epoch), with windows of the state's last ID and of earlier ones:
+/// an ID it issues is the one `try_next_in` issues, with the same state;
+/// a rejected addition is one `try_next_in`'s own addition would have
+/// rejected too.
+#[test]
+fn try_fast_agrees_with_try_next_in_for_other_layouts() {
+    let mut rng = Xorshift::new(0x5555_0123_4567_89ab);
+    let mut rnd = move |n: u64| rng.below(n);
+    let (mut fast, mut other) = (0, 0);
+    for _ in 0..400_000 {
+        let wb = 1 + rnd(14) as u32;
+        let sb = 1 + rnd(14) as u32;
+        let wall = T0 + rnd(MS as u64) as i64;
+        let unix_ms = wall / MS;
+        let epoch = match rnd(4) {
+            0 => unix_ms - rnd(3) as i64 + 1,
+            1 => unix_ms,
+            _ => Layout::DEFAULT_EPOCH_MS,
+        };
+        let Ok(layout) = Layout::new(epoch, wb, sb) else {
+            continue;
+        };
+        let now = unix_ms - epoch;
+        let base = now.max(0) as u64;
+        let last_ts = (base + rnd(6))
+            .saturating_sub(2)
+            .min(layout.max_timestamp());
+        let worker = (rnd(3) + layout.max_worker().saturating_sub(2)).min(layout.max_worker());
+        let cw = layout
+            .max_worker()
+            .saturating_sub(1)
+            .max(if rnd(2) == 0 { 0 } else { worker });
+        let seq = match rnd(3) {
+            0 => layout.max_sequence(),
+            1 => layout.max_sequence().saturating_sub(1),
+            _ => rnd(layout.max_sequence() + 1),
+        };
+        let c = Config {
+            layout,
+            worker: cw,
+            max_lead_ms: [0, 1, 2, 5, 1000][rnd(5) as usize],
+        };
+        let mut v = snapshot(&GeneratorState::new());
+        v[0] = layout.pack(last_ts, worker, seq) as i64;
+        v[1] = if rnd(2) == 0 { unix_ms } else { unix_ms - 1 };
+        v[2] = if rnd(4) == 0 {
+            UNSET
+        } else {
+            wall - M0 - rnd(2) as i64 * MS
+        };
+        v[3] = v[2];
+        v[5] = match rnd(3) {
+            0 => i64::MAX,
+            1 => epoch + last_ts as i64,
+            _ => epoch + last_ts as i64 - 1,
+        };
+        v[13] = if rnd(3) == 0 {
+            NO_CAP as i64
+        } else {
+            rnd(4) as i64
+        };
+        let clock = ManualClock::new(wall, M0);
+        let last = v[0] as u64;
+        let own = match rnd(4) {
+            0 => last.saturating_sub(rnd(8)),
+            1 => last.saturating_sub(rnd(3) << (wb + sb)),
+            _ => last,
+        };
+        let (a, b) = (restore(&v), restore(&v));
+        let window = a.window_of(&c, own, unix_ms);
+        let (mine_a, mine_b) = (LastMillisecond::new(), LastMillisecond::new());
+        mine_a.remember(unix_ms, window);
+        mine_b.remember(unix_ms, window);
+        let (got, n, _) = rmws(|| a.try_fast(&c, unix_ms, &mine_a));
+        let mut ev = Events::default();
+        match got {
+            Some(id) => {
+                fast += 1;
+                assert_eq!(n, 1);
+                let want = b.try_next_in(&c, &clock, &mut ev, &mine_b);
+                assert_eq!(want, Ok(Attempt::Issued(id)), "state {v:?}, config {c:?}");
+                assert_eq!(snapshot(&a), snapshot(&b));
+            }
+            None => {
+                other += 1;
+                assert_eq!(snapshot(&a), v);
+                // try_next_in's own fetch_add would not have issued either.
+                let c2 = restore(&v);
+                if n != 0 {
+                    assert_eq!(n, 2);
+                    assert_eq!(mine_a.ms(), UNSET);
+                } else {
+                    continue;
+                }
+                assert!(
+                    c2.try_next_fetch_add(&c, unix_ms, &mut ev, &mut || {})
+                        .is_none(),
+                    "state {v:?}, config {c:?} window {window:?}"
+                );
+            }
+        }
+    }
+    assert!(
+        fast > 10_000 && other > 10_000,
+        "{fast} fast, {other} other"
     );
 }
