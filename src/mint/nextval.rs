@@ -65,15 +65,17 @@ pub fn snowflake_nextval() -> i64 {
 /// as the generator itself (issue 48); everything else in pgrx's wrapper
 /// of [`snowflake_nextval`], which is guarded as usual.
 ///
-/// The common case is [`GeneratorState::try_fast`] with a cached clock
-/// reading, after the checks of [`generator`], all of them plain loads:
-/// nothing here calls PostgreSQL, allocates, raises an error or can
-/// panic, which is what makes running it unguarded sound. Whenever any
-/// of it does not hold (the first call, a new millisecond, a real clock
-/// read due, recovery not yet seen over, a layout not yet fixed, a
-/// leased worker id, a blocked generator, an ID at this database's
-/// bound), it issues nothing, or drops the one ID it took (a gap, never
-/// handed out), and the guarded wrapper runs the whole call.
+/// The common case is [`GeneratorState::try_fast_with`] with a cached
+/// clock reading, in the millisecond of this backend's last ID: the
+/// checks of [`generator`] that can change after that ID was issued
+/// (the blocked flag, the worker id), all of them plain loads, and the
+/// window that ID left. Nothing here calls PostgreSQL, allocates, raises
+/// an error or can panic, which is what makes running it unguarded
+/// sound. Whenever any of it does not hold (the first call, a new
+/// millisecond, a real clock read due, a leased worker id, a blocked
+/// generator, an ID at this database's bound), it issues nothing, or
+/// drops the one ID it took (a gap, never handed out), and the guarded
+/// wrapper runs the whole call.
 ///
 /// # Safety
 /// Called by PostgreSQL's function manager with a valid `fcinfo`, as
@@ -109,9 +111,9 @@ pub extern "C" fn pg_finfo_snowflake_nextval_entry() -> &'static pg_sys::Pg_finf
     &V1
 }
 
-/// The unguarded common case of [`snowflake_nextval_entry`]: the checks
-/// of [`generator`] that pass without a word, the cached clock, the
-/// generator's fast path and the database's bound.
+/// The unguarded common case of [`snowflake_nextval_entry`]: the cached
+/// clock, the checks of [`generator`] that can change within a
+/// millisecond, the generator's fast path and the database's bound.
 #[inline(always)]
 fn fast_path() -> Option<i64> {
     // First: where the cache is not used (no invariant TSC as the clock
@@ -120,22 +122,26 @@ fn fast_path() -> Option<i64> {
     // SAFETY: null, or the generator this process's guarded path found
     // (shared memory stays mapped at one address for a backend's life).
     let state = unsafe { SEEN.load(Ordering::Relaxed).as_ref() }?;
-    let layout = gucs::fixed_layout()?;
-    if !PAST_RECOVERY.load(Ordering::Relaxed) || state.blocked.load(Ordering::Acquire) != 0 {
+    if state.blocked.load(Ordering::Acquire) != 0 {
         return None;
     }
-    // A leased worker id never takes the fast path (`try_fast`), so the
-    // static one is the only one that matters here. `try_fast` only
-    // follows a window of an ID issued with this worker id, by the guarded
-    // path (which checked it against the layout) or by `try_fast` itself
-    // after the whole test, which compares it with the ID's own field.
+    // A leased worker id never takes the fast path (`try_fast_with`), so
+    // the static one is the only one that matters here. It only follows
+    // a window of an ID issued with this worker id in this millisecond,
+    // by the guarded path (which checked the worker id against the
+    // layout, and issues nothing in recovery or before the layout is
+    // fixed, neither of which a backend ever goes back to) or by the fast
+    // path itself after the whole test. So the layout is read, and the
+    // configuration assembled, only where a value needs that test.
     let worker = gucs::worker_id()?;
-    let cfg = Config {
-        layout,
-        worker,
-        max_lead_ms: gucs::max_lead_ms(),
-    };
-    let id = state.try_fast(&cfg, unix_ms, &MINE)?;
+    let max_lead_ms = gucs::max_lead_ms();
+    let id = state.try_fast_with(worker, max_lead_ms, unix_ms, &MINE, || {
+        Some(Config {
+            layout: gucs::fixed_layout()?,
+            worker,
+            max_lead_ms,
+        })
+    })?;
     if !bound::covers(id) {
         return None;
     }

@@ -479,18 +479,46 @@ impl GeneratorState {
     /// algorithm instead of adding a second time.
     #[inline(always)]
     pub fn try_fast(&self, cfg: &Config, unix_ms: i64, mine: &LastMillisecond) -> Option<i64> {
-        self.try_fast_pausing(cfg, unix_ms, mine, &mut || {})
+        self.try_fast_pausing(
+            cfg.worker,
+            cfg.max_lead_ms,
+            unix_ms,
+            mine,
+            || Some(*cfg),
+            &mut || {},
+        )
     }
 
-    /// [`Self::try_fast`], calling `pause` between its steps: after the
-    /// caller's clock read, after the addition and before taking it back
-    /// (the tests preempt the caller there).
+    /// [`Self::try_fast`] for a caller whose configuration costs more to
+    /// assemble than the common case needs: only `worker` and
+    /// `max_lead_ms` (which must be those of `cfg`'s result) are read on
+    /// the way, and `cfg` is called where a value outside the window needs
+    /// the whole test. Where it returns `None` (the caller cannot tell its
+    /// layout, which no window outlives in the extension), the addition is
+    /// taken back, uncounted, and `mine` forgotten.
+    #[inline(always)]
+    pub fn try_fast_with(
+        &self,
+        worker: u64,
+        max_lead_ms: u64,
+        unix_ms: i64,
+        mine: &LastMillisecond,
+        cfg: impl FnOnce() -> Option<Config>,
+    ) -> Option<i64> {
+        self.try_fast_pausing(worker, max_lead_ms, unix_ms, mine, cfg, &mut || {})
+    }
+
+    /// [`Self::try_fast_with`], calling `pause` between its steps: after
+    /// the caller's clock read, after the addition and before taking it
+    /// back (the tests preempt the caller there).
     #[inline(always)]
     fn try_fast_pausing(
         &self,
-        cfg: &Config,
+        worker: u64,
+        max_lead_ms: u64,
         unix_ms: i64,
         mine: &LastMillisecond,
+        cfg: impl FnOnce() -> Option<Config>,
         pause: &mut impl FnMut(),
     ) -> Option<i64> {
         const R: Ordering = Ordering::Relaxed;
@@ -498,7 +526,7 @@ impl GeneratorState {
         let len = mine.len.load(R);
         if mine.ms.load(R) != unix_ms
             || len == 0
-            || mine.worker.load(R) != cfg.worker
+            || mine.worker.load(R) != worker
             || self.assigned_worker.load(R) != STATIC_WORKER
         {
             return None;
@@ -507,16 +535,32 @@ impl GeneratorState {
         let prev = self.last_id.fetch_add(1, Ordering::AcqRel);
         pause();
         // The test of `is_next_in_same_millisecond` for a value in the
-        // window: what depends on the shared state, after the addition.
+        // window: what depends on the shared state, after the addition
+        // (`max_lead_ms` as `Self::max_lead_ms` takes it).
         let lead = mine.lead.load(R);
         if prev.wrapping_sub(mine.lo.load(R)) < len
             && (lead == 0
-                || (self.behind_seen_ms.load(R) == unix_ms && lead <= self.max_lead_ms(cfg)))
+                || (self.behind_seen_ms.load(R) == unix_ms
+                    && lead <= max_lead_ms.min(self.lead_cap_ms.load(R))))
             && mine.id_ms.load(R) <= self.reserved_until_ms.load(Ordering::Acquire)
         {
             return Some((prev + 1) as i64);
         }
-        self.fast_outside_window(cfg, prev, unix_ms, mine, pause)
+        match cfg() {
+            Some(cfg) => self.fast_outside_window(&cfg, prev, unix_ms, mine, pause),
+            None => {
+                pause();
+                count_rmw();
+                let _ = self.last_id.compare_exchange(
+                    prev.wrapping_add(1),
+                    prev,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                );
+                mine.forget();
+                None
+            }
+        }
     }
 
     /// [`Self::try_fast`]'s addition returned a value outside the

@@ -1239,8 +1239,16 @@ fn fast_path_under_preemption_at_each_step() {
                     };
                     // The extension's entry point first: the window of
                     // the caller's last ID, then the whole call.
-                    let fast = mine
-                        .and_then(|m| st.try_fast_pausing(&c, clock.wall_ms(), m, &mut || pause()));
+                    let fast = mine.and_then(|m| {
+                        st.try_fast_pausing(
+                            c.worker,
+                            c.max_lead_ms,
+                            clock.wall_ms(),
+                            m,
+                            || Some(c),
+                            &mut || pause(),
+                        )
+                    });
                     if let Some(id) = fast {
                         fast_issued.set(fast_issued.get() + 1);
                         Attempt::Issued(Block {
@@ -1432,4 +1440,39 @@ fn try_fast_agrees_with_try_next_in_for_other_layouts() {
         fast > 10_000 && other > 10_000,
         "{fast} fast, {other} other"
     );
+}
+
+/// `try_fast_with` for a caller that cannot assemble its configuration
+/// where a value outside the window needs the whole test: the addition is
+/// taken back, nothing is issued, and the caller's memory is forgotten,
+/// so that its next call goes to the general algorithm.
+#[test]
+fn try_fast_with_no_configuration_takes_the_addition_back() {
+    let layout = Layout::default_layout();
+    let c = Config {
+        layout,
+        worker: 42,
+        max_lead_ms: 1000,
+    };
+    let clock = ManualClock::new(T0, M0);
+    let unix_ms = clock.wall_ms();
+    let now = (unix_ms - layout.epoch_ms()) as u64;
+    let st = GeneratorState::new();
+    // The state moved on to the next millisecond since the caller's ID.
+    st.last_id
+        .store(layout.pack(now + 1, 42, 5), Ordering::Relaxed);
+    let mine = LastMillisecond::new();
+    mine.remember(unix_ms, st.window_of(&c, layout.pack(now, 42, 7), unix_ms));
+    let before = snapshot(&st);
+    let (got, n, _) = rmws(|| st.try_fast_with(42, 1000, unix_ms, &mine, || None));
+    assert_eq!(got, None);
+    assert_eq!(n, 2, "an addition and its undoing");
+    assert_eq!(snapshot(&st), before, "the addition stayed");
+    assert_eq!(mine.ms(), UNSET, "mine not forgotten");
+    // With its configuration, the same call takes the value after the
+    // whole test (the next millisecond is within the lead).
+    st.behind_seen_ms.store(unix_ms, Ordering::Relaxed);
+    mine.remember(unix_ms, st.window_of(&c, layout.pack(now, 42, 7), unix_ms));
+    let got = st.try_fast_with(42, 1000, unix_ms, &mine, || Some(c));
+    assert_eq!(got, Some(layout.pack(now + 1, 42, 6) as i64));
 }
