@@ -189,8 +189,8 @@ impl LastMillisecond {
         }
     }
 
-    /// The millisecond of the caller's last ID issued by
-    /// [`GeneratorState::try_next_in`] (`i64::MIN`: none).
+    /// The wall-clock millisecond of the caller's last ID, as the type's
+    /// `ms` says (`i64::MIN`: none).
     pub fn ms(&self) -> i64 {
         self.ms.load(Ordering::Relaxed)
     }
@@ -550,13 +550,7 @@ impl GeneratorState {
             Some(cfg) => self.fast_outside_window(&cfg, prev, unix_ms, mine, pause),
             None => {
                 pause();
-                count_rmw();
-                let _ = self.last_id.compare_exchange(
-                    prev.wrapping_add(1),
-                    prev,
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                );
+                self.take_back(prev);
                 mine.forget();
                 None
             }
@@ -671,6 +665,22 @@ impl GeneratorState {
         None
     }
 
+    /// Undo an addition that returned `prev`, if nothing changed the
+    /// state since: a compare-and-swap from `prev + 1` back to `prev`.
+    /// Whether it was undone.
+    #[inline]
+    fn take_back(&self, prev: u64) -> bool {
+        count_rmw();
+        self.last_id
+            .compare_exchange(
+                prev.wrapping_add(1),
+                prev,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+
     /// The addition of the fast path found no next ID: take it back if
     /// nothing changed the state since (a compare-and-swap from `prev + 1`
     /// to `prev`), so that the general algorithm starts from the last ID
@@ -688,17 +698,7 @@ impl GeneratorState {
     fn fetch_add_rejected(&self, cfg: &Config, prev: u64, unix_ms: i64, ev: &mut Events) {
         #[cfg(test)]
         FAST_REJECTED.with(|c| c.set(c.get() + 1));
-        count_rmw();
-        let undone = self
-            .last_id
-            .compare_exchange(
-                prev.wrapping_add(1),
-                prev,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            )
-            .is_ok();
-        if undone {
+        if self.take_back(prev) {
             return;
         }
         let layout = &cfg.layout;

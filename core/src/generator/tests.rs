@@ -476,8 +476,26 @@ fn random_case(rnd: &mut impl FnMut(u64) -> u64) -> ([i64; 14], Config, ManualCl
         worker: 42,
         max_lead_ms: [0, 1, 2, 5, 1000][rnd(5) as usize],
     };
+    let v = random_state(rnd, &layout, wall, layout.pack(last_ts, worker, seq));
+    (v, c, ManualClock::new(wall, M0))
+}
+
+/// The shared state of a random case with `last_id` as the last ID, at
+/// wall-clock ns `wall`: the clocks measured behind it in this
+/// millisecond or the one before; no reference offset, or one of this
+/// millisecond or the one before; a reservation that does or does not
+/// cover the next ID of `last_id`'s millisecond (or none); no lead cap,
+/// or one below, at or above the lead.
+fn random_state(
+    rnd: &mut impl FnMut(u64) -> u64,
+    layout: &Layout,
+    wall: i64,
+    last_id: u64,
+) -> [i64; 14] {
+    let unix_ms = wall / MS;
+    let id_ms = layout.epoch_ms() + layout.timestamp_of(last_id) as i64;
     let mut v = snapshot(&GeneratorState::new());
-    v[0] = layout.pack(last_ts, worker, seq) as i64;
+    v[0] = last_id as i64;
     v[1] = if rnd(2) == 0 { unix_ms } else { unix_ms - 1 };
     v[2] = if rnd(4) == 0 {
         UNSET
@@ -487,14 +505,14 @@ fn random_case(rnd: &mut impl FnMut(u64) -> u64) -> ([i64; 14], Config, ManualCl
     v[3] = v[2];
     v[5] = match rnd(3) {
         0 => i64::MAX,
-        1 => layout.epoch_ms() + last_ts as i64,
-        _ => layout.epoch_ms() + last_ts as i64 - 1,
+        1 => id_ms,
+        _ => id_ms - 1,
     };
     v[13] = match rnd(3) {
         0 => NO_CAP as i64,
         _ => rnd(4) as i64,
     };
-    (v, c, ManualClock::new(wall, M0))
+    v
 }
 
 /// The short path of `try_next` issues exactly what the general
@@ -1376,25 +1394,7 @@ fn try_fast_agrees_with_try_next_in_for_other_layouts() {
             worker: cw,
             max_lead_ms: [0, 1, 2, 5, 1000][rnd(5) as usize],
         };
-        let mut v = snapshot(&GeneratorState::new());
-        v[0] = layout.pack(last_ts, worker, seq) as i64;
-        v[1] = if rnd(2) == 0 { unix_ms } else { unix_ms - 1 };
-        v[2] = if rnd(4) == 0 {
-            UNSET
-        } else {
-            wall - M0 - rnd(2) as i64 * MS
-        };
-        v[3] = v[2];
-        v[5] = match rnd(3) {
-            0 => i64::MAX,
-            1 => epoch + last_ts as i64,
-            _ => epoch + last_ts as i64 - 1,
-        };
-        v[13] = if rnd(3) == 0 {
-            NO_CAP as i64
-        } else {
-            rnd(4) as i64
-        };
+        let v = random_state(&mut rnd, &layout, wall, layout.pack(last_ts, worker, seq));
         let clock = ManualClock::new(wall, M0);
         let last = v[0] as u64;
         let own = match rnd(4) {
