@@ -22,7 +22,14 @@
 #     go on (failures, slowest),
 #   - a database created and one dropped every second while they go on,
 #   - five clean restarts in a row: how long from "pg_ctl start" to the
-#     first ID, and how far the last ID then leads the clock.
+#     first ID, and how far the last ID then leads the clock;
+#   - ten crash restarts in a row (pg_ctl stop -m immediate), and ten
+#     starts without the state file (what pg_upgrade and a lost file
+#     give), each followed by INSERTs at 20/s into the first and into the
+#     last database, each on a new connection (issue 55): the time from
+#     "accepting connections" to the first ID in the first and in the
+#     last database (the slowest of ten), the slowest INSERT and the
+#     failures, and how far the last ID leads the clock after the ten.
 # The INSERT latency includes the connection; compare rows, not absolutes
 # across machines. A plain sequence's INSERT on a new connection is
 # measured in the same cluster as the floor.
@@ -34,7 +41,10 @@
 # (the test suite's smoke run, which installed it already).
 #
 #   DBS_COUNTS ("1 200 1000"), DBS_SECONDS (60), DBS_PORT (55640),
-#   DBS_OUT (.run/bench/databases.md)
+#   DBS_OUT (.run/bench/databases.md), DBS_PARTS ("steady starts": the
+#   steady-state windows with the pause, the parallel queries, the churn
+#   and the clean restarts; the crash restarts and the starts without a
+#   state file)
 set -euo pipefail
 SMOKE=0; [ "${1:-}" = "--smoke" ] && SMOKE=1
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
@@ -48,6 +58,9 @@ else
     COUNTS=${DBS_COUNTS:-"1 200 1000"}; SECS=${DBS_SECONDS:-60}; PAUSE=60
 fi
 OUT=${DBS_OUT:-$ROOT/.run/bench/databases.md}
+PARTS=${DBS_PARTS:-"steady starts"}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
+STARTS=10; [ $SMOKE = 1 ] && STARTS=2
 mkdir -p "$(dirname "$OUT")"
 DIR=$(state_dir "$ROOT/.run/bench-databases" bench-databases)
 trap 'kill $(jobs -p) 2>/dev/null || true; cluster_stop "$DIR"' EXIT
@@ -101,6 +114,53 @@ three() {  # three SECONDS TAG: the three inserters, waited for (only
     wait "${pids[@]}"
 }
 
+# after_start DB1 DB2 TAG: right after a start, INSERTs at 20/s for 2 s
+# into DB1 and into DB2, each on a new connection; each line of
+# $DIR/TAG.DB is "ms_since_start ms ok|err" (ms_since_start: when it
+# ended).
+after_start() {
+    local t0 db pids=()
+    t0=$(now_ms)
+    for db in "$1" "$2"; do
+        ( : > "$DIR/$3.$db"
+          for _ in $(seq 1 40); do
+              a=$(now_ms)
+              if q "$db" -c "INSERT INTO orders (item) VALUES ('after a start')" >/dev/null 2>&1; then r=ok; else r=err; fi
+              b=$(now_ms); echo "$((b - t0)) $((b - a)) $r" >> "$DIR/$3.$db"
+              sleep "$(awk -v d=$((b - a)) 'BEGIN { s = 0.05 - d / 1000; print (s > 0 ? s : 0) }')"
+          done ) & pids+=($!)
+    done
+    wait "${pids[@]}"
+}
+
+# starts KIND N LAST: STARTS starts of KIND (crash: pg_ctl stop -m
+# immediate; nofile: a clean stop and the state file removed), each
+# followed by after_start into m1 and LAST. Prints "first ID in m1 /
+# in LAST, ms (slowest of STARTS) | slowest INSERT ms / failures | lead
+# after STARTS, ms".
+starts() {
+    local kind="$1" last="$3" k f1=0 f2=0 v
+    rm -f "$DIR"/st.*
+    for k in $(seq 1 "$STARTS"); do
+        q m1 -c "INSERT INTO orders (item) VALUES ('before a start')" >/dev/null
+        if [ "$kind" = crash ]; then
+            as_pg "$(pgbin)/pg_ctl" -D "$DIR/data" -m immediate -w stop >/dev/null
+        else
+            as_pg "$(pgbin)/pg_ctl" -D "$DIR/data" -m fast -w stop >/dev/null
+            rm -f "$DIR/data/snowflake_id.state"
+        fi
+        cluster_up "$DIR"
+        after_start m1 "$last" "st$k"
+        v=$(awk '$3 == "ok" { print $1; exit }' "$DIR/st$k.m1"); [ "${v:-99999}" -gt "$f1" ] && f1=${v:-99999}
+        v=$(awk '$3 == "ok" { print $1; exit }' "$DIR/st$k.$last"); [ "${v:-99999}" -gt "$f2" ] && f2=${v:-99999}
+    done
+    local lead slow errs
+    lead=$(q m1 -c "SELECT round(extract(epoch FROM snowflake_timestamp(max(id)) - clock_timestamp()) * 1000) FROM orders")
+    slow=$(cat "$DIR"/st*.* | awk '{ print $2 }' | sort -n | tail -1)
+    errs=$(cat "$DIR"/st*.* | grep -c " err" || true)
+    echo "$f1 / $f2 | $slow / $errs | $lead"
+}
+
 {
 echo "# bench/databases.sh: the high-water mark by number of databases"
 echo
@@ -109,6 +169,14 @@ echo
 echo "| databases | CPU over a sequence, % of a core | WAL kB/min (sequence window) | extra commits/s | INSERT median / slowest ms / failures | sequence INSERT median / slowest ms | first INSERT after ${PAUSE} s pause, ms | worker slots held by parallel queries: median / slowest ms / failures | a database created and one dropped every second: median / slowest ms / failures | clean restart to first ID, ms (slowest of 5) | lead after 5 restarts, ms |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 } > "$OUT"
+STARTS_OUT="$OUT.starts"
+{
+echo
+echo "Starts (issue 55): $STARTS crash restarts (pg_ctl stop -m immediate) in a row, then $STARTS starts without the state file, each followed by INSERTs at 20/s into the first and the last database on new connections; times from \"accepting connections\"."
+echo
+echo "| databases | crash: first ID in the first / last database, ms (slowest of $STARTS) | crash: slowest INSERT ms / failures | crash: lead after $STARTS, ms | no state file: first ID in the first / last database, ms | no state file: slowest INSERT ms / failures | no state file: lead after $STARTS, ms |"
+echo "|---|---|---|---|---|---|---|"
+} > "$STARTS_OUT"
 
 for N in $COUNTS; do
     log "databases: N = $N"
@@ -123,6 +191,14 @@ for N in $COUNTS; do
     for i in $(seq 4 "$N"); do q postgres -c "CREATE DATABASE idle$i STRATEGY FILE_COPY" >/dev/null; done
     q postgres -c "CHECKPOINT" >/dev/null
     three 5 warm >/dev/null 2>&1 || true
+    last=m1; [ "$N" -ge 4 ] && last=idle$N
+    if part starts; then
+        crash=$(starts crash "$N" "$last")
+        nofile=$(starts nofile "$N" "$last")
+        echo "| $N | ${crash%% | *} | $(cut -d'|' -f2 <<< "$crash" | xargs) | ${crash##* | } | ${nofile%% | *} | $(cut -d'|' -f2 <<< "$nofile" | xargs) | ${nofile##* | } |" >> "$STARTS_OUT"
+        log "databases: N = $N starts: $(tail -1 "$STARTS_OUT")"
+    fi
+    part steady || continue
 
     # Steady state.
     lsn0=$(q postgres -c "SELECT pg_current_wal_lsn()")
@@ -195,4 +271,5 @@ for N in $COUNTS; do
     log "databases: N = $N done: $(tail -1 "$OUT")"
 done
 cluster_stop "$DIR"
+cat "$STARTS_OUT" >> "$OUT"
 cat "$OUT"

@@ -101,6 +101,15 @@ CREATE FUNCTION snowflake_high_water_restored() RETURNS trigger
 LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowflake_high_water_restored_wrapper';
 
+CREATE FUNCTION snowflake_high_water_guard() RETURNS trigger
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_high_water_guard_wrapper';
+
+CREATE FUNCTION snowflake_discard_high_water() RETURNS timestamp with time zone
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c
+AS 'MODULE_PATHNAME', 'snowflake_discard_high_water_wrapper';
+
 DROP FUNCTION snowflake_raise_floor_from_data();
 CREATE FUNCTION snowflake_raise_floor_from_data(
 	"apply" bool DEFAULT false
@@ -233,6 +242,19 @@ COMMENT ON TABLE snowflake_id_internal.snowflake_high_water IS
 REVOKE ALL ON FUNCTION snowflake_high_water_restored() FROM PUBLIC;
 CREATE TRIGGER raise_generator AFTER INSERT OR UPDATE ON snowflake_id_internal.snowflake_high_water
     FOR EACH ROW EXECUTE FUNCTION @extschema@.snowflake_high_water_restored();
+-- Only snowflake_id writes the marks (issue 55): an UPDATE, DELETE or
+-- TRUNCATE is refused, by any role, whatever session_replication_role
+-- says. A mark held back as far ahead of the clock is applied with
+-- snowflake_accept_configuration() or discarded with
+-- snowflake_discard_high_water().
+REVOKE ALL ON FUNCTION snowflake_high_water_guard() FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_discard_high_water() FROM PUBLIC;
+CREATE TRIGGER written_by_snowflake_id BEFORE UPDATE OR DELETE ON snowflake_id_internal.snowflake_high_water
+    FOR EACH ROW EXECUTE FUNCTION @extschema@.snowflake_high_water_guard();
+CREATE TRIGGER truncated_by_nobody BEFORE TRUNCATE ON snowflake_id_internal.snowflake_high_water
+    FOR EACH STATEMENT EXECUTE FUNCTION @extschema@.snowflake_high_water_guard();
+ALTER TABLE snowflake_id_internal.snowflake_high_water ENABLE ALWAYS TRIGGER written_by_snowflake_id;
+ALTER TABLE snowflake_id_internal.snowflake_high_water ENABLE ALWAYS TRIGGER truncated_by_nobody;
 -- This database carries the mark from now on, not only from the next
 -- round of the high-water-mark launcher.
 REVOKE ALL ON FUNCTION snowflake_write_high_water() FROM PUBLIC;

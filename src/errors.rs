@@ -103,7 +103,29 @@ pub fn far_mark_exhausts(mark_ms: i64, last_unix_ms: i64) -> ! {
             format_epoch(mark_ms),
             format_epoch(last_unix_ms)
         )),
-        Some("Delete the row from snowflake_id_internal.snowflake_high_water in the database that holds it and restart the server: a real server's IDs never got there."),
+        Some("Discard it with SELECT snowflake_discard_high_water() as a superuser in the database that holds it: a real server's IDs never got there."),
+    )
+}
+
+/// This database holds a high-water mark far ahead of the clock, held
+/// back until a superuser decides (issue 55: other databases go on).
+pub fn far_mark_here(detail: String, hint: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowflake_id high-water mark of this database is far ahead of the clock",
+        Some(detail),
+        Some(hint),
+    )
+}
+
+/// An UPDATE, DELETE or TRUNCATE of the high-water table: only
+/// snowflake_id writes its marks (issue 55).
+pub fn high_water_by_hand(what: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        format!("cannot {what} snowflake_id_internal.snowflake_high_water"),
+        Some("Its rows bound the IDs minted in this database; a mark lowered or removed by hand would let a later start (pg_upgrade, a lost state file) hand out IDs below ones already handed out.".into()),
+        Some("A mark held back as far ahead of the clock is applied with SELECT snowflake_accept_configuration() or discarded with SELECT snowflake_discard_high_water(), as a superuser."),
     )
 }
 
@@ -473,6 +495,17 @@ pub fn not_installed() -> ! {
 }
 
 /// A superuser-only function called by another role.
+/// `snowflake_high_water()` called by a role that may not read the table
+/// behind it (issue 55).
+pub fn high_water_not_readable() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        "permission denied to read the snowflake_id high-water mark",
+        Some("Only roles that may read snowflake_id_internal.snowflake_high_water (the database's owner, superusers) and members of pg_read_all_stats may.".into()),
+        Some("Grant the role pg_read_all_stats, or ask the database's owner."),
+    )
+}
+
 pub fn must_be_superuser(to_do: &str) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
@@ -504,6 +537,19 @@ pub fn high_water_locked_here() -> ! {
         "could not raise the snowflake_id high-water mark in this database",
         Some("Another session holds, or waits for, a lock on snowflake_id_internal.snowflake_high_water that conflicts with the mark's write, so IDs handed out here now might not be carried by a dump of this database. Other databases go on.".into()),
         Some("Find the session in pg_locks (a VACUUM FULL, an ALTER or a LOCK on that table, or a lock request queued behind an open transaction) and end it."),
+    )
+}
+
+/// This database's mark row is being updated or deleted by a transaction
+/// that has not ended (a superuser's, with the table's triggers
+/// disabled): a raise of it would be lost at its commit, so nothing is
+/// minted here until it ends (issue 55).
+pub fn high_water_row_busy() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowflake_id high-water mark of this database is being changed by another transaction",
+        Some("A transaction that has not ended updated or deleted the row of snowflake_id_internal.snowflake_high_water that covers the IDs minted here; a raise of it would be lost when that transaction commits. Other databases go on.".into()),
+        Some("End that transaction (see pg_locks and pg_stat_activity); the marks are written by snowflake_id alone."),
     )
 }
 

@@ -8,7 +8,8 @@
 //! - the ground, files directly in `src/`: [`errors`] (SQLSTATEs and
 //!   messages), [`gucs`] (settings and the layout they define),
 //!   [`datadir`] (files in the data directory), [`backtraces`] (Rust
-//!   backtraces to the server log, never to clients);
+//!   backtraces to the server log, never to clients), [`failpoint`]
+//!   (named crash points of test builds);
 //! - [`read`]: decoding IDs, their text, JSON and public forms;
 //! - [`mint`]: minting IDs and keeping them unique (the generator, shared
 //!   memory, the durable reservation, WAL, the background worker, the
@@ -26,6 +27,7 @@ pub mod backtraces;
 pub mod convert;
 pub mod datadir;
 pub mod errors;
+pub mod failpoint;
 pub mod gucs;
 pub mod high_water;
 pub mod mint;

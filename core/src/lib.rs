@@ -7,6 +7,7 @@ pub mod clock;
 pub mod epoch;
 pub mod format;
 pub mod generator;
+pub mod held_marks;
 pub mod layout;
 pub mod lease;
 pub mod oid_set;
@@ -25,6 +26,7 @@ pub use generator::{
     until_issued, Attempt, Block, BlockAttempt, Config, Events, GenError, GeneratorState,
     LastMillisecond, NO_DEADLINE, NO_WORKER, STATIC_WORKER,
 };
+pub use held_marks::HeldMarks;
 pub use layout::{IdError, Layout, LayoutError, Parts};
 pub use lease::Lease;
 pub use oid_set::{GrowingOidSet, OidSet};

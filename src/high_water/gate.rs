@@ -11,7 +11,7 @@
 use super::row::{self, Open, Table};
 use super::{
     apply_found, database_name, ensure_ready, key, next_target, old_version_here,
-    this_database_lags, RAISE_WITHIN_MS, RECHECK_MISSING_MS,
+    refuse_if_held_here, this_database_lags, RAISE_WITHIN_MS, RECHECK_MISSING_MS,
 };
 use crate::errors;
 use crate::gucs;
@@ -20,15 +20,38 @@ use pgrx::pg_sys;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use std::sync::atomic::Ordering;
 
-/// `crate::mint::bound::Owner`: `ms` is the Unix ms of the largest ID
-/// about to be returned here. Returns once this database's mark is above
-/// it, with the Unix ms at which to ask again.
+/// `crate::mint::bound::Owner::before`, before a call computes any ID:
+/// wait for the start-up read of the marks, and where this database was
+/// not read by it, read its mark from before this start and raise the
+/// generator above it. Everything here that waits, or moves the
+/// generator, comes before the ID (issue 55).
+pub fn before_mint() {
+    let (Some(t), Some(state)) = (super::marks(), shmem::state()) else {
+        return;
+    };
+    ensure_ready();
+    forget_on_abort();
+    refuse_if_held_here(t);
+    if !this_database_lags() || SELF_READ.with(|r| r.replace(true)) {
+        return;
+    }
+    let (Ok(layout), Some(worker)) = (gucs::layout(), lease::current_worker_id()) else {
+        SELF_READ.with(|r| r.set(false));
+        return;
+    };
+    let key = key(&layout, worker);
+    row::with_lock_timeout(|| read_own_mark(t, state, &layout, &key));
+}
+
+/// `crate::mint::bound::Owner::cover`: `ms` is the Unix ms of the largest
+/// ID about to be returned here. Returns once this database's mark is
+/// above it, with the Unix ms at which to ask again.
 pub fn covered(ms: i64) -> i64 {
     let (Some(t), Some(state)) = (super::marks(), shmem::state()) else {
         return i64::MAX;
     };
-    ensure_ready();
-    forget_on_abort();
+    // Made by `before_mint` already; a no-op then.
+    before_mint();
     row::with_lock_timeout(|| cover(t, state, ms))
 }
 
@@ -38,9 +61,6 @@ fn cover(t: &shmem::Tracking, state: &snowflake_id_core::GeneratorState, ms: i64
     };
     let key = key(&layout, worker);
     let stamp = t.started_at.load(Ordering::Acquire);
-    if this_database_lags() && !SELF_READ.with(|r| r.replace(true)) {
-        read_own_mark(t, state, &layout, &key);
-    }
     let table = match Table::open(pg_sys::RowExclusiveLock) {
         Open::Opened(table) => table,
         Open::Missing => {

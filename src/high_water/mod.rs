@@ -58,7 +58,7 @@ pub mod gate;
 pub mod row;
 pub mod scan;
 
-use crate::mint::reservation::BLOCKED_CODES;
+use crate::mint::reservation::{BLOCKED_CODES, HELD_SOMEWHERE};
 pub use crate::mint::reservation::{BLOCKED_FAR_MARK, FAR_MS};
 use crate::mint::{bound, lease, shmem};
 use crate::{errors, gucs};
@@ -81,7 +81,10 @@ pub const WAIT_MS: i64 = 20_000;
 
 /// Register the gate and the launcher: `_PG_init`, while preloading.
 pub fn init() {
-    bound::set_owner(gate::covered);
+    bound::set_owner(bound::Owner {
+        before: gate::before_mint,
+        cover: gate::covered,
+    });
     scan::register();
 }
 
@@ -128,13 +131,22 @@ fn marks() -> Option<&'static shmem::Tracking> {
 
 fn unavailable(t: &shmem::Tracking) -> ! {
     let failed = t.mark_failed_db.load(Ordering::Acquire);
-    let what = "The high-water marks of the databases have not been read since start-up";
-    let detail = if failed != 0 {
-        format!("{what}; the last attempt failed at the database with OID {failed}.")
-    } else if t.launcher_latch.load(Ordering::Acquire) == 0 {
-        format!("{what}; the snowflake_id high-water launcher is not running.")
+    let (done, total) = (
+        t.read_done.load(Ordering::Acquire),
+        t.read_total.load(Ordering::Acquire),
+    );
+    let what = "The high-water marks of the databases have not all been read since start-up";
+    let progress = if total == 0 {
+        "the read has not listed the databases yet".to_string()
     } else {
-        format!("{what} within {} s.", WAIT_MS / 1000)
+        format!("the read has got through {done} of {total} databases")
+    };
+    let detail = if t.launcher_latch.load(Ordering::Acquire) == 0 {
+        format!("{what}: {progress}, and the snowflake_id high-water launcher is not running.")
+    } else if failed != 0 {
+        format!("{what}: {progress}; the last database it could not read has OID {failed}.")
+    } else {
+        format!("{what}: {progress} in {} s.", WAIT_MS / 1000)
     };
     errors::high_water_unavailable(detail)
 }
@@ -238,39 +250,87 @@ pub fn establish_far_base(t: &shmem::Tracking, frontier_ms: i64) {
 }
 
 /// Hold back a mark beyond [`far_limit`], found in database `db` (OID,
-/// and its name for the log): remember it, stop generation
-/// (`BLOCKED_FAR_MARK`, unless something else already stopped it), and
-/// say so once per mark.
+/// and its name for the log): remember it, stop minting in that
+/// database alone (issue 55; in every database where more hold one than
+/// [`shmem::HELD_DATABASES`]), and say so once per mark.
 fn hold_far_mark(t: &shmem::Tracking, state: &GeneratorState, mark_ms: i64, db: u32, name: &str) {
-    let before = t.mark_far_ms.fetch_max(mark_ms, Ordering::AcqRel);
-    if before < mark_ms {
+    let before = t.held.mark_of(db).unwrap_or(i64::MIN);
+    if t.held.hold(db, mark_ms) {
+        state.blocked.fetch_or(HELD_SOMEWHERE, Ordering::AcqRel);
+    } else {
+        let _ = state
+            .blocked
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+                (b & BLOCKED_CODES == 0).then_some(b | BLOCKED_FAR_MARK)
+            });
+    }
+    if t.mark_far_ms.fetch_max(mark_ms, Ordering::AcqRel) < mark_ms {
         t.mark_far_db.store(db, Ordering::Release);
     }
-    let _ = state
-        .blocked
-        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
-            (b & BLOCKED_CODES == 0).then_some(b | BLOCKED_FAR_MARK)
-        });
     if before < mark_ms {
         let ahead_s = (mark_ms - SystemClock.wall_ns().div_euclid(1_000_000)) / 1000;
         errors::report(
             PgLogLevel::WARNING,
             PgSqlErrorCode::ERRCODE_WARNING,
             format!(
-                "snowflake_id: high-water mark {} in database \"{name}\" is {ahead_s} s ahead of the clock; not applied, and no ID is handed out until a superuser decides",
+                "snowflake_id: high-water mark {} in database \"{name}\" is {ahead_s} s ahead of the clock; not applied, and no ID is handed out in that database until a superuser decides",
                 format_epoch(mark_ms)
             ),
-            Some(format!("A mark more than {} minutes ahead of the clock and of this server's IDs moves nothing by itself: a dump edited by hand, a row from an untrusted publisher, or a clock far behind since the mark was written.", FAR_MS / 60_000)),
-            Some("If the mark is right (the clock is behind the old server's IDs), apply it with SELECT snowflake_accept_configuration() as a superuser; if not, delete its row from snowflake_id_internal.snowflake_high_water in that database and restart."),
+            Some(format!("A mark more than {} minutes ahead of the clock and of this server's IDs moves nothing by itself: a dump edited by hand, a row from an untrusted publisher, or a clock far behind since the mark was written. Other databases go on minting on the clock.", FAR_MS / 60_000)),
+            Some(DECIDE_HINT),
         );
     }
 }
 
+/// What a superuser decides about a held mark.
+const DECIDE_HINT: &str = "If the mark is right (the clock is behind the old server's IDs), apply it with SELECT snowflake_accept_configuration(); if not, discard it with SELECT snowflake_discard_high_water() in that database. Both as a superuser.";
+
+/// Nothing is held back any more: lift what [`hold_far_mark`] set.
+fn release_all_holds(t: &shmem::Tracking, state: &GeneratorState) {
+    t.held.clear();
+    t.mark_far_ms.store(i64::MIN, Ordering::Release);
+    let _ = state
+        .blocked
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+            let b = b & !HELD_SOMEWHERE;
+            Some(if b & BLOCKED_CODES == BLOCKED_FAR_MARK {
+                b & !BLOCKED_CODES
+            } else {
+                b
+            })
+        });
+}
+
+/// Whether this backend's database holds a mark far ahead of the clock:
+/// then nothing is minted here (the ERROR says which mark, and what a
+/// superuser decides).
+fn refuse_if_held_here(t: &shmem::Tracking) {
+    // SAFETY: reading this backend's database.
+    let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    let Some(mark) = t.held.mark_of(db) else {
+        return;
+    };
+    let now = SystemClock.wall_ns().div_euclid(1_000_000);
+    errors::far_mark_here(
+        format!(
+            "This database holds the high-water mark {}, {} s ahead of the clock, of this server's worker id and layout; a mark more than {} minutes ahead moves nothing by itself, and no ID is handed out below it here. Other databases go on minting on the clock.",
+            format_epoch(mark),
+            (mark - now) / 1000,
+            FAR_MS / 60_000
+        ),
+        DECIDE_HINT,
+    )
+}
+
 /// A held-back mark that the clock has come within [`FAR_MS`] of is an
-/// ordinary mark now: apply it and lift the hold, as the start-up read would have
-/// done had it found the mark now.
+/// ordinary mark now: apply the largest and lift every hold, as the
+/// start-up read would have done had it found them now.
 fn release_far_mark_in_reach(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) {
-    let far = t.mark_far_ms.load(Ordering::Acquire);
+    let far = t
+        .held
+        .largest()
+        .map_or(i64::MIN, |(_, m)| m)
+        .max(t.mark_far_ms.load(Ordering::Acquire));
     let clock = SystemClock;
     if far == i64::MIN
         || far
@@ -283,12 +343,7 @@ fn release_far_mark_in_reach(t: &shmem::Tracking, state: &GeneratorState, layout
     }
     state.raise_above(far, layout, clock.mono_ns());
     t.mark_found_ms.fetch_max(far, Ordering::AcqRel);
-    t.mark_far_ms.store(i64::MIN, Ordering::Release);
-    let _ = state
-        .blocked
-        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
-            (b & BLOCKED_CODES == BLOCKED_FAR_MARK).then_some(b & !BLOCKED_CODES)
-        });
+    release_all_holds(t, state);
     errors::report(
         PgLogLevel::LOG,
         PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
@@ -300,6 +355,39 @@ fn release_far_mark_in_reach(t: &shmem::Tracking, state: &GeneratorState, layout
         None,
         None,
     );
+}
+
+/// Apply every held-back mark (`snowflake_accept_configuration()`):
+/// raise the generator above the largest and lift every hold. Returns the
+/// mark applied; 22008 when it is at the layout's last millisecond.
+pub fn apply_held_marks(state: &GeneratorState, layout: &Layout) -> Option<i64> {
+    let t = shmem::tracking()?;
+    let far = t
+        .held
+        .largest()
+        .map_or(i64::MIN, |(_, m)| m)
+        .max(t.mark_far_ms.load(Ordering::Acquire));
+    if far == i64::MIN {
+        return None;
+    }
+    if far >= layout.last_unix_ms() {
+        errors::far_mark_exhausts(far, layout.last_unix_ms());
+    }
+    state.raise_above(far, layout, SystemClock.mono_ns());
+    t.mark_found_ms.fetch_max(far, Ordering::AcqRel);
+    release_all_holds(t, state);
+    Some(far)
+}
+
+/// Whether some database holds a mark far ahead of the clock, and
+/// whether it is this backend's (for `snowflake_stats()`).
+pub fn held_marks() -> (bool, bool) {
+    let Some(t) = shmem::tracking() else {
+        return (false, false);
+    };
+    // SAFETY: reading this backend's database.
+    let here = t.held.contains(unsafe { pg_sys::MyDatabaseId }.to_u32());
+    (!t.held.is_empty(), here)
 }
 
 /// In the current database: whether the extension is installed at a
@@ -330,11 +418,128 @@ pub fn snowflake_high_water() -> Option<TimestampWithTimeZone> {
     shmem::tracking()?;
     let layout = gucs::layout().ok()?;
     let worker = lease::current_worker_id()?;
+    let oid = row::table_oid()?;
+    if !may_read(oid) {
+        errors::high_water_not_readable();
+    }
     let row::Open::Opened(table) = row::Table::open(pg_sys::AccessShareLock) else {
         return None;
     };
     let (ms, _) = table.find(&key(&layout, worker))?;
     Some(crate::read::decode::from_unix_ms(ms))
+}
+
+/// Whether the current user may see this database's mark: the roles
+/// that may read its table (issue 55: the function showed it to every
+/// role that could connect), and members of `pg_read_all_stats`.
+fn may_read(table: pg_sys::Oid) -> bool {
+    // SAFETY: ACL and role-membership checks of the current user.
+    unsafe {
+        let me = pg_sys::GetUserId();
+        pg_sys::pg_class_aclcheck(table, me, pg_sys::ACL_SELECT as _)
+            == pg_sys::AclResult::ACLCHECK_OK
+            || pg_sys::has_privs_of_role(me, pg_sys::Oid::from(pg_sys::ROLE_PG_READ_ALL_STATS))
+    }
+}
+
+/// Superuser only. Discard the high-water mark this database holds back
+/// as far ahead of the clock: lower it, in place, to 5 s beyond this
+/// server's generator, and mint here again on the clock. The decision
+/// for a mark that is wrong (a dump edited by hand, a row from an
+/// untrusted publisher); a mark that is right is applied with
+/// `snowflake_accept_configuration()` instead. Returns the mark now,
+/// NULL where this database holds no mark of this server's
+/// configuration. EXECUTE is revoked from PUBLIC.
+///
+/// ```sql
+/// SELECT snowflake_discard_high_water();
+/// ```
+#[pg_extern(volatile, parallel_unsafe)]
+pub fn snowflake_discard_high_water() -> Option<TimestampWithTimeZone> {
+    // SAFETY: plain catalog check of the current user.
+    if !unsafe { pg_sys::superuser() } {
+        errors::must_be_superuser("discard a snowflake_id high-water mark");
+    }
+    let (Some(t), Some(state), Ok(layout)) = (marks(), shmem::state(), gucs::layout()) else {
+        return None;
+    };
+    crate::mint::nextval::refuse_during_recovery();
+    let worker = lease::current_worker_id()?;
+    let key = key(&layout, worker);
+    let table = match row::Table::open(pg_sys::RowExclusiveLock) {
+        row::Open::Opened(table) => table,
+        row::Open::Missing => return None,
+        row::Open::Locked => errors::high_water_locked_here(),
+    };
+    let clock = SystemClock;
+    let limit = far_limit(
+        t,
+        state.frontier_ms(&layout, clock.wall_ns(), clock.mono_ns()),
+    );
+    let target = next_target(t, state, &layout, i64::MIN);
+    let stamp = t.started_at.load(Ordering::Acquire);
+    let mut discarded = vec![];
+    let mut kept = i64::MIN;
+    for (mark, tid) in table.rows(&key) {
+        if mark > limit {
+            table.lower(tid, &key, target, stamp);
+            discarded.push(mark);
+            kept = kept.max(target);
+        } else {
+            kept = kept.max(mark);
+        }
+    }
+    drop(table);
+    // SAFETY: reading this backend's database.
+    let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    t.held.release(db);
+    let fallback = state.blocked.load(Ordering::Acquire) & BLOCKED_CODES == BLOCKED_FAR_MARK;
+    if !fallback {
+        t.mark_far_ms.store(
+            t.held.largest().map_or(i64::MIN, |(_, m)| m),
+            Ordering::Release,
+        );
+        if t.held.is_empty() {
+            state.blocked.fetch_and(!HELD_SOMEWHERE, Ordering::AcqRel);
+        }
+    }
+    bound::forget();
+    for mark in &discarded {
+        errors::report(
+            PgLogLevel::LOG,
+            PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+            format!(
+                "snowflake_id: the high-water mark {} of database \"{}\" was discarded by a superuser; lowered to {}",
+                format_epoch(*mark),
+                database_name(),
+                format_epoch(target)
+            ),
+            None,
+            None,
+        );
+    }
+    (kept != i64::MIN).then(|| crate::read::decode::from_unix_ms(kept))
+}
+
+/// The trigger on `snowflake_id_internal.snowflake_high_water` for UPDATE,
+/// DELETE and TRUNCATE, by anyone (issue 55): only snowflake_id writes
+/// its marks. An UPDATE held open would take the in-place raises made
+/// meanwhile with the old row version, and a DELETE would leave the
+/// database's IDs uncovered. Fired ALWAYS, so that
+/// `session_replication_role` does not turn it off; a superuser who
+/// disables it still meets the writer's own check of the row
+/// (`row::Table::raise`: minting stops here while the change is open).
+#[pg_trigger]
+fn snowflake_high_water_guard<'a>(
+    trigger: &'a PgTrigger<'a>,
+) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, PgHeapTupleError> {
+    let what = match trigger.op() {
+        Ok(PgTriggerOperation::Update) => "update",
+        Ok(PgTriggerOperation::Delete) => "delete from",
+        Ok(PgTriggerOperation::Truncate) => "truncate",
+        _ => return Ok(None),
+    };
+    errors::high_water_by_hand(what)
 }
 
 /// Raise this database's mark now: see the module documentation.
@@ -476,5 +681,10 @@ fn raise_for_restored(
 extension_sql_file!(
     "sql/high_water.sql",
     name = "high_water",
-    requires = [snowflake_write_high_water, snowflake_high_water_restored]
+    requires = [
+        snowflake_write_high_water,
+        snowflake_high_water_restored,
+        snowflake_high_water_guard,
+        snowflake_discard_high_water
+    ]
 );

@@ -325,6 +325,58 @@ impl Table {
         target: i64,
         stamp: i64,
     ) -> Option<i64> {
+        self.write(tid, key, target, stamp, false)
+    }
+
+    /// Lower the row at `tid` (of `key`) to `target` in place, never
+    /// raising it, as [`Table::raise`] writes: a superuser's
+    /// `snowflake_discard_high_water()` of a mark held back as far ahead
+    /// of the clock, and only that.
+    pub fn lower(
+        &self,
+        tid: pg_sys::ItemPointerData,
+        key: &Key,
+        target: i64,
+        stamp: i64,
+    ) -> Option<i64> {
+        self.write(tid, key, target, stamp, true)
+    }
+
+    /// Every live row of `key`: its mark and where it lies.
+    pub fn rows(&self, key: &Key) -> Vec<(i64, pg_sys::ItemPointerData)> {
+        let mut out = vec![];
+        // SAFETY: as in `find_not_own`.
+        unsafe {
+            let scan = pg_sys::table_beginscan(
+                self.rel,
+                &raw mut pg_sys::SnapshotSelfData,
+                0,
+                std::ptr::null_mut(),
+            );
+            loop {
+                let tup = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);
+                if tup.is_null() {
+                    break;
+                }
+                if let Some(data) = row_data((*tup).t_data, (*tup).t_len as usize) {
+                    if read_key(data) == *key {
+                        out.push((read_i64(data, OFF_MARK), (*tup).t_self));
+                    }
+                }
+            }
+            pg_sys::table_endscan(scan);
+        }
+        out
+    }
+
+    fn write(
+        &self,
+        tid: pg_sys::ItemPointerData,
+        key: &Key,
+        target: i64,
+        stamp: i64,
+        lower: bool,
+    ) -> Option<i64> {
         let block = ((tid.ip_blkid.bi_hi as u32) << 16) | tid.ip_blkid.bi_lo as u32;
         let offset = tid.ip_posid;
         // SAFETY: the buffer is pinned and locked exclusively while the
@@ -343,7 +395,18 @@ impl Table {
                 pg_sys::UnlockReleaseBuffer(buf);
                 return None;
             };
-            if cur >= target {
+            match row_state(item_header(page, offset).expect("read just above")) {
+                RowState::Live => {}
+                RowState::Gone => {
+                    pg_sys::UnlockReleaseBuffer(buf);
+                    return None;
+                }
+                RowState::Busy => {
+                    pg_sys::UnlockReleaseBuffer(buf);
+                    errors::high_water_row_busy();
+                }
+            }
+            if (!lower && cur >= target) || (lower && cur <= target) {
                 pg_sys::UnlockReleaseBuffer(buf);
                 return Some(cur);
             }
@@ -354,7 +417,9 @@ impl Table {
             write_i64(data, OFF_WRITTEN, stamp);
             let lsn = pg_sys::GenericXLogFinish(state);
             pg_sys::UnlockReleaseBuffer(buf);
+            crate::failpoint!("mark-raise-before-flush");
             pg_sys::XLogFlush(lsn);
+            crate::failpoint!("mark-raise-after-flush");
             Some(target)
         }
     }
@@ -383,8 +448,71 @@ impl Table {
                 values.as_mut_ptr(),
                 nulls.as_mut_ptr(),
             );
-            pg_sys::simple_heap_insert(self.rel, tup);
+            // Frozen: visible at once to every snapshot, and kept
+            // whatever becomes of the caller's transaction (a rolled-back
+            // savepoint, a prepared transaction never committed, an
+            // abort), like the in-place raises; the caller's IDs are
+            // covered from the flush below (issue 55).
+            pg_sys::heap_insert(
+                self.rel,
+                tup,
+                pg_sys::GetCurrentCommandId(true),
+                pg_sys::HEAP_INSERT_FROZEN as _,
+                std::ptr::null_mut(),
+            );
             pg_sys::heap_freetuple(tup);
+            crate::failpoint!("mark-insert-before-flush");
+            pg_sys::XLogFlush(pg_sys::XactLastRecEnd);
+            crate::failpoint!("mark-insert-after-flush");
+        }
+    }
+}
+
+/// What the row's `xmax` says of it, for an in-place raise.
+enum RowState {
+    /// Live: no transaction updated or deleted it (or one that did
+    /// aborted, or only locked it).
+    Live,
+    /// A committed UPDATE or DELETE replaced it: look again.
+    Gone,
+    /// A transaction that has not ended updated or deleted it: a raise of
+    /// this version would be lost when it commits.
+    Busy,
+}
+
+/// See [`RowState`].
+///
+/// # Safety
+/// `hdr` is a heap tuple header on a page the caller holds locked.
+unsafe fn row_state(hdr: pg_sys::HeapTupleHeader) -> RowState {
+    // SAFETY: see above; the transaction status lookups take their own
+    // locks, as heap visibility checks under a buffer lock do.
+    unsafe {
+        let im = (*hdr).t_infomask as u32;
+        if im & pg_sys::HEAP_XMAX_INVALID != 0 {
+            return RowState::Live;
+        }
+        let locked_only = im & pg_sys::HEAP_XMAX_LOCK_ONLY != 0
+            || im & (pg_sys::HEAP_XMAX_IS_MULTI | pg_sys::HEAP_LOCK_MASK)
+                == pg_sys::HEAP_XMAX_EXCL_LOCK;
+        if locked_only {
+            return RowState::Live;
+        }
+        if im & pg_sys::HEAP_XMAX_IS_MULTI != 0 {
+            // An update among lockers: whether it ended is not worth the
+            // multixact lookup here; the caller says so, and the next
+            // call looks again.
+            return RowState::Busy;
+        }
+        let xmax = (*hdr).t_choice.t_heap.t_xmax;
+        if pg_sys::TransactionIdIsCurrentTransactionId(xmax)
+            || pg_sys::TransactionIdIsInProgress(xmax)
+        {
+            RowState::Busy
+        } else if pg_sys::TransactionIdDidCommit(xmax) {
+            RowState::Gone
+        } else {
+            RowState::Live
         }
     }
 }
@@ -415,11 +543,15 @@ unsafe fn row_data(hdr: pg_sys::HeapTupleHeader, len: usize) -> Option<*mut u8> 
     }
 }
 
-/// The data of the normal item at `offset` on a locked heap page.
+/// The header and length of the normal item at `offset` on a locked heap
+/// page.
 ///
 /// # Safety
 /// `page` is a heap page locked by the caller.
-unsafe fn item_data(page: pg_sys::Page, offset: pg_sys::OffsetNumber) -> Option<*mut u8> {
+unsafe fn item(
+    page: pg_sys::Page,
+    offset: pg_sys::OffsetNumber,
+) -> Option<(pg_sys::HeapTupleHeader, usize)> {
     // SAFETY: see above; the item id is checked before its item is read.
     unsafe {
         if offset == 0 || offset > pg_sys::PageGetMaxOffsetNumber(page) {
@@ -430,8 +562,29 @@ unsafe fn item_data(page: pg_sys::Page, offset: pg_sys::OffsetNumber) -> Option<
             return None;
         }
         let hdr = pg_sys::PageGetItem(page, iid) as pg_sys::HeapTupleHeader;
-        row_data(hdr, (*iid).lp_len() as usize)
+        Some((hdr, (*iid).lp_len() as usize))
     }
+}
+
+/// The header of the normal item at `offset` on a locked heap page.
+///
+/// # Safety
+/// As [`item`].
+unsafe fn item_header(
+    page: pg_sys::Page,
+    offset: pg_sys::OffsetNumber,
+) -> Option<pg_sys::HeapTupleHeader> {
+    // SAFETY: see above.
+    unsafe { item(page, offset).map(|(h, _)| h) }
+}
+
+/// The data of the normal item at `offset` on a locked heap page.
+///
+/// # Safety
+/// As [`item`].
+unsafe fn item_data(page: pg_sys::Page, offset: pg_sys::OffsetNumber) -> Option<*mut u8> {
+    // SAFETY: see above.
+    unsafe { item(page, offset).and_then(|(h, len)| row_data(h, len)) }
 }
 
 fn read_key(data: *mut u8) -> Key {

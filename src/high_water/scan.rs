@@ -1,21 +1,25 @@
 //! The start-up read of every database's mark, where a start needs it
-//! (no state file of this cluster, or a crash: see
-//! `crate::mint::reservation::marks_needed_at_start`).
+//! (no state file of this cluster, or a crash that crash recovery did
+//! not cover: see `crate::mint::reservation::marks_needed_at_start`).
 //!
 //! The launcher (a background worker connected to no database) lists the
-//! databases and starts a short-lived reader in each, one at a time; the
-//! largest mark of this server's configuration raises the generator (or
-//! is held back when far ahead), then `mark_ready` lets generation begin.
-//! A database it cannot read in [`READER_TIMEOUT`] (locked by a CREATE,
-//! DROP or RENAME DATABASE, or slow) is recorded as lagging: its own
-//! backends read its mark before its first ID (`super::gate`). After
-//! that the launcher only applies a held-back mark that the clock has
-//! come within reach of; it writes nothing, ever.
+//! databases and reads them all, [`READERS`] short-lived readers at a
+//! time, each in its own database; the largest mark of this server's
+//! configuration raises the generator (or is held back when far ahead),
+//! then `mark_ready` lets generation begin: no ID is computed before
+//! every database was read (issue 55). A database it cannot read (locked
+//! by a CREATE, DROP or RENAME DATABASE, a reader that fails or takes
+//! longer than [`READER_TIMEOUT`], no worker slot free for as long) is
+//! recorded as lagging: its own backends read its mark before their
+//! first ID (`super::gate`), and the launcher reads it again every
+//! second. After that the launcher only applies a held-back mark that
+//! the clock has come within reach of; it writes nothing, ever.
 
 use super::{
     apply_found, establish_far_base, key, old_version_here, release_far_mark_in_reach, row,
 };
 use crate::gucs;
+use crate::mint::shmem::READERS;
 use crate::mint::{bgworker, lease, shmem};
 use pgrx::bgworkers::BgWorkerStartTime;
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BackgroundWorkerStatus};
@@ -28,17 +32,12 @@ use std::time::{Duration, Instant};
 /// How long the launcher waits for one reader before it stops it and
 /// counts its database as lagging.
 pub const READER_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long the start-up read may hold up generation: databases not read
-/// by then lag (each reads its own mark at its first ID), and the
-/// launcher reads them afterwards, so that no number of slow databases
-/// (a role with CREATEDB can make many) holds up the others for long.
-pub const READ_BUDGET: Duration = Duration::from_secs(5);
 /// How often the launcher looks at its work.
 const TICK: Duration = Duration::from_millis(100);
 /// How often the launcher tries again the databases that lag.
 const LAGGING_RETRY: Duration = Duration::from_secs(1);
 
-/// What a reader tells its launcher (`shmem::Tracking::writer_status`).
+/// What a reader tells its launcher (`shmem::ReaderSlot::status`).
 pub const READER_NONE: u32 = 0;
 pub const READER_READ: u32 = 1;
 pub const READER_NO_TABLE: u32 = 2;
@@ -112,7 +111,22 @@ pub extern "C-unwind" fn snowflake_id_high_water_main(_arg: pg_sys::Datum) {
             }
             continue;
         }
+        pgrx::log!(
+            "snowflake_id: reading the high-water marks of every database before the first ID"
+        );
+        let began = Instant::now();
         let listed = read_every_database(t, state, &layout);
+        pgrx::log!(
+            "snowflake_id: read the high-water marks of {} of {} databases in {} ms{}",
+            t.read_done.load(Ordering::Acquire),
+            t.read_total.load(Ordering::Acquire),
+            began.elapsed().as_millis(),
+            if listed && t.lagging.is_empty() {
+                String::new()
+            } else {
+                "; the others read their own before their first ID".to_string()
+            }
+        );
         // Not listed (a lock request queued on pg_database): every
         // database reads its own mark until a later read lists them all.
         t.lag_all.store(!listed, Ordering::Release);
@@ -143,34 +157,26 @@ struct Database {
     name: String,
 }
 
-/// Read every database's mark and apply the largest, for at most
-/// [`READ_BUDGET`]: a database not read by then, or whose reader could
-/// not start (no free worker slot) or failed, lags (it reads its own
-/// mark before its first ID; [`read_lagging`] reads it later). Returns
-/// false when the databases could not be listed (`pg_database` locked).
+/// Read every database's mark and apply the largest (issue 55: no ID
+/// before every database's mark of this configuration is read).
+/// [`READERS`] readers run at once, each in its own database; a database
+/// whose reader cannot start (no free worker slot for
+/// [`READER_TIMEOUT`]), fails, or is locked (a CREATE, DROP or RENAME
+/// DATABASE holds it), lags: its own sessions read its mark before their
+/// first ID, and [`read_lagging`] reads it later. Returns false when the
+/// databases could not be listed (`pg_database` locked), or more lag
+/// than the lagging set holds.
 fn read_every_database(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) -> bool {
     let Some(dbs) = databases() else {
         return false;
     };
+    t.read_total.store(dbs.len() as u32, Ordering::Release);
+    t.read_done.store(0, Ordering::Release);
     let mut found = i64::MIN;
     let mut found_in = (0u32, String::new());
-    let started = Instant::now();
-    let mut no_slot = false;
-    for db in &dbs {
-        // Past the budget, or no worker slot to be had: the rest lag.
-        if no_slot || started.elapsed() > READ_BUDGET {
-            // The rest read their own marks, and the launcher reads them
-            // next (`read_lagging`).
-            if !t.lagging.insert(db.oid.to_u32()) {
-                return false;
-            }
-            continue;
-        }
-        let read = if database_locked(db.oid) {
-            Err(ReadFail::InDatabase)
-        } else {
-            read_in(db.oid)
-        };
+    let mut ok = true;
+    read_all(t, &dbs, |db, read| {
+        t.read_done.fetch_add(1, Ordering::AcqRel);
         match read {
             Ok((READER_READ, f)) => {
                 t.lagging.remove(db.oid.to_u32());
@@ -183,23 +189,22 @@ fn read_every_database(t: &shmem::Tracking, state: &GeneratorState, layout: &Lay
                 t.lagging.remove(db.oid.to_u32());
             }
             Err(why) => {
-                no_slot = matches!(why, ReadFail::Start);
                 t.mark_failed_db.store(db.oid.to_u32(), Ordering::Release);
                 if !t.lagging.insert(db.oid.to_u32()) {
                     // More than LAGGING_DATABASES: its sessions, and every
                     // other database's, read their own marks.
-                    return false;
+                    ok = false;
                 }
                 pgrx::log!(
                     "snowflake_id: could not read the high-water mark of database \"{}\" at start-up ({}); its sessions read it before their first ID",
                     db.name,
-                    match why {
-                        ReadFail::Start => "no background worker slot was free",
-                        ReadFail::InDatabase => "its reader failed or took too long",
-                    }
+                    why.text()
                 );
             }
         }
+    });
+    if !ok {
+        return false;
     }
     // A database created meanwhile, from a template that has the
     // extension, may hold a mark the loop did not see: it reads its own.
@@ -216,26 +221,121 @@ fn read_every_database(t: &shmem::Tracking, state: &GeneratorState, layout: &Lay
     true
 }
 
-/// After the start-up read: read the databases it left lagging, one at a
-/// time, and apply what they hold.
-fn read_lagging(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) {
-    let Some(dbs) = databases() else { return };
-    for v in t.lagging.oids() {
-        let Some(db) = dbs.iter().find(|d| d.oid.to_u32() == v) else {
-            // Dropped.
-            t.lagging.remove(v);
-            continue;
-        };
-        if database_locked(db.oid) {
-            continue;
-        }
-        if let Ok((status, f)) = read_in(db.oid) {
-            if status == READER_READ {
-                apply_found(t, state, layout, f, v, &db.name);
+/// A reader at work: its slot, its database, and when it started.
+struct InFlight<'a> {
+    slot: usize,
+    db: &'a Database,
+    handle: pgrx::bgworkers::DynamicBackgroundWorker,
+    started: Instant,
+}
+
+/// Read the marks of `dbs`, up to [`READERS`] at a time, and hand each
+/// database's outcome to `done`, in the order they finish.
+fn read_all<'a>(
+    t: &shmem::Tracking,
+    dbs: &'a [Database],
+    mut done: impl FnMut(&'a Database, Result<(u32, i64), ReadFail>),
+) {
+    let mut next = 0;
+    let mut running: Vec<InFlight<'a>> = Vec::with_capacity(READERS);
+    // Since when no reader could be started while none ran.
+    let mut no_slot_since: Option<Instant> = None;
+    loop {
+        // Start readers in the free slots.
+        while running.len() < READERS && next < dbs.len() {
+            let db = &dbs[next];
+            if database_locked(db.oid) {
+                next += 1;
+                done(db, Err(ReadFail::Locked));
+                continue;
             }
-            t.lagging.remove(v);
+            let slot = (0..READERS)
+                .find(|s| running.iter().all(|r| r.slot != *s))
+                .expect("a free slot");
+            match start_reader(t, slot, db.oid) {
+                Some(handle) => {
+                    running.push(InFlight {
+                        slot,
+                        db,
+                        handle,
+                        started: Instant::now(),
+                    });
+                    no_slot_since = None;
+                    next += 1;
+                }
+                None if running.is_empty() => {
+                    let since = *no_slot_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > READER_TIMEOUT {
+                        // No slot at all: the rest lag.
+                        for db in &dbs[next..] {
+                            done(db, Err(ReadFail::Start));
+                        }
+                        next = dbs.len();
+                    }
+                    break;
+                }
+                // Wait for a running reader to free its slot.
+                None => break,
+            }
+        }
+        if running.is_empty() && next >= dbs.len() {
+            return;
+        }
+        nap();
+        let mut i = 0;
+        while i < running.len() {
+            let r = &running[i];
+            // (The next nap exits when the postmaster is gone.)
+            let stopped = matches!(
+                r.handle.pid(),
+                Err(BackgroundWorkerStatus::Stopped | BackgroundWorkerStatus::PostmasterDied)
+            );
+            if !stopped && r.started.elapsed() <= READER_TIMEOUT {
+                i += 1;
+                continue;
+            }
+            let r = running.swap_remove(i);
+            let read = if !stopped {
+                // A reader can wait where no setting bounds it
+                // (connecting to a database that a CREATE or DROP
+                // DATABASE holds, say): stop it, and its database lags.
+                let _ = r.handle.terminate().wait_for_shutdown();
+                Err(ReadFail::InDatabase)
+            } else {
+                let slot = &t.readers[r.slot];
+                match slot.status.load(Ordering::Acquire) {
+                    READER_NONE => Err(ReadFail::InDatabase),
+                    s => Ok((s, slot.found_ms.load(Ordering::Acquire))),
+                }
+            };
+            done(r.db, read);
         }
     }
+}
+
+/// After the start-up read: read the databases it left lagging, and
+/// apply what they hold.
+fn read_lagging(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) {
+    let Some(dbs) = databases() else { return };
+    let lagging = t.lagging.oids();
+    for v in &lagging {
+        if !dbs.iter().any(|d| d.oid.to_u32() == *v) {
+            // Dropped.
+            t.lagging.remove(*v);
+        }
+    }
+    let todo: Vec<Database> = dbs
+        .into_iter()
+        .filter(|d| lagging.contains(&d.oid.to_u32()))
+        .collect();
+    read_all(t, &todo, |db, read| {
+        if let Ok((status, f)) = read {
+            if status == READER_READ {
+                apply_found(t, state, layout, f, db.oid.to_u32(), &db.name);
+            }
+            t.lagging.remove(db.oid.to_u32());
+        }
+    });
 }
 
 /// Every valid database, read from `pg_database` (a shared catalog) by
@@ -316,17 +416,30 @@ fn database_locked(db: pg_sys::Oid) -> bool {
     }
 }
 
-/// Why a reader did not read.
+/// Why a database was not read.
 enum ReadFail {
-    /// It could not be started (no background worker slot free).
+    /// Its reader could not be started (no background worker slot free).
     Start,
-    /// It ran in its database and failed or timed out there.
+    /// Another session holds a lock on the database that a connection
+    /// would wait for.
+    Locked,
+    /// Its reader ran in its database and failed or timed out there.
     InDatabase,
 }
 
-/// The launcher's wait while it polls a reader: 10 ms on its latch (the
-/// postmaster sets it when a reader it was told about stops), then any
-/// pending interrupt.
+impl ReadFail {
+    fn text(&self) -> &'static str {
+        match self {
+            ReadFail::Start => "no background worker slot was free",
+            ReadFail::Locked => "another session holds a lock on it",
+            ReadFail::InDatabase => "its reader failed or took too long",
+        }
+    }
+}
+
+/// The launcher's wait while it polls its readers: 10 ms on its latch
+/// (the postmaster sets it when a reader it was told about stops), then
+/// any pending interrupt.
 fn nap() {
     // SAFETY: the standard latch wait of a background worker.
     unsafe {
@@ -341,54 +454,29 @@ fn nap() {
     pgrx::check_for_interrupts!();
 }
 
-/// Start a reader in database `db` and wait for it. Returns its status
-/// and the largest mark it read.
-fn read_in(db: pg_sys::Oid) -> Result<(u32, i64), ReadFail> {
-    let Some(t) = shmem::tracking() else {
-        return Err(ReadFail::Start);
-    };
-    t.writer_status.store(READER_NONE, Ordering::Release);
-    t.writer_found_ms.store(i64::MIN, Ordering::Release);
+/// Start a reader for database `db` in reader slot `slot`; `None` when no
+/// background worker slot is free now.
+fn start_reader(
+    t: &shmem::Tracking,
+    slot: usize,
+    db: pg_sys::Oid,
+) -> Option<pgrx::bgworkers::DynamicBackgroundWorker> {
+    t.readers[slot].status.store(READER_NONE, Ordering::Release);
+    t.readers[slot].found_ms.store(i64::MIN, Ordering::Release);
     // SAFETY: reading this process's pid.
     let me = unsafe { pg_sys::MyProcPid };
-    // No free background worker slot (parallel queries take them and
-    // give them back): try again every 10 ms for READER_TIMEOUT.
-    let started = Instant::now();
-    let handle = loop {
-        let built = BackgroundWorkerBuilder::new("snowflake_id high-water reader")
-            .set_type("snowflake_id high-water reader")
-            .set_library("snowflake_id")
-            .set_function("snowflake_id_high_water_reader_main")
-            .enable_spi_access()
-            .set_argument(Some(pg_sys::Datum::from(db)))
-            .set_notify_pid(me)
-            .set_restart_time(None)
-            .load_dynamic();
-        match built {
-            Ok(h) => break h,
-            Err(_) if started.elapsed() > READER_TIMEOUT => return Err(ReadFail::Start),
-            Err(_) => nap(),
-        }
-    };
-    // A reader can wait where no setting bounds it (connecting to a
-    // database that a CREATE or DROP DATABASE holds, say): give it
-    // READER_TIMEOUT, then stop it and count its database as lagging.
-    let started = Instant::now();
-    loop {
-        match handle.pid() {
-            Err(BackgroundWorkerStatus::Stopped) => break,
-            Err(BackgroundWorkerStatus::PostmasterDied) => return Err(ReadFail::Start),
-            _ if started.elapsed() > READER_TIMEOUT => {
-                let _ = handle.terminate().wait_for_shutdown();
-                return Err(ReadFail::InDatabase);
-            }
-            _ => nap(),
-        }
-    }
-    match t.writer_status.load(Ordering::Acquire) {
-        READER_NONE => Err(ReadFail::InDatabase),
-        s => Ok((s, t.writer_found_ms.load(Ordering::Acquire))),
-    }
+    BackgroundWorkerBuilder::new("snowflake_id high-water reader")
+        .set_type("snowflake_id high-water reader")
+        .set_library("snowflake_id")
+        .set_function("snowflake_id_high_water_reader_main")
+        .enable_spi_access()
+        .set_argument(Some(pg_sys::Datum::from(
+            ((slot as u64) << 32) | db.to_u32() as u64,
+        )))
+        .set_notify_pid(me)
+        .set_restart_time(None)
+        .load_dynamic()
+        .ok()
 }
 
 /// Settings of a reader, whatever its database sets (`ALTER DATABASE ...
@@ -413,6 +501,9 @@ pub extern "C-unwind" fn snowflake_id_high_water_reader_main(arg: pg_sys::Datum)
     bgworker::attach_signals();
     let Some(t) = shmem::tracking() else { return };
     let db = pg_sys::Oid::from(arg.value() as u32);
+    let Some(slot) = t.readers.get(arg.value() >> 32) else {
+        return;
+    };
     // SAFETY: connecting as the bootstrap superuser, named (a worker that
     // names no user is initialised without session_authorization pinned,
     // so a database's `ALTER DATABASE ... SET session_authorization`
@@ -459,8 +550,9 @@ pub extern "C-unwind" fn snowflake_id_high_water_reader_main(arg: pg_sys::Datum)
         }
     });
     let Some(found) = found else { return };
-    t.writer_found_ms.store(found, Ordering::Release);
-    t.writer_status.store(
+    crate::failpoint!("startup-read-of-a-database");
+    slot.found_ms.store(found, Ordering::Release);
+    slot.status.store(
         if found == i64::MIN {
             READER_NO_TABLE
         } else {

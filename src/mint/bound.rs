@@ -5,9 +5,12 @@
 //! The hot path is one load and one compare against a process-local
 //! threshold: the smallest ID whose timestamp reaches the point where
 //! this backend must ask again ([`check`]). Below it nothing is asked.
-//! The threshold starts at 0, so a backend's first ID always asks (and
-//! waits, after some starts, for the marks to be read), and it is set
-//! from what the owner of the marks answers.
+//! The threshold starts at 0, so a backend's first call waits, before it
+//! computes any ID, for what the owner needs first ([`prepare`]: after
+//! some starts, the start-up read of the marks), and its first ID asks;
+//! the threshold is set from what the owner of the marks answers. A
+//! caller whose ID the threshold does not cover asks, which can wait,
+//! and computes its ID again after the wait (`crate::mint::nextval`).
 //!
 //! The owner registers itself at start-up ([`set_owner`]); `mint` never
 //! names it, so the dependency runs one way: `high_water` uses `mint`.
@@ -16,11 +19,20 @@ use snowflake_id_core::Layout;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::OnceLock;
 
-/// What the owner of the marks is asked: the Unix ms of the largest ID
-/// about to be returned in this backend's database. It returns (or
-/// raises an ERROR) once that database's mark is above it, with the Unix
-/// ms at which this backend must ask again.
-pub type Owner = fn(ms: i64) -> i64;
+/// The owner of the marks, as `mint` sees it.
+pub struct Owner {
+    /// Before a call computes any ID: everything that may wait or raise
+    /// the generator (the start-up read of the marks, this database's
+    /// own read), so that no ID is ever computed before a wait of its
+    /// call (issue 55). It returns (or raises an ERROR) once the
+    /// generator may be used in this backend's database.
+    pub before: fn(),
+    /// The Unix ms of the largest ID about to be returned in this
+    /// backend's database: it returns (or raises an ERROR) once that
+    /// database's mark is above it, with the Unix ms at which this
+    /// backend must ask again.
+    pub cover: fn(ms: i64) -> i64,
+}
 
 static OWNER: OnceLock<Owner> = OnceLock::new();
 
@@ -34,8 +46,42 @@ pub fn set_owner(owner: Owner) {
     let _ = OWNER.set(owner);
 }
 
+/// Before a call computes its first ID: wait for what the owner of the
+/// marks needs first (see [`Owner::before`]). Every minting call makes
+/// it before it computes an ID: at a backend's first ID (and after
+/// [`forget`]), and at every call while `always` (some database holds a
+/// mark back: is it this one?).
+/// Returns whether it asked (and so may have waited).
+#[inline(always)]
+pub fn prepare(always: bool) -> bool {
+    let ask = always || THRESHOLD.load(Ordering::Relaxed) == 0;
+    if ask {
+        before();
+    }
+    ask
+}
+
+#[cold]
+#[inline(never)]
+fn before() {
+    if let Some(owner) = OWNER.get() {
+        (owner.before)();
+    }
+}
+
+/// Make sure this database's mark covers `ms` (Unix ms) before any ID is
+/// computed: a bulk call asks for the whole lead its blocks can take.
+/// Asks nothing where the threshold is past it already.
+pub fn cover_ms(ms: i64, layout: &Layout) {
+    if threshold_for(ms, layout) >= THRESHOLD.load(Ordering::Relaxed) {
+        ask_ms(ms, layout);
+    }
+}
+
 /// Before returning `id` (the largest of a call's IDs): make sure this
-/// database's mark covers it.
+/// database's mark covers it. This can wait (the mark's flush, its
+/// table's lock): a caller that can compute its ID again does so after
+/// it (see [`covers`]).
 #[inline(always)]
 pub fn check(id: i64, layout: &Layout) {
     if id >= THRESHOLD.load(Ordering::Relaxed) {
@@ -54,12 +100,18 @@ pub fn covers(id: i64) -> bool {
 #[cold]
 #[inline(never)]
 fn ask(id: i64, layout: &Layout) {
+    ask_ms(
+        layout.epoch_ms() + layout.timestamp_of(id as u64) as i64,
+        layout,
+    );
+}
+
+fn ask_ms(ms: i64, layout: &Layout) {
     let Some(owner) = OWNER.get() else {
         // Not preloaded: there is no generator, and nothing to cover.
         return;
     };
-    let ms = layout.epoch_ms() + layout.timestamp_of(id as u64) as i64;
-    let again_ms = owner(ms);
+    let again_ms = (owner.cover)(ms);
     THRESHOLD.store(threshold_for(again_ms, layout), Ordering::Relaxed);
 }
 

@@ -39,25 +39,58 @@ use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, Ordering};
     sql = "CREATE FUNCTION \"snowflake_nextval\"() RETURNS bigint /* i64 */\nSTRICT VOLATILE PARALLEL SAFE\nLANGUAGE c /* Rust */\nAS 'MODULE_PATHNAME', 'snowflake_nextval_entry';"
 )]
 pub fn snowflake_nextval() -> i64 {
-    let (state, cfg) = generator();
-    let mut ev = Events::default();
-    let result = if backend_clock::in_use() {
-        backend_clock::cached(|clock| next_one(state, &cfg, clock, &mut ev))
-    } else {
-        next_one(state, &cfg, &SystemClock, &mut ev)
-    };
-    if ev.step_back_ns.is_some() || ev.reanchored {
-        report_clock_events(state, &ev);
+    // Every wait of the call comes before its ID is computed (issue 55):
+    // the start-up read of the marks here (after the checks that need
+    // no wait), the mark's raise below.
+    let (mut state, mut cfg) = generator();
+    if bound::prepare(held_somewhere(state)) {
+        (state, cfg) = generator();
     }
-    match result {
-        Ok(id) => {
-            bound::check(id, &cfg.layout);
-            LAST.store(id, Ordering::Relaxed);
-            id
+    let mut again = RAISES_BEFORE_ID;
+    loop {
+        let mut ev = Events::default();
+        let result = if backend_clock::in_use() {
+            backend_clock::cached(|clock| next_one(state, &cfg, clock, &mut ev))
+        } else {
+            next_one(state, &cfg, &SystemClock, &mut ev)
+        };
+        if ev.step_back_ns.is_some() || ev.reanchored {
+            report_clock_events(state, &ev);
         }
-        Err(e) => refuse(e),
+        match result {
+            Ok(id) => {
+                if !bound::covers(id) && again > 0 {
+                    // The database's mark must be raised first, which
+                    // waits for its flush (or its table's lock): this ID
+                    // is dropped (a gap, never handed out) and the next
+                    // one is computed after the wait.
+                    again -= 1;
+                    bound::check(id, &cfg.layout);
+                    (state, cfg) = generator();
+                    continue;
+                }
+                bound::check(id, &cfg.layout);
+                LAST.store(id, Ordering::Relaxed);
+                return id;
+            }
+            Err(e) => refuse(e),
+        }
     }
 }
+
+/// Whether some database holds a high-water mark back
+/// ([`reservation::HELD_SOMEWHERE`]): every call then asks whether it is
+/// its own.
+#[inline(always)]
+fn held_somewhere(state: &GeneratorState) -> bool {
+    state.blocked.load(Ordering::Acquire) & reservation::HELD_SOMEWHERE != 0
+}
+
+/// How many times a call raises its database's mark and computes its ID
+/// again: a raise covers [`crate::high_water`]'s 5 s beyond the
+/// generator, so the second ID is covered unless the generator moved
+/// seconds ahead during the raise.
+const RAISES_BEFORE_ID: u32 = 2;
 
 /// The C entry point of the SQL function `snowflake_nextval()` (its SQL
 /// names this symbol): the common case here, with no error guard, no
@@ -231,8 +264,25 @@ pub fn snowflake_nextval_bulk(count: i64) -> SetOfIterator<'static, i64> {
     if count > MAX_COUNT {
         errors::count_too_large(count, MAX_COUNT);
     }
-    let (state, cfg) = generator();
+    let (mut state, mut cfg) = generator();
+    if bound::prepare(held_somewhere(state)) {
+        (state, cfg) = generator();
+    }
     let share_ms = gucs::bulk_lead_ms(cfg.max_lead_ms);
+    // Every wait before the IDs are computed (issue 55): the database's
+    // mark is raised first over the milliseconds the blocks will take
+    // (at most the call's share of the lead). Only IDs other backends
+    // took meanwhile can push the last block past it: then the check
+    // below raises it again.
+    let clock = SystemClock;
+    let per_ms = 1u64 << cfg.layout.sequence_bits();
+    let span_ms = (count as u64).div_ceil(per_ms).min(share_ms) as i64;
+    bound::cover_ms(
+        state
+            .frontier_ms(&cfg.layout, clock.wall_ns(), clock.mono_ns())
+            .saturating_add(span_ms + 1),
+        &cfg.layout,
+    );
     let mut blocks: Vec<Block> = Vec::new();
     let mut left = count as u64;
     let mut ev = Events::default();

@@ -15,6 +15,7 @@
 //!   file is read; see [`startup_state`] for the outcomes.
 
 use crate::datadir::{self, state_path};
+use crate::mint::shmem::MarksNeeded;
 use crate::mint::{lease, shmem};
 use crate::{errors, gucs};
 use pgrx::pg_sys;
@@ -35,6 +36,11 @@ pub const BLOCKED_FOREIGN_FILE: u64 = 3;
 pub const BLOCKED_FAR_MARK: u64 = 4;
 /// The bits of `GeneratorState::blocked` that hold the codes above.
 pub const BLOCKED_MASK: u64 = 0xFF;
+/// Not a code: some database holds a mark far ahead of the clock
+/// (`crate::high_water`), which stops minting in that database alone.
+/// Set, it keeps every call off the entry point's unguarded path, so
+/// that each asks whether its own database is held.
+pub const HELD_SOMEWHERE: u64 = 1 << 8;
 pub const BLOCKED_CODES: u64 = BLOCKED_MASK;
 /// A mark more than this far ahead of both the clock and the generator
 /// moves nothing by itself (issue 46): one number edited in a dump, or a
@@ -222,7 +228,7 @@ pub fn blocked_reason(code: u64, layout: &Layout) -> (String, String) {
             (
                 "snowflake_id high-water mark is far ahead of the clock".into(),
                 format!(
-                    "A high-water mark of this server's worker id and layout, {} (in the database with OID {db}), is {} s ahead of the clock and was not applied: a mark more than {} minutes ahead moves nothing by itself. If it is right, accept it; if not, delete its row from snowflake_id_internal.snowflake_high_water there and restart.",
+                    "A high-water mark of this server's worker id and layout, {} (in the database with OID {db}), is {} s ahead of the clock and was not applied: a mark more than {} minutes ahead moves nothing by itself. More databases hold such marks than can be held back one by one, so every database stops. If the marks are right, accept them; if not, discard each with SELECT snowflake_discard_high_water() in its database.",
                     snowflake_id_core::format_epoch(mark),
                     (mark - now) / 1000,
                     FAR_MS / 60_000
@@ -320,23 +326,34 @@ fn control_file() -> Option<(pg_sys::DBState::Type, u64)> {
 ///   the WAL it replays carries every reservation, and promotion needs
 ///   nothing more.
 ///
-/// After a crash, the file could be a stale copy put back by hand, and
-/// without one (`pg_upgrade`, a lost file) or with another cluster's or
-/// an unusable one, only the marks know how far the old IDs went.
-fn marks_needed_at_start(file: Option<&StateFile>) -> bool {
+/// After a crash, the file could be a stale copy put back by hand: the
+/// marks are read unless crash recovery replays a reservation record
+/// ([`MarksNeeded::UnlessReplayed`]). Every ID is issued under a
+/// reservation that is WAL-logged and flushed first, and reservations
+/// only grow, so the last record in the WAL covers every ID the server
+/// ever handed out; recovery replays it whenever it replays any (the
+/// reservation worker logs one again after every checkpoint). Without a
+/// file (`pg_upgrade`, a lost file) or with another cluster's or an
+/// unusable one, only the marks know how far the old IDs went.
+fn marks_needed_at_start(file: Option<&StateFile>) -> MarksNeeded {
     let Some(file) = file.filter(|f| f.system_identifier == Some(datadir::system_identifier()))
     else {
-        return true;
+        return MarksNeeded::Yes;
     };
     if datadir::standby_signal() {
-        return false;
+        return MarksNeeded::No;
     }
     match control_file() {
-        Some((pg_sys::DBState::DB_SHUTDOWNED, checkpoint)) => {
-            file.stopped_at_checkpoint != Some(checkpoint)
+        Some((pg_sys::DBState::DB_SHUTDOWNED, checkpoint))
+            if file.stopped_at_checkpoint == Some(checkpoint) =>
+        {
+            MarksNeeded::No
         }
-        Some((pg_sys::DBState::DB_SHUTDOWNED_IN_RECOVERY, _)) => false,
-        _ => true,
+        Some((pg_sys::DBState::DB_SHUTDOWNED_IN_RECOVERY, _)) => MarksNeeded::No,
+        // A crash, or a clean stop that did not write this file: crash
+        // recovery that replays a reservation record covers every ID
+        // (issue 55: a crash costs no wait), else the marks are read.
+        _ => MarksNeeded::UnlessReplayed,
     }
 }
 

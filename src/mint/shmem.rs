@@ -23,18 +23,66 @@ static STATE: PgAtomic<AssertPGRXSharedMemory<GeneratorState>> =
 /// How many databases the start-up read of the high-water marks can
 /// leave to read their own (`crate::high_water`). 16 KB of shared memory.
 pub const LAGGING_DATABASES: usize = 4096;
+/// How many databases can hold a high-water mark far ahead of the clock
+/// each on its own (issue 55); beyond that, every database stops.
+pub const HELD_DATABASES: usize = 64;
 /// How many databases left on a version before 0.8.0 are named in the
 /// log, each once.
 pub const OLD_VERSION_DATABASES: usize = 1024;
 
+/// How many high-water readers the start-up read runs at once (issue 55:
+/// 1,000 databases within 5 s). Each takes a background worker slot for
+/// a few milliseconds; fewer run when fewer slots are free.
+pub const READERS: usize = 4;
+
+/// Whether a start must read every database's high-water mark before
+/// the first ID.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum MarksNeeded {
+    /// The state file is this cluster's and provably current (a clean
+    /// stop that wrote it, a standby).
+    No,
+    /// This cluster's file, after a crash: unless crash recovery replays
+    /// a reservation record, which then covers every ID the server
+    /// handed out (`crate::mint::wal`), a stale copy could have been put
+    /// back by hand.
+    UnlessReplayed,
+    /// No usable file of this cluster (`pg_upgrade`, a lost, corrupt or
+    /// foreign file).
+    Yes,
+}
+
 /// Set in the postmaster by the initial state's function (which runs
-/// first at every creation of shared memory): whether this start must
-/// read every database's high-water mark before the first ID.
-static MARKS_NEEDED: AtomicBool = AtomicBool::new(true);
+/// first at every creation of shared memory).
+static MARKS_NEEDED: AtomicU32 = AtomicU32::new(MarksNeeded::Yes as u32);
 
 /// See [`MARKS_NEEDED`].
-pub fn set_marks_needed(needed: bool) {
-    MARKS_NEEDED.store(needed, Ordering::Relaxed);
+pub fn set_marks_needed(needed: MarksNeeded) {
+    MARKS_NEEDED.store(needed as u32, Ordering::Relaxed);
+}
+
+fn marks_needed() -> MarksNeeded {
+    match MARKS_NEEDED.load(Ordering::Relaxed) {
+        x if x == MarksNeeded::No as u32 => MarksNeeded::No,
+        x if x == MarksNeeded::UnlessReplayed as u32 => MarksNeeded::UnlessReplayed,
+        _ => MarksNeeded::Yes,
+    }
+}
+
+/// What one high-water reader tells its launcher: a status
+/// (`crate::high_water::scan` defines them) and the largest mark it read.
+pub struct ReaderSlot {
+    pub status: AtomicU32,
+    pub found_ms: AtomicI64,
+}
+
+impl Default for ReaderSlot {
+    fn default() -> Self {
+        ReaderSlot {
+            status: AtomicU32::new(0),
+            found_ms: AtomicI64::new(i64::MIN),
+        }
+    }
 }
 
 /// What the extension tracks in shared memory besides the generator. New
@@ -58,6 +106,12 @@ pub struct Tracking {
     /// the OID of a database that holds it.
     pub mark_far_ms: AtomicI64,
     pub mark_far_db: AtomicU32,
+    /// The databases that hold such a mark, and each one's: minting stops
+    /// in them alone (issue 55), until a superuser applies the marks
+    /// (`snowflake_accept_configuration()`) or discards one
+    /// (`snowflake_discard_high_water()`), or the clock comes within
+    /// reach.
+    pub held: snowflake_id_core::HeldMarks<HELD_DATABASES>,
     /// A caller waits for the start-up read.
     pub mark_wanted: AtomicBool,
     /// The launcher's latch (a `*mut Latch` in shared memory), 0 when it
@@ -68,10 +122,16 @@ pub struct Tracking {
     pub lagging: snowflake_id_core::OidSet<LAGGING_DATABASES>,
     /// The last database the start-up read failed at (0: none).
     pub mark_failed_db: AtomicU32,
-    /// The answer of a reader to its launcher: a status
-    /// (`crate::high_water::scan` defines them) and the largest mark it read.
-    pub writer_status: AtomicU32,
-    pub writer_found_ms: AtomicI64,
+    /// The answers of the readers the launcher runs at once, one slot each.
+    pub readers: [ReaderSlot; READERS],
+    /// How far the start-up read has got: databases listed, and read (or
+    /// left to read their own marks).
+    pub read_total: AtomicU32,
+    pub read_done: AtomicU32,
+    /// This start needs the marks only if crash recovery replays no
+    /// reservation record ([`MarksNeeded::UnlessReplayed`]); redo clears
+    /// the need when it replays one (`crate::mint::wal`).
+    pub unless_replayed: AtomicBool,
     /// The start-up read could not list the databases (a lock request
     /// queued on `pg_database`): every database reads its own mark before
     /// its first ID until the launcher has read them all.
@@ -197,8 +257,10 @@ impl Tracking {
     /// The tracking of a new start: ready at once unless the start-up
     /// read of the marks is needed ([`set_marks_needed`]).
     fn at_start() -> Self {
+        let needed = marks_needed();
         Tracking {
-            mark_ready: AtomicBool::new(!MARKS_NEEDED.load(Ordering::Relaxed)),
+            mark_ready: AtomicBool::new(needed == MarksNeeded::No),
+            unless_replayed: AtomicBool::new(needed == MarksNeeded::UnlessReplayed),
             // SAFETY: reading the clock.
             started_at: AtomicI64::new(unsafe { pg_sys::GetCurrentTimestamp() }),
             ..Tracking::default()
@@ -215,12 +277,15 @@ impl Default for Tracking {
             mark_tried_ms: AtomicI64::new(i64::MIN),
             mark_far_ms: AtomicI64::new(i64::MIN),
             mark_far_db: AtomicU32::new(0),
+            held: snowflake_id_core::HeldMarks::default(),
             mark_wanted: AtomicBool::new(false),
             launcher_latch: AtomicUsize::new(0),
             lagging: snowflake_id_core::OidSet::default(),
             mark_failed_db: AtomicU32::new(0),
-            writer_status: AtomicU32::new(0),
-            writer_found_ms: AtomicI64::new(i64::MIN),
+            readers: std::array::from_fn(|_| ReaderSlot::default()),
+            read_total: AtomicU32::new(0),
+            read_done: AtomicU32::new(0),
+            unless_replayed: AtomicBool::new(false),
             lag_all: AtomicBool::new(false),
             started_at: AtomicI64::new(i64::MIN),
             far_base_ms: AtomicI64::new(i64::MIN),

@@ -244,8 +244,36 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     if let Some(state) = shmem::state() {
         if let Ok(layout) = gucs::layout() {
             state.raise_above(rec.reserved_until_ms, &layout, SystemClock.mono_ns());
+            covers_crash(&rec, &layout);
         }
         persist_replayed(&rec.to_file());
+    }
+}
+
+/// After a crash (`shmem::MarksNeeded::UnlessReplayed`), a replayed
+/// reservation of this layout makes the start-up read of the marks
+/// unnecessary: recovery replays the WAL to its end, where the last
+/// reservation the server made lies, and that one covers every ID it
+/// handed out, whatever the state file says (issue 55: a crash costs no
+/// wait). A record of another layout says nothing about this one's IDs.
+fn covers_crash(rec: &Reservation, layout: &snowflake_id_core::Layout) {
+    let Some(t) = shmem::tracking() else { return };
+    if rec.epoch_ms == layout.epoch_ms()
+        && rec.worker_bits == layout.worker_bits()
+        && rec.sequence_bits == layout.sequence_bits()
+        && t.unless_replayed.swap(false, Ordering::AcqRel)
+    {
+        t.mark_ready.store(true, Ordering::Release);
+        errors::report(
+            PgLogLevel::LOG,
+            PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+            format!(
+                "snowflake_id: crash recovery replayed the reservation up to {}; the high-water marks need not be read",
+                format_epoch(rec.reserved_until_ms)
+            ),
+            None,
+            None,
+        );
     }
 }
 

@@ -94,6 +94,9 @@ pub fn snowflake_stats() -> TableIterator<
         reservation::BLOCKED_FAR_MARK => {
             "disabled: high-water mark far ahead of the clock".to_string()
         }
+        _ if high_water::held_marks().1 => {
+            "disabled: high-water mark far ahead of the clock".to_string()
+        }
         _ if shmem::in_recovery() => "standby: in recovery".to_string(),
         _ if lease::current_worker_id().is_none() && gucs::leased() => {
             "no worker id leased".to_string()
@@ -101,6 +104,9 @@ pub fn snowflake_stats() -> TableIterator<
         _ if lease::current_worker_id().is_none() => "worker_id unset".to_string(),
         _ if shmem::tracking().is_some_and(|t| !t.mark_ready.load(Ordering::Acquire)) => {
             "waiting for the high-water mark".to_string()
+        }
+        _ if high_water::held_marks().0 => {
+            "ok; another database holds a high-water mark far ahead of the clock".to_string()
         }
         _ if high_water::this_database_lags() => {
             "ok; some databases' high-water marks are still being read".to_string()
@@ -174,19 +180,7 @@ pub fn snowflake_accept_configuration() -> String {
     let was = st.blocked.load(Ordering::Acquire) & reservation::BLOCKED_MASK;
     // A mark held back for being far ahead of the clock is applied here,
     // and only here (issue 46), unless it would exhaust the layout.
-    let far = shmem::tracking()
-        .map(|t| t.mark_far_ms.load(Ordering::Acquire))
-        .filter(|&ms| ms != i64::MIN);
-    if let Some(far) = far {
-        if far >= layout.last_unix_ms() {
-            errors::far_mark_exhausts(far, layout.last_unix_ms());
-        }
-        st.raise_above(far, &layout, SystemClock.mono_ns());
-        if let Some(t) = shmem::tracking() {
-            t.mark_found_ms.fetch_max(far, Ordering::AcqRel);
-            t.mark_far_ms.store(i64::MIN, Ordering::Release);
-        }
-    }
+    let far = high_water::apply_held_marks(st, &layout);
     let from_marks = shmem::tracking()
         .map(|t| t.mark_found_ms.load(Ordering::Acquire))
         .filter(|&ms| ms != i64::MIN);
@@ -210,6 +204,13 @@ pub fn snowflake_accept_configuration() -> String {
     };
     let applied;
     let what = match far {
+        Some(ms) if was == 0 => {
+            applied = format!(
+                "high-water mark far ahead of the clock accepted; {} applied",
+                snowflake_id_core::format_epoch(ms)
+            );
+            applied.as_str()
+        }
         Some(ms) if was != reservation::BLOCKED_FAR_MARK => {
             applied = format!(
                 "{what}; high-water mark {} applied",

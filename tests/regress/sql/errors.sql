@@ -112,17 +112,44 @@ SELECT snowflake_high_water() IS NOT NULL AS has_a_mark,
        snowflake_high_water() >= snowflake_timestamp(snowflake_nextval()) AS above_the_last_id;
 SELECT count(*) > 0 AS this_database_holds_it FROM snowflake_id_internal.snowflake_high_water
  WHERE worker_id = 42 AND mark_ms >= (extract(epoch FROM snowflake_timestamp(snowflake_nextval())) * 1000)::bigint - 10000;
--- A row inserted by a transaction that rolls back is gone, and the next
--- ID writes it again (the red-team review of issue 46: the backend kept
--- minting under the rolled-back row). A new session, whose first ID
--- inserts the row inside the transaction.
+-- Only snowflake_id writes the marks (issue 55): a superuser's UPDATE,
+-- DELETE or TRUNCATE is refused, also as a replica would apply it.
+UPDATE snowflake_id_internal.snowflake_high_water SET mark_ms = 0 WHERE worker_id = 42;
 DELETE FROM snowflake_id_internal.snowflake_high_water WHERE worker_id = 42;
+TRUNCATE snowflake_id_internal.snowflake_high_water;
+SET session_replication_role = replica;
+DELETE FROM snowflake_id_internal.snowflake_high_water WHERE worker_id = 42;
+RESET session_replication_role;
+-- A row inserted by a transaction, or a savepoint, that rolls back stays,
+-- as the in-place raises do (issue 55; before, a savepoint rolled back
+-- took the row with it while the backend kept minting under it, and a
+-- whole transaction's rollback left none until the next ID). The row is
+-- removed first with the guard turned off, as only a superuser can; a
+-- new session's first ID inserts it.
+ALTER TABLE snowflake_id_internal.snowflake_high_water DISABLE TRIGGER written_by_snowflake_id;
+DELETE FROM snowflake_id_internal.snowflake_high_water WHERE worker_id = 42;
+ALTER TABLE snowflake_id_internal.snowflake_high_water ENABLE ALWAYS TRIGGER written_by_snowflake_id;
+\c -
+BEGIN;
+SAVEPOINT first_id;
+SELECT snowflake_nextval() > 0 AS minted_in_a_savepoint_that_rolls_back;
+ROLLBACK TO SAVEPOINT first_id;
+COMMIT;
+SELECT count(*) = 1 AS the_row_outlives_the_savepoint,
+       bool_and(mark_ms >= (extract(epoch FROM snowflake_timestamp(snowflake_lastval())) * 1000)::bigint)
+           AS above_the_last_id
+  FROM snowflake_id_internal.snowflake_high_water WHERE worker_id = 42;
+ALTER TABLE snowflake_id_internal.snowflake_high_water DISABLE TRIGGER written_by_snowflake_id;
+DELETE FROM snowflake_id_internal.snowflake_high_water WHERE worker_id = 42;
+ALTER TABLE snowflake_id_internal.snowflake_high_water ENABLE ALWAYS TRIGGER written_by_snowflake_id;
 \c -
 BEGIN;
 SELECT snowflake_nextval() > 0 AS minted_in_a_transaction_that_rolls_back;
 ROLLBACK;
+SELECT count(*) = 1 AS the_row_outlives_the_rollback
+  FROM snowflake_id_internal.snowflake_high_water WHERE worker_id = 42;
 SELECT snowflake_nextval() > 0 AS minted_after_the_rollback;
-SELECT count(*) = 1 AS the_row_is_written_again,
+SELECT count(*) = 1 AS one_row,
        bool_and(mark_ms >= (extract(epoch FROM snowflake_timestamp(snowflake_lastval())) * 1000)::bigint)
            AS above_the_last_id
   FROM snowflake_id_internal.snowflake_high_water WHERE worker_id = 42;

@@ -29,9 +29,17 @@ SELECT snowflake_raise_floor(snowflake_compose(now() + interval '1000 years', 0,
 SELECT * FROM snowflake_raise_floor_from_data();
 -- The high-water mark: no plain role can read, write or even name its
 -- table (a role that can name a table can queue a lock on it: CREATE RULE
--- locks before it checks ownership), nor own anything on it; everyone
--- reads the mark through snowflake_high_water().
+-- locks before it checks ownership), nor own anything on it; nor read
+-- the mark through snowflake_high_water() (issue 55: it showed it to
+-- every role that could connect), unless she may read the stats.
 SELECT snowflake_high_water() IS NOT NULL AS sees_the_mark;
+RESET ROLE;
+GRANT pg_read_all_stats TO snowflake_app;
+SET ROLE snowflake_app;
+SELECT snowflake_high_water() IS NOT NULL AS pg_read_all_stats_sees_the_mark;
+RESET ROLE;
+REVOKE pg_read_all_stats FROM snowflake_app;
+SET ROLE snowflake_app;
 SELECT count(*) FROM snowflake_id_internal.snowflake_high_water;
 INSERT INTO snowflake_id_internal.snowflake_high_water (worker_id, epoch_ms, worker_bits, sequence_bits, mark_ms)
 VALUES (42, 1704067200000, 10, 12, 9000000000000);
