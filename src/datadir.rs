@@ -82,5 +82,10 @@ pub fn exists() -> bool {
 
 /// Write the state file durably, with PostgreSQL's file mode.
 pub fn store(file: &StateFile) -> std::io::Result<()> {
-    file.store(&data_dir(), file_mode())
+    file.store_observed(&data_dir(), file_mode(), |step| match step {
+        snowflake_id_core::StoreStep::Written => crate::failpoint!("state-file-written"),
+        snowflake_id_core::StoreStep::Synced => crate::failpoint!("state-file-synced"),
+        snowflake_id_core::StoreStep::Renamed => crate::failpoint!("state-file-renamed"),
+        snowflake_id_core::StoreStep::DirectorySynced => {}
+    })
 }

@@ -31,8 +31,8 @@ pub fn hit(name: &str) {
 /// `failpoint!("name")`: see the module documentation.
 #[macro_export]
 macro_rules! failpoint {
-    ($name:literal) => {
+    ($name:literal) => {{
         #[cfg(feature = "failpoints")]
         $crate::failpoint::hit($name);
-    };
+    }};
 }

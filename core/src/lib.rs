@@ -30,6 +30,6 @@ pub use held_marks::HeldMarks;
 pub use layout::{IdError, Layout, LayoutError, Parts};
 pub use lease::Lease;
 pub use oid_set::{GrowingOidSet, OidSet};
-pub use state_file::{compatibility, Compatibility, StateError, StateFile};
+pub use state_file::{compatibility, Compatibility, StateError, StateFile, StoreStep};
 #[cfg(any(test, feature = "testing"))]
 pub use testing::ManualClock;

@@ -187,6 +187,17 @@ impl StateFile {
     /// Write durably: temp file, fsync, rename, fsync the directory.
     /// `mode` is the permission of the new file (PostgreSQL's file mode).
     pub fn store(&self, dir: &Path, mode: u32) -> io::Result<()> {
+        self.store_observed(dir, mode, |_| {})
+    }
+
+    /// [`StateFile::store`], calling `at` after each of its steps: the
+    /// extension's test builds crash there (its named failure points).
+    pub fn store_observed(
+        &self,
+        dir: &Path,
+        mode: u32,
+        mut at: impl FnMut(StoreStep),
+    ) -> io::Result<()> {
         use std::os::unix::fs::OpenOptionsExt;
         let tmp = dir.join(format!("{FILE_NAME}.tmp"));
         {
@@ -197,11 +208,29 @@ impl StateFile {
                 .mode(mode)
                 .open(&tmp)?;
             f.write_all(self.encode().as_bytes())?;
+            at(StoreStep::Written);
             f.sync_all()?;
+            at(StoreStep::Synced);
         }
         fs::rename(&tmp, dir.join(FILE_NAME))?;
-        fs::File::open(dir)?.sync_all()
+        at(StoreStep::Renamed);
+        fs::File::open(dir)?.sync_all()?;
+        at(StoreStep::DirectorySynced);
+        Ok(())
     }
+}
+
+/// The steps of a durable write of the state file, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreStep {
+    /// The temporary file is written, not yet synced.
+    Written,
+    /// The temporary file is synced, not yet renamed.
+    Synced,
+    /// Renamed over the state file; the directory not yet synced.
+    Renamed,
+    /// The directory is synced: the write is durable.
+    DirectorySynced,
 }
 
 /// How the configuration now relates to the one recorded in the file.

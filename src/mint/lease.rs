@@ -634,7 +634,10 @@ impl Worker {
             Some(ttl.to_string()),
             Some(self.frontier_ms().to_string()),
         ];
-        match self.query(RENEW_SQL, &params) {
+        crate::failpoint!("lease-renewal-sent");
+        let renewed = self.query(RENEW_SQL, &params);
+        crate::failpoint!("lease-renewal-answered");
+        match renewed {
             Err(e) => {
                 self.failed("could not renew the lease", &e);
                 if e.sqlstate.is_some() && !l.live(mono_ns()) {

@@ -130,7 +130,9 @@ pub fn log_reservation(file: &StateFile) -> bool {
             std::mem::size_of::<Reservation>() as _,
         );
         let lsn = pg_sys::XLogInsert(RM_ID, XLOG_RESERVE);
+        crate::failpoint!("reservation-wal-inserted");
         pg_sys::XLogFlush(lsn);
+        crate::failpoint!("reservation-wal-flushed");
         let _on = SynchronousCommitOn::set();
         pg_sys::SyncRepWaitForLSN(lsn, false);
         lsn
