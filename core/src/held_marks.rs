@@ -154,7 +154,7 @@ mod tests {
                             x ^= x << 17;
                             let oid = 1 + t * 8 + (x % 8) as u32;
                             let mark = (x >> 20) as i64 % 1_000_000;
-                            if x % 5 == 0 {
+                            if x.is_multiple_of(5) {
                                 hs.release(oid);
                                 model.remove(&oid);
                             } else {

@@ -7,7 +7,13 @@
 
 #[cfg(doc)]
 use super::GenError;
-use super::{GeneratorState, NO_WORKER, STATIC_WORKER, UNSET};
+use super::{GeneratorState, NO_WORKER, STATIC_WORKER, STEP_TOLERANCE_NS, UNSET};
+
+/// How far beyond the last ID a reservation made in debt reaches (see
+/// [`GeneratorState::renewal_target`]): IDs ahead of the wall clock stay
+/// in few milliseconds unless a burst drives them, and a burst renews
+/// again on its own.
+pub const DEBT_STEP_MS: i64 = 100;
 use crate::layout::Layout;
 use std::sync::atomic::Ordering;
 
@@ -65,6 +71,16 @@ impl GeneratorState {
     /// The reservation to persist next: `window_ms` beyond the frontier,
     /// but not past the layout's last millisecond (no ID can carry a later
     /// one), and never below the current one.
+    ///
+    /// While the reference clock runs ahead of the wall clock (after a
+    /// start above a reservation, or a backward step: until IDs are back
+    /// on the wall clock), the IDs' lead is debt, not a burst, and the
+    /// reservation goes `window_ms` beyond the wall clock and at most
+    /// [`DEBT_STEP_MS`] beyond the last ID, not `window_ms` beyond the
+    /// reference: after a crash the generator resumes above the whole
+    /// reservation, so a reservation a window beyond the debt would add a
+    /// window of lead at every crash (issue 55: nine crash restarts about
+    /// a second apart left IDs 22 s ahead).
     pub fn renewal_target(
         &self,
         layout: &Layout,
@@ -73,10 +89,30 @@ impl GeneratorState {
         window_ms: i64,
     ) -> i64 {
         let cur = self.reserved_until_ms.load(Ordering::Acquire);
-        let base = self.frontier_ms(layout, wall_ns, mono_ns);
-        base.saturating_add(window_ms)
-            .min(layout.last_unix_ms())
+        let base = match self.in_debt(layout, wall_ns, mono_ns) {
+            Some((wall_ms, last_ms)) => wall_ms
+                .saturating_add(window_ms)
+                .max(last_ms.saturating_add(DEBT_STEP_MS.min(window_ms))),
+            None => self
+                .frontier_ms(layout, wall_ns, mono_ns)
+                .saturating_add(window_ms),
+        };
+        base.min(layout.last_unix_ms())
             .max(if cur == i64::MAX { i64::MIN } else { cur })
+    }
+
+    /// `Some((wall_ms, last_ms))` while the reference clock is ahead of
+    /// the wall clock by more than the step tolerance: the lead of the
+    /// IDs is debt (see [`Self::renewal_target`]).
+    fn in_debt(&self, layout: &Layout, wall_ns: i64, mono_ns: i64) -> Option<(i64, i64)> {
+        let off = self.max_offset.load(Ordering::Acquire);
+        if off == UNSET || mono_ns.saturating_add(off) <= wall_ns.saturating_add(STEP_TOLERANCE_NS)
+        {
+            return None;
+        }
+        let last =
+            layout.epoch_ms() + layout.timestamp_of(self.last_id.load(Ordering::Acquire)) as i64;
+        Some((wall_ns.div_euclid(1_000_000), last))
     }
 
     /// True when less than `threshold_ms` of the reservation is left and it
@@ -89,9 +125,14 @@ impl GeneratorState {
         threshold_ms: i64,
     ) -> bool {
         let cur = self.reserved_until_ms.load(Ordering::Acquire);
-        cur != i64::MAX
-            && cur < layout.last_unix_ms()
-            && cur.saturating_sub(self.frontier_ms(layout, wall_ns, mono_ns)) < threshold_ms
+        // In debt, what IDs have reached, not the reference clock, is
+        // what the reservation must stay ahead of (see
+        // [`Self::renewal_target`]).
+        let reached = match self.in_debt(layout, wall_ns, mono_ns) {
+            Some((wall_ms, last_ms)) => wall_ms.max(last_ms),
+            None => self.frontier_ms(layout, wall_ns, mono_ns),
+        };
+        cur != i64::MAX && cur < layout.last_unix_ms() && cur.saturating_sub(reached) < threshold_ms
     }
 
     /// Hand the generator to `worker` (a leased id; [`NO_WORKER`]: none),
