@@ -140,7 +140,7 @@ after_start() {
 # after STARTS, ms".
 starts() {
     local kind="$1" last="$3" k f1=0 f2=0 v
-    rm -f "$DIR"/st.*
+    rm -f "$DIR"/st[0-9]*.*
     for k in $(seq 1 "$STARTS"); do
         q m1 -c "INSERT INTO orders (item) VALUES ('before a start')" >/dev/null
         if [ "$kind" = crash ]; then
@@ -191,7 +191,7 @@ for N in $COUNTS; do
     for i in $(seq 4 "$N"); do q postgres -c "CREATE DATABASE idle$i STRATEGY FILE_COPY" >/dev/null; done
     q postgres -c "CHECKPOINT" >/dev/null
     three 5 warm >/dev/null 2>&1 || true
-    last=m1; [ "$N" -ge 4 ] && last=idle$N
+    last=m3; [ "$N" -ge 4 ] && last=idle$N
     if part starts; then
         crash=$(starts crash "$N" "$last")
         nofile=$(starts nofile "$N" "$last")

@@ -524,7 +524,7 @@ pub fn high_water_unavailable(detail: String) -> ! {
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         "snowflake_id high-water mark is not available",
         Some(detail),
-        Some("After this kind of start, no ID is handed out until the marks of every database have been read. See the server log for the \"snowflake_id high-water\" processes' errors."),
+        Some("Try again in a moment: after a start without a state file (pg_upgrade, a lost file), no ID is handed out until the marks of every database have been read. The server log says when the read began and why a database could not be read."),
     )
 }
 

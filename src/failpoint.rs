@@ -8,9 +8,12 @@
 //!
 //! A point is armed by writing its name into `$PGDATA/snowflake_id.failpoint`;
 //! the first process that reaches it removes the file and aborts, so a
-//! crash restart does not crash again.
+//! crash restart does not crash again. `name sleep=MS` makes the step
+//! slow instead.
 
-/// Crash here if the test armed `name`.
+/// Crash here if the test armed `name`; or, armed as `name sleep=MS`,
+/// sleep that long here (every process that reaches it, until the test
+/// removes the file): a slow step, not a failed one.
 #[cfg(feature = "failpoints")]
 pub fn hit(name: &str) {
     // SAFETY: DataDir is set for the life of every server process.
@@ -19,7 +22,13 @@ pub fn hit(name: &str) {
     let Ok(armed) = std::fs::read_to_string(&path) else {
         return;
     };
-    if armed.trim() != name {
+    let mut words = armed.split_whitespace();
+    if words.next() != Some(name) {
+        return;
+    }
+    if let Some(ms) = words.next().and_then(|w| w.strip_prefix("sleep=")) {
+        let ms = ms.parse().unwrap_or(0);
+        std::thread::sleep(std::time::Duration::from_millis(ms));
         return;
     }
     if std::fs::remove_file(&path).is_ok() {

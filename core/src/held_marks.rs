@@ -87,6 +87,19 @@ impl<const N: usize> HeldMarks<N> {
             .max_by_key(|&(_, m)| m)
     }
 
+    /// The databases that hold a mark (each once).
+    pub fn oids(&self) -> Vec<u32> {
+        let mut out: Vec<u32> = self
+            .oids
+            .iter()
+            .map(|o| o.load(Ordering::Acquire))
+            .filter(|&o| o != 0)
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
     /// Whether no database holds a mark.
     pub fn is_empty(&self) -> bool {
         self.oids.iter().all(|o| o.load(Ordering::Acquire) == 0)
@@ -120,6 +133,7 @@ mod tests {
         assert_eq!(h.mark_of(10), Some(900));
         assert_eq!(h.largest(), Some((10, 900)));
         assert!(h.contains(11) && !h.contains(12) && !h.contains(0));
+        assert_eq!(h.oids(), vec![10, 11]);
         h.release(10);
         assert!(!h.contains(10) && h.mark_of(10).is_none());
         assert_eq!(h.largest(), Some((11, 700)));

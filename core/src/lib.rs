@@ -24,7 +24,7 @@ pub use format::{
 };
 pub use generator::{
     until_issued, Attempt, Block, BlockAttempt, Config, Events, GenError, GeneratorState,
-    LastMillisecond, NO_DEADLINE, NO_WORKER, STATIC_WORKER,
+    LastMillisecond, DEBT_STEP_MS, NO_DEADLINE, NO_WORKER, STATIC_WORKER,
 };
 pub use held_marks::HeldMarks;
 pub use layout::{IdError, Layout, LayoutError, Parts};

@@ -10,8 +10,8 @@
 
 use super::row::{self, Open, Table};
 use super::{
-    apply_found, database_name, ensure_ready, key, next_target, old_version_here,
-    refuse_if_held_here, this_database_lags, RAISE_WITHIN_MS, RECHECK_MISSING_MS,
+    apply_found, ask_again_at, database_name, ensure_ready, hold_if_far, key, next_target,
+    old_version_here, refuse_if_held_here, this_database_lags, RAISE_WITHIN_MS, RECHECK_MISSING_MS,
 };
 use crate::errors;
 use crate::gucs;
@@ -20,27 +20,34 @@ use pgrx::pg_sys;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use std::sync::atomic::Ordering;
 
-/// `crate::mint::bound::Owner::before`, before a call computes any ID:
-/// wait for the start-up read of the marks, and where this database was
-/// not read by it, read its mark from before this start and raise the
-/// generator above it. Everything here that waits, or moves the
-/// generator, comes before the ID (issue 55).
+/// `crate::mint::bound::Owner::before`, before a call computes any ID
+/// (a backend's first, and every call while some database holds a mark
+/// back): refuse while the start-up read of the marks runs; read this
+/// database's mark from before this start, once per backend, to hold it
+/// back when it is far ahead of the clock (after a start that read no
+/// marks, a database made from a held one, or a hold a restart forgot),
+/// and where the start-up read did not reach this database, to raise the
+/// generator above it; refuse where this database holds a mark back.
+/// Everything here that waits, or moves the generator, comes before the
+/// ID (issue 55).
 pub fn before_mint() {
     let (Some(t), Some(state)) = (super::marks(), shmem::state()) else {
         return;
     };
     ensure_ready();
     forget_on_abort();
-    refuse_if_held_here(t);
-    if !this_database_lags() || SELF_READ.with(|r| r.replace(true)) {
-        return;
+    if !SELF_READ.with(|r| r.get()) {
+        if let (Ok(layout), Some(worker)) = (gucs::layout(), lease::current_worker_id()) {
+            let key = key(&layout, worker);
+            let lags = this_database_lags();
+            row::with_lock_timeout(|| read_own_mark(t, state, &layout, &key, lags));
+            // Only once it was read: an ERROR on the way (a cancel, a
+            // lock not granted) reads it again at the next call (the
+            // red-team review of issue 55).
+            SELF_READ.with(|r| r.set(true));
+        }
     }
-    let (Ok(layout), Some(worker)) = (gucs::layout(), lease::current_worker_id()) else {
-        SELF_READ.with(|r| r.set(false));
-        return;
-    };
-    let key = key(&layout, worker);
-    row::with_lock_timeout(|| read_own_mark(t, state, &layout, &key));
+    refuse_if_held_here(t);
 }
 
 /// `crate::mint::bound::Owner::cover`: `ms` is the Unix ms of the largest
@@ -90,14 +97,14 @@ fn cover(t: &shmem::Tracking, state: &snowflake_id_core::GeneratorState, ms: i64
             },
         };
         if mark > ms {
-            return mark - RAISE_WITHIN_MS;
+            return ask_again_at(mark, ms);
         }
     }
     errors::high_water_locked_here()
 }
 
 thread_local! {
-    /// This backend has read its database's mark from before this start.
+    /// This backend has read its database's marks from before this start.
     static SELF_READ: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     static ABORT_CALLBACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
@@ -132,20 +139,26 @@ fn read_own_mark(
     state: &snowflake_id_core::GeneratorState,
     layout: &snowflake_id_core::Layout,
     key: &row::Key,
+    lags: bool,
 ) {
     let own = t.started_at.load(Ordering::Acquire);
     let found = match Table::open(pg_sys::AccessShareLock) {
         Open::Opened(table) => table.find_not_own(key, own).map(|(m, _, _)| m),
         Open::Missing => None,
-        Open::Locked => {
-            SELF_READ.with(|r| r.set(false));
-            errors::high_water_lags_here()
-        }
+        Open::Locked if lags => errors::high_water_lags_here(),
+        Open::Locked => errors::high_water_locked_here(),
     };
     // SAFETY: reading this backend's database.
     let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
-    if let Some(found) = found {
+    let Some(found) = found else { return };
+    if lags {
         apply_found(t, state, layout, found, db, &database_name());
+    } else {
+        // Read at start-up, or needed no read (a clean restart: the
+        // generator continues above the last ID, below the marks of the
+        // last run, which must not add their 5 s of lead): held back only
+        // when far ahead.
+        hold_if_far(t, state, layout, found, db, &database_name());
     }
 }
 

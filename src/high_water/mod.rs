@@ -64,7 +64,7 @@ use crate::mint::{bound, lease, shmem};
 use crate::{errors, gucs};
 use pgrx::prelude::*;
 use pgrx::{pg_sys, PgLogLevel, PgSqlErrorCode};
-use snowflake_id_core::{format_epoch, Clock, GeneratorState, Layout, SystemClock};
+use snowflake_id_core::{format_epoch, Clock, GeneratorState, Layout, SystemClock, DEBT_STEP_MS};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How far beyond the generator's frontier a database's mark is raised.
@@ -91,8 +91,11 @@ pub fn init() {
 /// Set once this backend has seen the marks read since start-up.
 static READY: AtomicBool = AtomicBool::new(false);
 
-/// Before this backend's first ID: wait until the start-up read of the
-/// marks, where one is needed, has raised the generator above them.
+/// Before this backend's first ID: refuse (55000, saying how far the read
+/// has got) until the start-up read of the marks, where one is needed,
+/// has raised the generator above them (issue 55: a call during the read
+/// fails at once, as PostgreSQL refuses connections while it starts,
+/// rather than hold its locks and connection for seconds).
 pub fn ensure_ready() {
     if READY.load(Ordering::Relaxed) {
         return;
@@ -102,6 +105,18 @@ pub fn ensure_ready() {
         READY.store(true, Ordering::Relaxed);
         return;
     };
+    if !t.mark_ready.load(Ordering::Acquire) {
+        scan::wake_launcher(t);
+        unavailable(t);
+    }
+    READY.store(true, Ordering::Relaxed);
+}
+
+/// Wait until the start-up read of the marks is done, at most
+/// [`WAIT_MS`], then 55000: for a superuser's decision
+/// (`snowflake_accept_configuration()`), which must see every mark.
+pub fn wait_ready() {
+    let Some(t) = marks() else { return };
     let ok = shmem::wait_until(WAIT_MS, || {
         let d = t.mark_ready.load(Ordering::Acquire);
         if !d {
@@ -112,7 +127,6 @@ pub fn ensure_ready() {
     if !ok {
         unavailable(t);
     }
-    READY.store(true, Ordering::Relaxed);
 }
 
 /// The shared tracking, where there are marks to keep: preloaded, and
@@ -146,7 +160,7 @@ fn unavailable(t: &shmem::Tracking) -> ! {
     } else if failed != 0 {
         format!("{what}: {progress}; the last database it could not read has OID {failed}.")
     } else {
-        format!("{what}: {progress} in {} s.", WAIT_MS / 1000)
+        format!("{what}: {progress}.")
     };
     errors::high_water_unavailable(detail)
 }
@@ -164,15 +178,40 @@ pub fn key(layout: &Layout, worker: u64) -> row::Key {
 /// The mark the next raise writes: [`AHEAD_MS`] beyond the later of
 /// `ms` and the generator's frontier, never past the layout. Recorded as
 /// this server's own before it is written.
+///
+/// While the generator's reference clock runs ahead of the wall clock
+/// (after a start above the marks or a reservation: its lead is debt), the
+/// mark goes [`AHEAD_MS`] beyond the wall clock and at most
+/// `DEBT_STEP_MS` beyond the IDs, not [`AHEAD_MS`] beyond the reference:
+/// the next start without a state file resumes above the whole mark, and
+/// would otherwise add its lead again at every such start (issue 55).
 fn next_target(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout, ms: i64) -> i64 {
     let clock = SystemClock;
-    let frontier = state.frontier_ms(layout, clock.wall_ns(), clock.mono_ns());
-    let target = ms
-        .max(frontier)
-        .saturating_add(AHEAD_MS)
-        .min(layout.last_unix_ms());
+    let (wall, mono) = (clock.wall_ns(), clock.mono_ns());
+    let target = match state.in_debt(layout, wall, mono) {
+        Some((wall_ms, last_ms)) => wall_ms
+            .saturating_add(AHEAD_MS)
+            .max(ms.max(last_ms).saturating_add(DEBT_STEP_MS)),
+        None => ms
+            .max(state.frontier_ms(layout, wall, mono))
+            .saturating_add(AHEAD_MS),
+    }
+    .min(layout.last_unix_ms());
     t.mark_tried_ms.fetch_max(target, Ordering::AcqRel);
     target
+}
+
+/// Where a backend whose last ID is at `ms` asks again, with this
+/// database's mark at `mark` (above `ms`): [`RAISE_WITHIN_MS`] before the
+/// mark, or, for a mark that close (in debt, see [`next_target`]),
+/// halfway to it, so that a mark close to the IDs is not asked for again
+/// at every call.
+fn ask_again_at(mark: i64, ms: i64) -> i64 {
+    if mark.saturating_sub(ms) > RAISE_WITHIN_MS {
+        mark - RAISE_WITHIN_MS
+    } else {
+        ms + (mark - ms) / 2
+    }
 }
 
 /// Whether some database was not read at start-up yet: then every
@@ -215,6 +254,26 @@ fn apply_found(
         None,
         None,
     );
+}
+
+/// A mark found in database `db` that this server did not write since
+/// start-up, in a database the start-up read covered or that needed none:
+/// held back when it is far ahead ([`hold_far_mark`]), left alone
+/// otherwise (the generator is above it, or it is the last run's own,
+/// 5 s beyond where that run's IDs went).
+fn hold_if_far(
+    t: &shmem::Tracking,
+    state: &GeneratorState,
+    layout: &Layout,
+    found: i64,
+    db: u32,
+    name: &str,
+) {
+    let clock = SystemClock;
+    let frontier = state.frontier_ms(layout, clock.wall_ns(), clock.mono_ns());
+    if found > far_limit(t, frontier) {
+        hold_far_mark(t, state, found, db, name);
+    }
 }
 
 /// The largest mark applied by itself: [`FAR_MS`] beyond the later of
@@ -284,6 +343,23 @@ fn hold_far_mark(t: &shmem::Tracking, state: &GeneratorState, mark_ms: i64, db: 
 
 /// What a superuser decides about a held mark.
 const DECIDE_HINT: &str = "If the mark is right (the clock is behind the old server's IDs), apply it with SELECT snowflake_accept_configuration(); if not, discard it with SELECT snowflake_discard_high_water() in that database. Both as a superuser.";
+
+/// A database holds no mark any more (discarded, dropped): the largest
+/// held is the others', and with none left every call may take the fast
+/// path again. Where more databases held marks than could be held one by
+/// one, the server-wide stop stays until a superuser accepts.
+fn after_release(t: &shmem::Tracking, state: &GeneratorState) {
+    if state.blocked.load(Ordering::Acquire) & BLOCKED_CODES == BLOCKED_FAR_MARK {
+        return;
+    }
+    t.mark_far_ms.store(
+        t.held.largest().map_or(i64::MIN, |(_, m)| m),
+        Ordering::Release,
+    );
+    if t.held.is_empty() {
+        state.blocked.fetch_and(!HELD_SOMEWHERE, Ordering::AcqRel);
+    }
+}
 
 /// Nothing is held back any more: lift what [`hold_far_mark`] set.
 fn release_all_holds(t: &shmem::Tracking, state: &GeneratorState) {
@@ -493,16 +569,7 @@ pub fn snowflake_discard_high_water() -> Option<TimestampWithTimeZone> {
     // SAFETY: reading this backend's database.
     let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
     t.held.release(db);
-    let fallback = state.blocked.load(Ordering::Acquire) & BLOCKED_CODES == BLOCKED_FAR_MARK;
-    if !fallback {
-        t.mark_far_ms.store(
-            t.held.largest().map_or(i64::MIN, |(_, m)| m),
-            Ordering::Release,
-        );
-        if t.held.is_empty() {
-            state.blocked.fetch_and(!HELD_SOMEWHERE, Ordering::AcqRel);
-        }
-    }
+    after_release(t, state);
     bound::forget();
     for mark in &discarded {
         errors::report(

@@ -32,6 +32,13 @@ use std::time::{Duration, Instant};
 /// How long the launcher waits for one reader before it stops it and
 /// counts its database as lagging.
 pub const READER_TIMEOUT: Duration = Duration::from_secs(2);
+/// Once a read has taken this long, a reader gets [`LATE_READER_TIMEOUT`]
+/// only: a reader takes milliseconds, so only a database some role keeps
+/// slow (a lock queued on a catalog, say) loses its turn, and however
+/// many such databases a role with CREATEDB makes, each costs the read a
+/// fraction of a second, not two.
+pub const READ_BUDGET: Duration = Duration::from_secs(5);
+pub const LATE_READER_TIMEOUT: Duration = Duration::from_millis(250);
 /// How often the launcher looks at its work.
 const TICK: Duration = Duration::from_millis(100);
 /// How often the launcher tries again the databases that lag.
@@ -85,7 +92,11 @@ pub extern "C-unwind" fn snowflake_id_high_water_main(_arg: pg_sys::Datum) {
         pg_sys::before_shmem_exit(Some(forget_launcher), pg_sys::Datum::from(0));
     }
     let mut retry_after: Option<Instant> = None;
-    while BackgroundWorker::wait_latch(Some(TICK)) {
+    let mut prune_at: Option<Instant> = None;
+    // The first round runs at once: a start that needs the read waits
+    // for it from the moment it accepts connections.
+    let mut first = true;
+    while std::mem::take(&mut first) || BackgroundWorker::wait_latch(Some(TICK)) {
         pgrx::check_for_interrupts!();
         if BackgroundWorker::sighup_received() {
             // SAFETY: standard configuration reload in a background worker.
@@ -95,6 +106,10 @@ pub extern "C-unwind" fn snowflake_id_high_water_main(_arg: pg_sys::Datum) {
             continue;
         }
         release_far_mark_in_reach(t, state, &layout);
+        if !t.held.is_empty() && prune_at.is_none_or(|at| Instant::now() >= at) {
+            forget_dropped_holds(t, state);
+            prune_at = Some(Instant::now() + LAGGING_RETRY);
+        }
         if lease::current_worker_id().is_none() || retry_after.is_some_and(|at| Instant::now() < at)
         {
             continue;
@@ -172,18 +187,18 @@ fn read_every_database(t: &shmem::Tracking, state: &GeneratorState, layout: &Lay
     };
     t.read_total.store(dbs.len() as u32, Ordering::Release);
     t.read_done.store(0, Ordering::Release);
-    let mut found = i64::MIN;
-    let mut found_in = (0u32, String::new());
     let mut ok = true;
     read_all(t, &dbs, |db, read| {
         t.read_done.fetch_add(1, Ordering::AcqRel);
         match read {
             Ok((READER_READ, f)) => {
                 t.lagging.remove(db.oid.to_u32());
-                if f > found {
-                    found = f;
-                    found_in = (db.oid.to_u32(), db.name.clone());
-                }
+                // Each database's mark on its own: one held back as far
+                // ahead holds its database alone, and every other is
+                // still applied (the red-team review of issue 55: only
+                // the largest was, so a far mark in one database let
+                // every other mint below its own mark).
+                apply_found(t, state, layout, f, db.oid.to_u32(), &db.name);
             }
             Ok(_) => {
                 t.lagging.remove(db.oid.to_u32());
@@ -215,9 +230,6 @@ fn read_every_database(t: &shmem::Tracking, state: &GeneratorState, layout: &Lay
             }
         }
     }
-    if found != i64::MIN {
-        apply_found(t, state, layout, found, found_in.0, &found_in.1);
-    }
     true
 }
 
@@ -237,6 +249,7 @@ fn read_all<'a>(
     mut done: impl FnMut(&'a Database, Result<(u32, i64), ReadFail>),
 ) {
     let mut next = 0;
+    let began = Instant::now();
     let mut running: Vec<InFlight<'a>> = Vec::with_capacity(READERS);
     // Since when no reader could be started while none ran.
     let mut no_slot_since: Option<Instant> = None;
@@ -290,7 +303,12 @@ fn read_all<'a>(
                 r.handle.pid(),
                 Err(BackgroundWorkerStatus::Stopped | BackgroundWorkerStatus::PostmasterDied)
             );
-            if !stopped && r.started.elapsed() <= READER_TIMEOUT {
+            let timeout = if began.elapsed() > READ_BUDGET {
+                LATE_READER_TIMEOUT
+            } else {
+                READER_TIMEOUT
+            };
+            if !stopped && r.started.elapsed() <= timeout {
                 i += 1;
                 continue;
             }
@@ -311,6 +329,26 @@ fn read_all<'a>(
             done(r.db, read);
         }
     }
+}
+
+/// A database dropped while it held a mark holds nothing any more (it
+/// would keep every call off the entry point's fast path, and its mark
+/// would be applied by an acceptance).
+fn forget_dropped_holds(t: &shmem::Tracking, state: &GeneratorState) {
+    let Some(dbs) = databases() else { return };
+    let gone: Vec<u32> = t
+        .held
+        .oids()
+        .into_iter()
+        .filter(|o| !dbs.iter().any(|d| d.oid.to_u32() == *o))
+        .collect();
+    if gone.is_empty() {
+        return;
+    }
+    for oid in gone {
+        t.held.release(oid);
+    }
+    super::after_release(t, state);
 }
 
 /// After the start-up read: read the databases it left lagging, and
@@ -489,6 +527,12 @@ const READER_SETTINGS: &[(&std::ffi::CStr, &std::ffi::CStr)] = &[
     (c"statement_timeout", c"10s"),
     (c"lock_timeout", c"1s"),
     (c"idle_in_transaction_session_timeout", c"0"),
+    // A database's default isolation, read-only and deferrable settings
+    // would make the reader's snapshot wait for a safe one behind any
+    // serializable transaction (the red-team review of issue 55).
+    (c"default_transaction_isolation", c"read committed"),
+    (c"default_transaction_read_only", c"off"),
+    (c"default_transaction_deferrable", c"off"),
     #[cfg(any(feature = "pg17", feature = "pg18"))]
     (c"transaction_timeout", c"0"),
 ];

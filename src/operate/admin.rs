@@ -176,7 +176,7 @@ pub fn snowflake_accept_configuration() -> String {
     }
     // The generator is above every database's high-water mark before
     // anything is minted again.
-    high_water::ensure_ready();
+    high_water::wait_ready();
     let was = st.blocked.load(Ordering::Acquire) & reservation::BLOCKED_MASK;
     // A mark held back for being far ahead of the clock is applied here,
     // and only here (issue 46), unless it would exhaust the layout.

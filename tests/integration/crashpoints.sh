@@ -18,6 +18,8 @@
 #                                                      the state file's write
 #   reservation-wal-inserted, reservation-wal-flushed  the reservation's record
 #   startup-read-of-a-database                         the start-up read
+# and, last, the start-up read made slow at that point: a call during it
+# is refused at once, with a DETAIL that says how far the read has got.
 # The lease's renewal (lease-renewal-sent, lease-renewal-answered) is a
 # point of the test build too; tests/integration/lease_promise.sh covers a
 # holder's crash, not yet at these points.
@@ -77,7 +79,7 @@ crashed() { [ ! -f "$D/data/snowflake_id.failpoint" ] && grep -q "failure point 
 check() {
     local max db id pids=() lo
     max=$(seen_max)
-    for db in $DBS; do q -d "$db" -c "SELECT snowflake_nextval()" > "$BASE/first.$db" 2>&1 & pids+=($!); done
+    for db in $DBS; do mint_when_ready "$D" "$PORT" "$db" > "$BASE/first.$db" 2>&1 & pids+=($!); done
     for p in "${pids[@]}"; do wait "$p" || true; done
     for db in $DBS; do
         id=$(grep -E '^[0-9]+$' "$BASE/first.$db" | tail -1 || true)
@@ -135,5 +137,19 @@ for point in $POINTS; do
     start
     check "$point, no state file"
 done
+# A slow start-up read (each reader sleeps 1.5 s at the point): a call
+# during it fails at once with 55000 and a DETAIL that says how far the
+# read has got (issue 55), and mints above every earlier ID once it is
+# done.
+log "a slow start-up read"
+cluster_stop "$D"; rm -f "$D/data/snowflake_id.state"
+echo "startup-read-of-a-database sleep=1500" | as_pg tee "$D/data/snowflake_id.failpoint" >/dev/null
+setclock "-5m"; start
+out=$(q -d c1 -c "SELECT snowflake_nextval()" 2>&1) && die "an ID during the start-up read: $out"
+[[ "$out" == *"high-water mark is not available"* && "$out" == *"DETAIL:"*"the read has got through "*" of "*" databases"* ]] \
+    || [[ "$out" == *"DETAIL:"*"has not listed the databases yet"* ]] || die "the refusal during the read does not say how far it has got: $out"
+log "   refused during the read: $(grep DETAIL <<< "$out")"
+rm -f "$D/data/snowflake_id.failpoint"
+check "slow start-up read"
 q -d c1 -c "SELECT snowflake_nextval()" >/dev/null || die "the server does not mint after the last point"
 log "crashpoints: ok"

@@ -30,11 +30,13 @@
 #      is at or above every ID its client saw (what pg_upgrade, a lost
 #      state file and a dump carry); on 68208ac the savepoint, exception
 #      and prepared contexts left no row, or none another session sees;
-#   2. after the start, with the clock 5 minutes behind: the first call in
-#      every database, made at once and all together (while the start-up
-#      read runs, where there is one: 40 more databases make it last), and
-#      200 more, are above every ID any client saw before; on 68208ac a
-#      call that waited for the read returned an ID computed before it;
+#   2. after the start, with the clock 5 minutes behind: the first ID of
+#      every database, asked for at once and all together (while the
+#      start-up read runs, where there is one: 40 more databases make it
+#      last; a call then fails with 55000 and a DETAIL that says how far
+#      the read has got, and is made again), and 200 more, are above every
+#      ID any client saw before; on 68208ac a call that waited for the
+#      read returned an ID computed before it;
 #   3. after an immediate stop or kill -9, crash recovery replayed a
 #      reservation and the marks were not read (issue 55: a crash costs
 #      no wait); after the starts without a state file they were;
@@ -143,12 +145,15 @@ covered() {
         FROM snowflake_id_internal.snowflake_high_water WHERE worker_id = $4")" = t ]
 }
 
-# first_calls DIR PORT OUT: the first ID of every database, all at once.
+# first_calls DIR PORT OUT: the first ID of every database, all at once
+# (each asks again while the start-up read runs: mint_when_ready); the
+# DETAIL of a call refused during the read, if any, in OUT.detail.
 first_calls() {
     local d="$1" p="$2" out="$3" db pids=()
     rm -f "$out".*
     for db in $(for c in $CONTEXTS; do echo "c_$c"; done) $(seq -f 'f%g' 1 "$FILLERS"); do
-        q "$d" "$p" -d "$db" -c "SELECT snowflake_nextval()" > "$out.$db" 2>&1 & pids+=($!)
+        { mint_when_ready "$d" "$p" "$db" > "$out.$db" 2>&1
+          [ -z "$READ_DETAIL" ] || echo "$READ_DETAIL" > "$out.detail.$db"; } & pids+=($!)
     done
     for pid in "${pids[@]}"; do wait "$pid" || true; done
 }
@@ -157,7 +162,8 @@ first_calls() {
 after() {
     local d="$1" p="$2" label="$3" max="$4" f id lo c
     first_calls "$d" "$p" "$BASE/first"
-    for f in "$BASE"/first.*; do
+    refused=$(cat "$BASE"/first.detail.* 2>/dev/null | head -1 || true)
+    for f in "$BASE"/first.c_* "$BASE"/first.f*; do
         id=$(grep -E '^[0-9]+$' "$f" | tail -1 || true)
         [ -n "$id" ] || die "$label: no first ID in ${f##*.}: $(cat "$f")"
         [ "$id" -gt "$max" ] || die "$label: the first ID of ${f##*.}, $id, is not above $max, an ID handed out before"
@@ -167,7 +173,12 @@ after() {
                                         SELECT min(id) FROM ins") || die "$label: inserting in c_$c failed (a key minted again?)"
         [ "$lo" -gt "$max" ] || die "$label: a new ID in c_$c ($lo) is not above $max"
     done
-    log "   $label: the first IDs of $(find "$BASE" -maxdepth 1 -name "first.*" | wc -l) databases, taken at once, and 200 more in each context, all above $max"
+    if [ -n "$refused" ]; then
+        [[ "$refused" == *"the read has got through "*" of "*" databases"* || "$refused" == *"has not listed the databases yet"* ]] \
+            || die "$label: a call refused during the start-up read does not say how far it has got: $refused"
+        log "   $label: calls during the start-up read were refused (55000): $refused"
+    fi
+    log "   $label: the first IDs of $(find "$BASE" -maxdepth 1 -name "first.[cf]*" | wc -l) databases, taken at once, and 200 more in each context, all above $max"
 }
 
 # finish_prepared DIR PORT ROUND WHEN: COMMIT PREPARED or ROLLBACK

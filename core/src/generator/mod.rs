@@ -55,6 +55,7 @@ mod reservation;
 mod tests;
 
 pub use attempt::{until_issued, Attempt, Block, BlockAttempt};
+pub use reservation::DEBT_STEP_MS;
 
 use crate::clock::Clock;
 use crate::layout::Layout;

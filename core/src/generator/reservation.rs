@@ -103,8 +103,11 @@ impl GeneratorState {
 
     /// `Some((wall_ms, last_ms))` while the reference clock is ahead of
     /// the wall clock by more than the step tolerance: the lead of the
-    /// IDs is debt (see [`Self::renewal_target`]).
-    fn in_debt(&self, layout: &Layout, wall_ns: i64, mono_ns: i64) -> Option<(i64, i64)> {
+    /// IDs is debt (see [`Self::renewal_target`]), and whatever is placed
+    /// beyond the IDs to bound them (the reservation, the extension's
+    /// high-water marks) goes beyond the wall clock and little beyond the
+    /// last ID.
+    pub fn in_debt(&self, layout: &Layout, wall_ns: i64, mono_ns: i64) -> Option<(i64, i64)> {
         let off = self.max_offset.load(Ordering::Acquire);
         if off == UNSET || mono_ns.saturating_add(off) <= wall_ns.saturating_add(STEP_TOLERANCE_NS)
         {
