@@ -4,28 +4,6 @@
 # normal user (PostgreSQL runs as that user; sudo is used for installs).
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-# mint_when_ready DIR PORT DB: the first ID of database DB after a start,
-# printed. While the start-up read of the high-water marks runs, a call
-# fails at once with 55000 `snowflake_id high-water mark is not
-# available` and a DETAIL that says how far the read has got (issue 55);
-# this asks again every 50 ms, for at most 60 s, and fails on any other
-# error. READ_DETAIL is set to the last such DETAIL (empty if none came).
-READ_DETAIL=""
-mint_when_ready() {
-    local out t0
-    t0=$(date +%s); READ_DETAIL=""
-    while true; do
-        if out=$(pq "$1" "$2" -d "$3" -At -c "SELECT snowflake_nextval()" 2>&1); then
-            grep -E '^[0-9]+$' <<< "$out" | tail -1
-            return 0
-        fi
-        [[ "$out" == *"high-water mark is not available"* ]] || { echo "$out" >&2; return 1; }
-        READ_DETAIL=$(grep "DETAIL" <<< "$out" || true)
-        [ $(( $(date +%s) - t0 )) -lt 60 ] || { echo "$out" >&2; return 1; }
-        sleep 0.05
-    done
-}
-
 # Used by the scripts that source this file:
 # shellcheck disable=SC2034
 PGRX_VERSION=0.18.1
@@ -379,6 +357,29 @@ pgbench_clean() {
 pq() {
     local dir="$1" port="$2"; shift 2
     "$(pgbin)/psql" -X -q -h "$dir" -p "$port" -U postgres -v ON_ERROR_STOP=1 "$@"
+}
+
+# mint_when_ready DIR PORT DB: the first ID of database DB after a start,
+# printed. While the start-up read of the high-water marks runs, a call
+# fails at once with 55000 `snowflake_id high-water mark is not
+# available` and a DETAIL that says how far the read has got (issue 55);
+# this asks again every 50 ms, for at most 60 s, and fails on any other
+# error. READ_DETAIL is set to the last such DETAIL (empty if none came).
+# shellcheck disable=SC2034
+READ_DETAIL=""
+mint_when_ready() {
+    local out t0
+    t0=$(date +%s); READ_DETAIL=""
+    while true; do
+        if out=$(pq "$1" "$2" -d "$3" -At -c "SELECT snowflake_nextval()" 2>&1); then
+            grep -E '^[0-9]+$' <<< "$out" | tail -1
+            return 0
+        fi
+        [[ "$out" == *"high-water mark is not available"* ]] || { echo "$out" >&2; return 1; }
+        READ_DETAIL=$(grep "DETAIL" <<< "$out" || true)
+        [ $(( $(date +%s) - t0 )) -lt 60 ] || { echo "$out" >&2; return 1; }
+        sleep 0.05
+    done
 }
 
 # Build a release and install it into $PG_CONFIG's PostgreSQL. Every file
