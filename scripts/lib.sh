@@ -376,6 +376,7 @@ mint_when_ready() {
             return 0
         fi
         [[ "$out" == *"high-water mark is not available"* ]] || { echo "$out" >&2; return 1; }
+        # shellcheck disable=SC2034  # read by the caller
         READ_DETAIL=$(grep "DETAIL" <<< "$out" || true)
         [ $(( $(date +%s) - t0 )) -lt 60 ] || { echo "$out" >&2; return 1; }
         sleep 0.05
