@@ -29,7 +29,8 @@
 #     last database, each on a new connection (issue 55): the time from
 #     "accepting connections" to the first ID in the first and in the
 #     last database (the slowest of ten), the slowest INSERT and the
-#     failures, and how far the last ID leads the clock after the ten.
+#     failures (55000 at once during the start-up read, by design), and
+#     how far the last ID leads the clock after the ten.
 # The INSERT latency includes the connection; compare rows, not absolutes
 # across machines. A plain sequence's INSERT on a new connection is
 # measured in the same cluster as the floor.
@@ -114,18 +115,18 @@ three() {  # three SECONDS TAG: the three inserters, waited for (only
     wait "${pids[@]}"
 }
 
-# after_start DB1 DB2 TAG: right after a start, INSERTs at 20/s for 2 s
-# into DB1 and into DB2, each on a new connection; each line of
-# $DIR/TAG.DB is "ms_since_start ms ok|err" (ms_since_start: when it
-# ended).
+# after_start DB1 DB2 TAG: right after a start, INSERTs at 20/s into DB1
+# and into DB2, each on a new connection, 40 of them and on until one
+# succeeded (at most 60 s); each line of $DIR/TAG.DB is "ms_since_start
+# ms ok|err" (ms_since_start: when it ended).
 after_start() {
     local t0 db pids=()
     t0=$(now_ms)
     for db in "$1" "$2"; do
-        ( : > "$DIR/$3.$db"
-          for _ in $(seq 1 40); do
-              a=$(now_ms)
-              if q "$db" -c "INSERT INTO orders (item) VALUES ('after a start')" >/dev/null 2>&1; then r=ok; else r=err; fi
+        ( : > "$DIR/$3.$db"; n=0; ok=0
+          while [ $n -lt 40 ] || { [ $ok = 0 ] && [ $(( $(now_ms) - t0 )) -lt 60000 ]; }; do
+              n=$((n + 1)); a=$(now_ms)
+              if q "$db" -c "INSERT INTO orders (item) VALUES ('after a start')" >/dev/null 2>&1; then r=ok; ok=1; else r=err; fi
               b=$(now_ms); echo "$((b - t0)) $((b - a)) $r" >> "$DIR/$3.$db"
               sleep "$(awk -v d=$((b - a)) 'BEGIN { s = 0.05 - d / 1000; print (s > 0 ? s : 0) }')"
           done ) & pids+=($!)

@@ -21,6 +21,10 @@
 #               only, at 1-128 clients (about 7 minutes)
 #     inserts   bench/inserts.sh at 1, 16, 64 and 128 clients (about 8
 #               minutes)
+#     starts    bench/databases.sh's starts at 1,000 databases
+#               (BENCH_DEVICE_DBS): ten crash restarts and ten starts
+#               without the state file, the first ID after each (issue
+#               55; about 3 minutes)
 #
 #   --smoke (after the PARTs) runs each at toy sizes; `bash bench/device.sh
 #   selftest` packs, copies the tracked tree to a scratch directory and runs
@@ -96,7 +100,7 @@ run_parts() {
     for p in "$@"; do
         if [ "$p" = --smoke ]; then smoke=(--smoke); else parts+=("$p"); fi
     done
-    [ ${#parts[@]} -gt 0 ] || die "usage: bash bench/device.sh run scaling|pgbench|inserts... [--smoke]"
+    [ ${#parts[@]} -gt 0 ] || die "usage: bash bench/device.sh run scaling|pgbench|inserts|starts... [--smoke]"
     unpack
     local out="${OUT:-$ROOT/.run/device}"; mkdir -p "$out"
     machine | tee "$out/machine.txt"
@@ -124,7 +128,11 @@ run_parts() {
                 INS_SECONDS=5 INS_PREFILL=5000000 INS_OUT="$out/inserts.md" \
                 bash "$ROOT/bench/inserts.sh" "${smoke[@]}"
             ;;
-        *) die "unknown part '$p' (scaling, pgbench or inserts)" ;;
+        starts)
+            DBS_PARTS=starts DBS_COUNTS="${BENCH_DEVICE_DBS:-1000}" DBS_OUT="$out/starts.md" \
+                bash "$ROOT/bench/databases.sh" "${smoke[@]}"
+            ;;
+        *) die "unknown part '$p' (scaling, pgbench, inserts or starts)" ;;
         esac
     done
     log "reports in $out"

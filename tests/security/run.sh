@@ -31,6 +31,12 @@
 #                    writers die never stop minting in bob's (issue 46)
 #   attack_rename_lock.sh  nor do 20 of her databases locked by RENAME
 #                    DATABASE in an open transaction
+#   attack_starts_review.sh  the red-team review of issue 55's starts: a
+#                    far mark in one database never hides another's; a
+#                    held mark survives restarts and copies of its
+#                    database; a cancelled first call still reads its own
+#                    mark; a CREATEDB role's serializable defaults never
+#                    make the start-up read wait
 #   attack_registry_*.sh  the red-team review of leased worker ids: a
 #                    registry database of a plain role, or a schema where
 #                    others may create, is refused (her renamed public,
@@ -194,7 +200,7 @@ fi
 # which do not differ between majors, run on the newest one only (CI's
 # time budget).
 writers=(attack_schema_rename attack_session_authorization attack_lock_queue attack_db_settings attack_db_lock
-         attack_lagging_overflow attack_rename_lock attack_worker_slots
+         attack_lagging_overflow attack_rename_lock attack_worker_slots attack_starts_review
          attack_registry_owner attack_registry_overload attack_registry_settings attack_registry_sync_commit
          attack_registry_lock_queue attack_registry_row_lock attack_registry_connections
          attack_registry_adopt_lock attack_registry_token_reuse)
