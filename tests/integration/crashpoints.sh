@@ -20,9 +20,10 @@
 #   startup-read-of-a-database                         the start-up read
 # and, last, the start-up read made slow at that point: a call during it
 # is refused at once, with a DETAIL that says how far the read has got.
-# The lease's renewal (lease-renewal-sent, lease-renewal-answered) is a
-# point of the test build too; tests/integration/lease_promise.sh covers a
-# holder's crash, not yet at these points.
+# and, with the worker id leased from a registry (a second cluster), the
+# lease's renewal, sent and answered (lease-renewal-sent,
+# lease-renewal-answered): after the crash restart the server leases an
+# id again, and mints above every earlier ID.
 # PostgreSQL 18 only. CRASHPOINTS="state-file-synced" runs some only.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
@@ -106,6 +107,7 @@ for db in $DBS; do
 done
 w=30
 for point in $POINTS; do
+    case $point in lease-renewal-*) continue ;; esac   # below, with a registry
     log "$point"
     setclock "+0"
     arm "$point"
@@ -151,5 +153,40 @@ out=$(q -d c1 -c "SELECT snowflake_nextval()" 2>&1) && die "an ID during the sta
 log "   refused during the read: $(grep DETAIL <<< "$out")"
 rm -f "$D/data/snowflake_id.failpoint"
 check "slow start-up read"
+# The lease's renewal: the worker id leased from a registry.
+if [ -z "${CRASHPOINTS:-}" ] || [[ " $CRASHPOINTS " == *" lease-renewal-"* ]]; then
+    log "the lease's renewal (a registry on a second cluster)"
+    R="$BASE/r"; RPORT=$((PORT + 1))
+    cluster_stop "$R"; rm -rf "$R"; mkdir -p "$R"; is_root && chown postgres:postgres "$R"
+    cluster_init "$R" "$RPORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 1"
+    cluster_start "$R" || { tail -20 "$R/server.log" >&2; die "the registry did not start"; }
+    trap 'cluster_stop "$D"; cluster_stop "$R"' EXIT
+    pq "$R" "$RPORT" -At -c "CREATE ROLE snowflake_lease NOLOGIN" \
+        -c "CREATE ROLE lease_d LOGIN IN ROLE snowflake_lease" -c "CREATE DATABASE registry" >/dev/null
+    pq "$R" "$RPORT" -At -d registry -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
+        -c "SELECT snowflake_registry_init(worker_bits => 10)" \
+        -c "GRANT EXECUTE ON FUNCTION snowflake_registry_claim(uuid,text,integer,text,text,integer,integer,integer,bigint,integer,bigint),
+                                      snowflake_registry_renew(integer,uuid,bigint,integer,bigint),
+                                      snowflake_registry_release(integer,uuid,bigint) TO snowflake_lease" \
+        -c "GRANT USAGE ON SCHEMA public TO snowflake_lease" >/dev/null
+    q -c "ALTER SYSTEM SET snowflake_id.worker_id_source = 'registry'" \
+        -c "ALTER SYSTEM SET snowflake_id.registry = 'host=$R port=$RPORT dbname=registry user=lease_d'" \
+        -c "ALTER SYSTEM SET snowflake_id.lease_ttl = '3s'" >/dev/null
+    setclock "+0"; cluster_stop "$D"; start
+    leased() { [ -n "$(q -d c1 -c "SELECT lease_worker_id FROM snowflake_stats()" 2>/dev/null)" ]; }
+    for point in lease-renewal-sent lease-renewal-answered; do
+        log "$point"
+        poll_until 60 leased || die "$point: no worker id leased in 60 s"
+        for db in $DBS; do mint "$db"; done
+        arm "$point"
+        poll_until 60 crashed "$point" || die "$point: not reached in 60 s"
+        log "   reached: the lease worker aborted there"
+        setclock "-5m"
+        poll_until 60 up || die "$point: the server did not come back after its crash"
+        poll_until 60 leased || die "$point: no worker id leased again in 60 s after the crash"
+        check "$point, crash restart"
+        setclock "+0"
+    done
+fi
 q -d c1 -c "SELECT snowflake_nextval()" >/dev/null || die "the server does not mint after the last point"
 log "crashpoints: ok"
