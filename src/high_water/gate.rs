@@ -36,6 +36,13 @@ pub fn before_mint() {
     };
     ensure_ready();
     forget_on_abort();
+    // A hold taken, lifted or discarded since this backend last read its
+    // marks: read them again.
+    let epoch = t.held_epoch.load(Ordering::Acquire);
+    if SEEN_EPOCH.with(|e| e.replace(epoch)) != epoch {
+        SELF_READ.with(|r| r.set(false));
+        HELD_HERE.with(|h| h.set(None));
+    }
     if !SELF_READ.with(|r| r.get()) {
         if let (Ok(layout), Some(worker)) = (gucs::layout(), lease::current_worker_id()) {
             let key = key(&layout, worker);
@@ -47,7 +54,13 @@ pub fn before_mint() {
             SELF_READ.with(|r| r.set(true));
         }
     }
-    refuse_if_held_here(t);
+    refuse_if_held_here(t, HELD_HERE.with(|h| h.get()));
+}
+
+/// Whether this backend found its database's mark far ahead of the
+/// clock, and holds it back (for `snowflake_stats()`).
+pub fn held_here() -> bool {
+    HELD_HERE.with(|h| h.get()).is_some()
 }
 
 /// `crate::mint::bound::Owner::cover`: `ms` is the Unix ms of the largest
@@ -104,6 +117,12 @@ fn cover(t: &shmem::Tracking, state: &snowflake_id_core::GeneratorState, ms: i64
 }
 
 thread_local! {
+    /// The mark far ahead of the clock this backend found in its own
+    /// database, held back there: known to the backend itself, so that no
+    /// shared slot is needed (the red-team review of issue 55).
+    static HELD_HERE: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
+    /// `shmem::Tracking::held_epoch` when this backend last read its marks.
+    static SEEN_EPOCH: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     /// This backend has read its database's marks from before this start.
     static SELF_READ: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     static ABORT_CALLBACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -151,15 +170,14 @@ fn read_own_mark(
     // SAFETY: reading this backend's database.
     let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
     let Some(found) = found else { return };
-    if lags {
+    if hold_if_far(t, state, layout, found, db, &database_name()) {
+        HELD_HERE.with(|h| h.set(Some(found)));
+    } else if lags {
         apply_found(t, state, layout, found, db, &database_name());
-    } else {
-        // Read at start-up, or needed no read (a clean restart: the
-        // generator continues above the last ID, below the marks of the
-        // last run, which must not add their 5 s of lead): held back only
-        // when far ahead.
-        hold_if_far(t, state, layout, found, db, &database_name());
     }
+    // Otherwise read at start-up, or needing no read (a clean restart:
+    // the generator continues above the last ID, below the last run's
+    // marks, which must not add their 5 s of lead): nothing to do.
 }
 
 /// A database whose extension is older than its table (0.7.0 or before):

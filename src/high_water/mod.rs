@@ -239,7 +239,7 @@ fn apply_found(
         return;
     }
     if found > far_limit(t, frontier) {
-        hold_far_mark(t, state, found, db, name);
+        hold_far_mark(t, state, found, db, name, false);
         return;
     }
     state.raise_above(found, layout, clock.mono_ns());
@@ -268,12 +268,14 @@ fn hold_if_far(
     found: i64,
     db: u32,
     name: &str,
-) {
+) -> bool {
     let clock = SystemClock;
     let frontier = state.frontier_ms(layout, clock.wall_ns(), clock.mono_ns());
-    if found > far_limit(t, frontier) {
-        hold_far_mark(t, state, found, db, name);
+    let far = found > far_limit(t, frontier);
+    if far {
+        hold_far_mark(t, state, found, db, name, false);
     }
+    far
 }
 
 /// The largest mark applied by itself: [`FAR_MS`] beyond the later of
@@ -312,16 +314,29 @@ pub fn establish_far_base(t: &shmem::Tracking, frontier_ms: i64) {
 /// and its name for the log): remember it, stop minting in that
 /// database alone (issue 55; in every database where more hold one than
 /// [`shmem::HELD_DATABASES`]), and say so once per mark.
-fn hold_far_mark(t: &shmem::Tracking, state: &GeneratorState, mark_ms: i64, db: u32, name: &str) {
+///
+/// `restored`: the mark was written into a database whose backends may
+/// be minting already (a restore): they read their marks again before
+/// their next ID. A mark found by a read needs no such thing: every
+/// backend reads its database's marks before its first ID.
+fn hold_far_mark(
+    t: &shmem::Tracking,
+    state: &GeneratorState,
+    mark_ms: i64,
+    db: u32,
+    name: &str,
+    restored: bool,
+) {
     let before = t.held.mark_of(db).unwrap_or(i64::MIN);
-    if t.held.hold(db, mark_ms) {
-        state.blocked.fetch_or(HELD_SOMEWHERE, Ordering::AcqRel);
-    } else {
-        let _ = state
-            .blocked
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
-                (b & BLOCKED_CODES == 0).then_some(b | BLOCKED_FAR_MARK)
-            });
+    if !t.held.hold(db, mark_ms) {
+        // No slot: the database's own backends hold it (each reads its
+        // marks before its first ID, and again at the epoch below); no
+        // other database stops (the red-team review of issue 55).
+        t.held_overflow.store(true, Ordering::Release);
+    }
+    state.blocked.fetch_or(HELD_SOMEWHERE, Ordering::AcqRel);
+    if restored {
+        t.held_epoch.fetch_add(1, Ordering::AcqRel);
     }
     if t.mark_far_ms.fetch_max(mark_ms, Ordering::AcqRel) < mark_ms {
         t.mark_far_db.store(db, Ordering::Release);
@@ -349,41 +364,57 @@ const DECIDE_HINT: &str = "If the mark is right (the clock is behind the old ser
 /// path again. Where more databases held marks than could be held one by
 /// one, the server-wide stop stays until a superuser accepts.
 fn after_release(t: &shmem::Tracking, state: &GeneratorState) {
-    if state.blocked.load(Ordering::Acquire) & BLOCKED_CODES == BLOCKED_FAR_MARK {
+    t.held_epoch.fetch_add(1, Ordering::AcqRel);
+    if t.held_overflow.load(Ordering::Acquire) {
+        // Holds outside the shared slots are known to their backends
+        // only: the largest stays, and every call keeps asking.
         return;
     }
     t.mark_far_ms.store(
         t.held.largest().map_or(i64::MIN, |(_, m)| m),
         Ordering::Release,
     );
-    if t.held.is_empty() {
-        state.blocked.fetch_and(!HELD_SOMEWHERE, Ordering::AcqRel);
+    lift_held_somewhere(t, state);
+}
+
+/// Clear [`HELD_SOMEWHERE`] if nothing is held, and set it again if a
+/// hold came in meanwhile (a restore in another backend between the
+/// look and the clear: the red-team review of issue 55).
+fn lift_held_somewhere(t: &shmem::Tracking, state: &GeneratorState) {
+    if !t.held.is_empty() || t.held_overflow.load(Ordering::Acquire) {
+        return;
+    }
+    state.blocked.fetch_and(!HELD_SOMEWHERE, Ordering::AcqRel);
+    if !t.held.is_empty() || t.held_overflow.load(Ordering::Acquire) {
+        state.blocked.fetch_or(HELD_SOMEWHERE, Ordering::AcqRel);
     }
 }
 
 /// Nothing is held back any more: lift what [`hold_far_mark`] set.
 fn release_all_holds(t: &shmem::Tracking, state: &GeneratorState) {
     t.held.clear();
+    t.held_overflow.store(false, Ordering::Release);
     t.mark_far_ms.store(i64::MIN, Ordering::Release);
+    t.held_epoch.fetch_add(1, Ordering::AcqRel);
     let _ = state
         .blocked
         .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
-            let b = b & !HELD_SOMEWHERE;
             Some(if b & BLOCKED_CODES == BLOCKED_FAR_MARK {
                 b & !BLOCKED_CODES
             } else {
                 b
             })
         });
+    lift_held_somewhere(t, state);
 }
 
 /// Whether this backend's database holds a mark far ahead of the clock:
 /// then nothing is minted here (the ERROR says which mark, and what a
 /// superuser decides).
-fn refuse_if_held_here(t: &shmem::Tracking) {
+fn refuse_if_held_here(t: &shmem::Tracking, own: Option<i64>) {
     // SAFETY: reading this backend's database.
     let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
-    let Some(mark) = t.held.mark_of(db) else {
+    let Some(mark) = own.max(t.held.mark_of(db)) else {
         return;
     };
     let now = SystemClock.wall_ns().div_euclid(1_000_000);
@@ -462,8 +493,11 @@ pub fn held_marks() -> (bool, bool) {
         return (false, false);
     };
     // SAFETY: reading this backend's database.
-    let here = t.held.contains(unsafe { pg_sys::MyDatabaseId }.to_u32());
-    (!t.held.is_empty(), here)
+    let here = t.held.contains(unsafe { pg_sys::MyDatabaseId }.to_u32()) || gate::held_here();
+    (
+        !t.held.is_empty() || t.held_overflow.load(Ordering::Acquire),
+        here,
+    )
 }
 
 /// In the current database: whether the extension is installed at a
@@ -728,7 +762,7 @@ fn raise_for_restored(
             };
             (db.to_u32(), name)
         };
-        hold_far_mark(t, state, mark_ms, db, &name);
+        hold_far_mark(t, state, mark_ms, db, &name, true);
         return;
     }
     state.raise_above(mark_ms, &layout, SystemClock.mono_ns());

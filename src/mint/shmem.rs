@@ -112,6 +112,16 @@ pub struct Tracking {
     /// (`snowflake_discard_high_water()`), or the clock comes within
     /// reach.
     pub held: snowflake_id_core::HeldMarks<HELD_DATABASES>,
+    /// Bumped whenever a hold is taken, lifted or discarded: each backend
+    /// reads its database's marks again before its next ID (it may have
+    /// a hold of its own from an earlier read, or be in a database held
+    /// by a restore since).
+    pub held_epoch: AtomicU64,
+    /// A database was held when every slot of `held` was taken (the
+    /// red-team review of issue 55: a role with CREATEDB copying a held
+    /// database 64 times). Its backends hold it themselves; every call
+    /// keeps off the fast path until a superuser accepts.
+    pub held_overflow: AtomicBool,
     /// A caller waits for the start-up read.
     pub mark_wanted: AtomicBool,
     /// The launcher's latch (a `*mut Latch` in shared memory), 0 when it
@@ -278,6 +288,8 @@ impl Default for Tracking {
             mark_far_ms: AtomicI64::new(i64::MIN),
             mark_far_db: AtomicU32::new(0),
             held: snowflake_id_core::HeldMarks::default(),
+            held_epoch: AtomicU64::new(0),
+            held_overflow: AtomicBool::new(false),
             mark_wanted: AtomicBool::new(false),
             launcher_latch: AtomicUsize::new(0),
             lagging: snowflake_id_core::OidSet::default(),

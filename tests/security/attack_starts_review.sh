@@ -19,8 +19,14 @@
 #     outlives the restart), every reader there waited 2 s for a safe
 #     snapshot and her databases lagged; with many of them the read took
 #     minutes.
+#  5. (The second review, of the fixes.) Mallory, with CREATEDB, copied
+#     her held database 65 times and minted once in each: the 64 shared
+#     slots of held marks filled, and every database of the server
+#     stopped, for good, even once the copies were dropped and her mark
+#     discarded (b194df6).
 # Passes when none of them works any more. ATTACK_PARTS="2 4" runs some
-# of the parts only (each on its own shows which fail against 2d4d5b9).
+# of the parts only (each on its own shows which fail against 2d4d5b9,
+# part 5 against b194df6).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
 FT=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
@@ -39,7 +45,7 @@ restart() {  # restart [immediate|kill9|nofile]: stop, then start on the fake cl
         FAKETIME_DONT_FAKE_MONOTONIC=1 || { tail -20 "$DIR/server.log" >&2; die "start failed"; }
 }
 ext() { as postgres "$1" -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" >/dev/null; }
-want() { [[ " ${ATTACK_PARTS:-1 2 3 4} " == *" $1 "* ]]; }
+want() { [[ " ${ATTACK_PARTS:-1 2 3 4 5} " == *" $1 "* ]]; }
 setclock "+5m"; restart
 as postgres postgres -c "CREATE ROLE mallory LOGIN CREATEDB" -c "CREATE ROLE eve LOGIN CREATEDB" \
     -c "CREATE ROLE alice LOGIN" -c "CREATE DATABASE a OWNER mallory" -c "CREATE DATABASE b" \
@@ -128,4 +134,24 @@ fi
 log "attack (serializable readers): eve's settings and her prepared serializable transaction cost the read nothing: $(grep -o 'read the high-water marks of.*' <<< "$since" | tail -1)"
 as postgres eve1 -c "ROLLBACK PREPARED 'eve'" >/dev/null
 fi
-log "attack (starts review): none of the four works"
+# --- 5 ------------------------------------------------------------------------
+if want 5; then
+setclock "+0"
+as postgres a -c "INSERT INTO snowflake_id_internal.snowflake_high_water (worker_id, epoch_ms, worker_bits, sequence_bits, mark_ms)
+    SELECT worker_id, epoch_ms, worker_bits, sequence_bits, mark_ms + 30 * 86400000::bigint
+      FROM snowflake_id_internal.snowflake_high_water WHERE mark_ms < 4102444800000" >/dev/null 2>&1
+out=$(as mallory a -c "SELECT snowflake_nextval()" 2>&1) && die "5: a minted below its far mark: $out"
+for i in $(seq 1 65); do
+    as mallory postgres -c "CREATE DATABASE copy$i TEMPLATE a STRATEGY file_copy" >/dev/null
+    as mallory "copy$i" -c "SELECT snowflake_nextval()" >/dev/null 2>&1 || true
+done
+out=$(as postgres b -c "SELECT snowflake_nextval()" 2>&1) \
+    || die "attack (copies of a held database) WORKS: with 65 copies of a held database, b cannot mint: $out"
+out=$(as mallory copy65 -c "SELECT snowflake_nextval()" 2>&1) \
+    && die "attack (copies of a held database) WORKS: the 65th copy mints below its mark: $out"
+log "attack (copies of a held database): 65 copies, each held, and b mints on"
+for i in $(seq 1 65); do as mallory postgres -c "DROP DATABASE copy$i" >/dev/null; done
+as postgres a -c "SELECT snowflake_discard_high_water()" >/dev/null
+as postgres b -c "SELECT snowflake_nextval()" >/dev/null || die "5: b does not mint after the copies were dropped"
+fi
+log "attack (starts review): none of the five works"

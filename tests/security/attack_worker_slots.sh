@@ -59,6 +59,14 @@ cluster_up "$DIR"
 bob_after() { as bob bobdb -c "INSERT INTO orders (item) VALUES ('after the crash')" >/dev/null 2>&1; }
 poll_until 15 bob_after || die "attack (worker slots) WORKS: after a crash restart with no worker slot free, bob could not mint for 15 s: $(as bob bobdb -c "INSERT INTO orders (item) VALUES ('x')" 2>&1 | head -1)"
 log "attack (worker slots) refused: after a crash restart with no worker slot free, bob minted in $POLL_MS ms"
+# Since issue 55 a crash the WAL covers reads no marks at all. A start
+# without the state file must read them, and with no slot free every
+# database lags: bob still mints, reading his own mark first.
+cluster_stop "$DIR"; rm -f "$DIR/data/snowflake_id.state"; cluster_up "$DIR"
+poll_until 15 bob_after || die "attack (worker slots) WORKS: after a start without the state file with no worker slot free, bob could not mint for 15 s: $(as bob bobdb -c "INSERT INTO orders (item) VALUES ('x')" 2>&1 | head -1)"
+grep -q 'could not read the high-water mark of database "bobdb"' "$DIR/server.log" \
+    || die "attack (worker slots): bobdb did not lag with no worker slot free (the test no longer tests what it should)"
+log "attack (worker slots) refused: after a start without the state file with no worker slot free, bob minted in $POLL_MS ms"
 # The databases it could not read lag; a clean stop now must not mark the
 # state file current, or the next start would skip their marks for good
 # (the second red-team review of issue 46).
