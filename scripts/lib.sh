@@ -361,7 +361,7 @@ pq() {
 
 # mint_when_ready DIR PORT DB: the first ID of database DB after a start,
 # printed. While the start-up read of the high-water marks runs, a call
-# fails at once with 55000 `snowflake_id high-water mark is not
+# fails after half a second with 55000 `snowflake_id high-water mark is not
 # available` and a DETAIL that says how far the read has got (issue 55);
 # this asks again every 50 ms, for at most 60 s, and fails on any other
 # error. READ_DETAIL is set to the last such DETAIL (empty if none came).

@@ -93,9 +93,11 @@ static READY: AtomicBool = AtomicBool::new(false);
 
 /// Before this backend's first ID: refuse (55000, saying how far the read
 /// has got) until the start-up read of the marks, where one is needed,
-/// has raised the generator above them (issue 55: a call during the read
-/// fails at once, as PostgreSQL refuses connections while it starts,
-/// rather than hold its locks and connection for seconds).
+/// has raised the generator above them. A call waits [`GRACE_MS`] for a
+/// read about to end (a new cluster's few databases take milliseconds);
+/// during a longer read it fails (issue 55), as PostgreSQL refuses
+/// connections while it starts, rather than hold its locks and
+/// connection for seconds. The ID is computed after the wait.
 pub fn ensure_ready() {
     if READY.load(Ordering::Relaxed) {
         return;
@@ -105,12 +107,22 @@ pub fn ensure_ready() {
         READY.store(true, Ordering::Relaxed);
         return;
     };
-    if !t.mark_ready.load(Ordering::Acquire) {
-        scan::wake_launcher(t);
+    let ok = shmem::wait_until(GRACE_MS, || {
+        let d = t.mark_ready.load(Ordering::Acquire);
+        if !d {
+            scan::wake_launcher(t);
+        }
+        d
+    });
+    if !ok {
         unavailable(t);
     }
     READY.store(true, Ordering::Relaxed);
 }
+
+/// How long a call waits for a start-up read of the marks about to end
+/// before it fails with 55000: below the second an INSERT may wait.
+pub const GRACE_MS: i64 = 500;
 
 /// Wait until the start-up read of the marks is done, at most
 /// [`WAIT_MS`], then 55000: for a superuser's decision

@@ -19,7 +19,7 @@
 #   reservation-wal-inserted, reservation-wal-flushed  the reservation's record
 #   startup-read-of-a-database                         the start-up read
 # and, last, the start-up read made slow at that point: a call during it
-# is refused at once, with a DETAIL that says how far the read has got.
+# is refused after half a second, with a DETAIL that says how far the read has got.
 # and, with the worker id leased from a registry (a second cluster), the
 # lease's renewal, sent and answered (lease-renewal-sent,
 # lease-renewal-answered): after the crash restart the server leases an
@@ -140,7 +140,7 @@ for point in $POINTS; do
     check "$point, no state file"
 done
 # A slow start-up read (each reader sleeps 1.5 s at the point): a call
-# during it fails at once with 55000 and a DETAIL that says how far the
+# during it fails after half a second with 55000 and a DETAIL that says how far the
 # read has got (issue 55), and mints above every earlier ID once it is
 # done.
 log "a slow start-up read"
