@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The red-team review of issue 55's start paths: four attacks, each of
-# which worked against the change as first written (6474f4a), each now a
+# which worked against the change as first written (0f8cbf1), each now a
 # part of this script.
 #  1. One database's mark far ahead hid every other database's mark: the
 #     start-up read applied only the largest, held it back, and b minted
@@ -23,10 +23,10 @@
 #     her held database 65 times and minted once in each: the 64 shared
 #     slots of held marks filled, and every database of the server
 #     stopped, for good, even once the copies were dropped and her mark
-#     discarded (b194df6).
+#     discarded (be97357).
 # Passes when none of them works any more. ATTACK_PARTS="2 4" runs some
-# of the parts only (each on its own shows which fail against 6474f4a,
-# part 5 against b194df6).
+# of the parts only (each on its own shows which fail against 0f8cbf1,
+# part 5 against be97357).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
 FT=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
