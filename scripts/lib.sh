@@ -359,6 +359,22 @@ pq() {
     "$(pgbin)/psql" -X -q -h "$dir" -p "$port" -U postgres -v ON_ERROR_STOP=1 "$@"
 }
 
+# A fake clock for the tests that move time (libfaketime), one file per
+# script: fake_clock FILE makes FILE the clock (at +0) and checks that
+# libfaketime is there; setclock OFFSET moves it ("-5m", "+0"); every
+# process started by fake_start DIR reads it at each call.
+FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
+CLOCK=""
+fake_clock() {
+    [ -f "$FAKETIME_LIB" ] || die "libfaketime is missing (apt package libfaketime)"
+    CLOCK="$1"; setclock "+0"
+}
+setclock() { echo "$1" > "$CLOCK"; chmod 644 "$CLOCK"; }
+fake_start() {
+    cluster_start "$1" LD_PRELOAD="$FAKETIME_LIB" FAKETIME_TIMESTAMP_FILE="$CLOCK" FAKETIME_NO_CACHE=1 \
+        FAKETIME_DONT_FAKE_MONOTONIC=1 || { tail -20 "$1/server.log" >&2; die "start failed in $1"; }
+}
+
 # mint_when_ready DIR PORT DB: the first ID of database DB after a start,
 # printed. While the start-up read of the high-water marks runs, a call
 # fails after half a second with 55000 `snowflake_id high-water mark is not

@@ -107,16 +107,7 @@ pub fn ensure_ready() {
         READY.store(true, Ordering::Relaxed);
         return;
     };
-    let ok = shmem::wait_until(GRACE_MS, || {
-        let d = t.mark_ready.load(Ordering::Acquire);
-        if !d {
-            scan::wake_launcher(t);
-        }
-        d
-    });
-    if !ok {
-        unavailable(t);
-    }
+    wait_for_read(t, GRACE_MS);
     READY.store(true, Ordering::Relaxed);
 }
 
@@ -128,8 +119,15 @@ pub const GRACE_MS: i64 = 500;
 /// [`WAIT_MS`], then 55000: for a superuser's decision
 /// (`snowflake_accept_configuration()`), which must see every mark.
 pub fn wait_ready() {
-    let Some(t) = marks() else { return };
-    let ok = shmem::wait_until(WAIT_MS, || {
+    if let Some(t) = marks() {
+        wait_for_read(t, WAIT_MS);
+    }
+}
+
+/// Wait at most `ms` for the start-up read of the marks (waking the
+/// launcher), then 55000 with how far it has got.
+fn wait_for_read(t: &shmem::Tracking, ms: i64) {
+    let ok = shmem::wait_until(ms, || {
         let d = t.mark_ready.load(Ordering::Acquire);
         if !d {
             scan::wake_launcher(t);
@@ -445,11 +443,7 @@ fn refuse_if_held_here(t: &shmem::Tracking, own: Option<i64>) {
 /// ordinary mark now: apply the largest and lift every hold, as the
 /// start-up read would have done had it found them now.
 fn release_far_mark_in_reach(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) {
-    let far = t
-        .held
-        .largest()
-        .map_or(i64::MIN, |(_, m)| m)
-        .max(t.mark_far_ms.load(Ordering::Acquire));
+    let far = largest_held(t);
     let clock = SystemClock;
     if far == i64::MIN
         || far
@@ -476,16 +470,22 @@ fn release_far_mark_in_reach(t: &shmem::Tracking, state: &GeneratorState, layout
     );
 }
 
+/// The largest mark held back anywhere (`i64::MIN`: none): the shared
+/// slots', and the largest recorded, which also counts databases whose
+/// backends hold their marks themselves.
+fn largest_held(t: &shmem::Tracking) -> i64 {
+    t.held
+        .largest()
+        .map_or(i64::MIN, |(_, m)| m)
+        .max(t.mark_far_ms.load(Ordering::Acquire))
+}
+
 /// Apply every held-back mark (`snowflake_accept_configuration()`):
 /// raise the generator above the largest and lift every hold. Returns the
 /// mark applied; 22008 when it is at the layout's last millisecond.
 pub fn apply_held_marks(state: &GeneratorState, layout: &Layout) -> Option<i64> {
     let t = shmem::tracking()?;
-    let far = t
-        .held
-        .largest()
-        .map_or(i64::MIN, |(_, m)| m)
-        .max(t.mark_far_ms.load(Ordering::Acquire));
+    let far = largest_held(t);
     if far == i64::MIN {
         return None;
     }

@@ -279,6 +279,24 @@ impl Table {
     /// and where it lies.
     pub fn find_not_own(&self, key: &Key, own: i64) -> Option<(i64, i64, pg_sys::ItemPointerData)> {
         let mut best: Option<(i64, i64, pg_sys::ItemPointerData)> = None;
+        self.each(key, |mark, written, tid| {
+            if written != own && best.is_none_or(|(m, _, _)| mark > m) {
+                best = Some((mark, written, tid));
+            }
+        });
+        best
+    }
+
+    /// Every live row of `key`: its mark and where it lies.
+    pub fn rows(&self, key: &Key) -> Vec<(i64, pg_sys::ItemPointerData)> {
+        let mut out = vec![];
+        self.each(key, |mark, _, tid| out.push((mark, tid)));
+        out
+    }
+
+    /// Call `f` with the mark, the stamp and the place of every live row
+    /// of `key`. Rows of other configurations are never read as ours.
+    fn each(&self, key: &Key, mut f: impl FnMut(i64, i64, pg_sys::ItemPointerData)) {
         // SAFETY: a heap scan of an open relation under SnapshotSelf
         // (committed rows and this transaction's own, as of now); each
         // tuple's data is read while the scan holds it.
@@ -295,18 +313,17 @@ impl Table {
                     break;
                 }
                 if let Some(data) = row_data((*tup).t_data, (*tup).t_len as usize) {
-                    let written = read_i64(data, OFF_WRITTEN);
-                    if read_key(data) == *key && written != own {
-                        let mark = read_i64(data, OFF_MARK);
-                        if best.is_none_or(|(m, _, _)| mark > m) {
-                            best = Some((mark, written, (*tup).t_self));
-                        }
+                    if read_key(data) == *key {
+                        f(
+                            read_i64(data, OFF_MARK),
+                            read_i64(data, OFF_WRITTEN),
+                            (*tup).t_self,
+                        );
                     }
                 }
             }
             pg_sys::table_endscan(scan);
         }
-        best
     }
 
     /// Raise the row at `tid` (of `key`) to `target` in place, never
@@ -340,33 +357,6 @@ impl Table {
         stamp: i64,
     ) -> Option<i64> {
         self.write(tid, key, target, stamp, true)
-    }
-
-    /// Every live row of `key`: its mark and where it lies.
-    pub fn rows(&self, key: &Key) -> Vec<(i64, pg_sys::ItemPointerData)> {
-        let mut out = vec![];
-        // SAFETY: as in `find_not_own`.
-        unsafe {
-            let scan = pg_sys::table_beginscan(
-                self.rel,
-                &raw mut pg_sys::SnapshotSelfData,
-                0,
-                std::ptr::null_mut(),
-            );
-            loop {
-                let tup = pg_sys::heap_getnext(scan, pg_sys::ScanDirection::ForwardScanDirection);
-                if tup.is_null() {
-                    break;
-                }
-                if let Some(data) = row_data((*tup).t_data, (*tup).t_len as usize) {
-                    if read_key(data) == *key {
-                        out.push((read_i64(data, OFF_MARK), (*tup).t_self));
-                    }
-                }
-            }
-            pg_sys::table_endscan(scan);
-        }
-        out
     }
 
     fn write(

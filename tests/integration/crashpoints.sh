@@ -32,10 +32,7 @@ if [ "$PG_MAJOR" != 18 ]; then
 fi
 BASE=$(state_dir "$ROOT/.run/it-crashpoints" it-crashpoints)
 PORT=${SNOWFLAKE_IT_PORT:-55630}
-FT=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
-[ -f "$FT" ] || die "libfaketime is missing (apt package libfaketime)"
-CLOCK="$BASE/faketime"
-setclock() { echo "$1" > "$CLOCK"; chmod 644 "$CLOCK"; }
+fake_clock "$BASE/faketime"
 D="$BASE/s"
 trap 'cluster_stop "$D"' EXIT
 cluster_stop "$D"
@@ -61,10 +58,7 @@ is_root && chown -R postgres:postgres "$BASE"
 PG_CONFIG="$PGCOPY/bin/pg_config"
 grep -q "failure point" "$PGCOPY/lib/snowflake_id.so" || die "the test build has no failure points"
 
-start() {
-    cluster_start "$D" LD_PRELOAD="$FT" FAKETIME_TIMESTAMP_FILE="$CLOCK" FAKETIME_NO_CACHE=1 \
-        FAKETIME_DONT_FAKE_MONOTONIC=1 || { tail -20 "$D/server.log" >&2; die "start failed"; }
-}
+start() { fake_start "$D"; }
 q() { pq "$D" "$PORT" -At "$@"; }
 arm() { echo "$1" | as_pg tee "$D/data/snowflake_id.failpoint" >/dev/null; }
 SEEN="$BASE/seen.ids"; : > "$SEEN"

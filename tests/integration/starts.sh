@@ -49,10 +49,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 BASE=$(state_dir "$ROOT/.run/it-starts" it-starts)
 PORT=${SNOWFLAKE_IT_PORT:-55610}
-FT=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
-[ -f "$FT" ] || die "libfaketime is missing (apt package libfaketime)"
-CLOCK="$BASE/faketime"
-setclock() { echo "$1" > "$CLOCK"; chmod 644 "$CLOCK"; }
+fake_clock "$BASE/faketime"
 all_stop() { for d in "$BASE"/*/; do [ -f "$d/data/PG_VERSION" ] && cluster_stop "${d%/}"; done; true; }
 trap all_stop EXIT
 all_stop
@@ -65,10 +62,7 @@ CONTEXTS=${STARTS_CONTEXTS:-"top savepoint exception prepared cursor trigger cop
 FILLERS=40
 
 fresh() { local d="$BASE/$1"; cluster_stop "$d"; rm -rf "$d"; mkdir -p "$d"; is_root && chown postgres:postgres "$d"; echo "$d"; }
-start() {  # start DIR: with the fake clock
-    cluster_start "$1" LD_PRELOAD="$FT" FAKETIME_TIMESTAMP_FILE="$CLOCK" FAKETIME_NO_CACHE=1 \
-        FAKETIME_DONT_FAKE_MONOTONIC=1 || { tail -20 "$1/server.log" >&2; die "start failed in $1"; }
-}
+start() { fake_start "$1"; }  # start DIR: with the fake clock
 init() {  # init DIR PORT WORKER
     cluster_init "$1" "$2" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = $3" \
         "snowflake_id.max_lead = '1h'" "max_prepared_transactions = 10"

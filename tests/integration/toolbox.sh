@@ -47,10 +47,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 BASE=$(state_dir "$ROOT/.run/it-toolbox" it-toolbox)
 PORT=${SNOWFLAKE_IT_PORT:-55560}
-FT=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
-[ -f "$FT" ] || die "libfaketime is missing (apt package libfaketime)"
-CLOCK="$BASE/faketime"
-setclock() { echo "$1" > "$CLOCK"; chmod 644 "$CLOCK"; }
+fake_clock "$BASE/faketime"
 all_stop() { for d in "$BASE"/*/; do [ -f "$d/data/PG_VERSION" ] && cluster_stop "${d%/}"; done; true; }
 trap all_stop EXIT
 all_stop
@@ -59,10 +56,7 @@ want() { [[ " ${TOOLBOX_SCENARIOS:-1 2 3 4 5 6 7 8 9 10} " == *" $1 "* ]]; }
 
 # fresh NAME: an empty directory for a cluster, owned by postgres.
 fresh() { local d="$BASE/$1"; cluster_stop "$d"; rm -rf "$d"; mkdir -p "$d"; is_root && chown postgres:postgres "$d"; echo "$d"; }
-start() {  # start DIR: with the fake clock
-    cluster_start "$1" LD_PRELOAD="$FT" FAKETIME_TIMESTAMP_FILE="$CLOCK" FAKETIME_NO_CACHE=1 \
-        FAKETIME_DONT_FAKE_MONOTONIC=1 || { tail -20 "$1/server.log" >&2; die "start failed in $1"; }
-}
+start() { fake_start "$1"; }  # start DIR: with the fake clock
 q() { local d="$1" p="$2"; shift 2; pq "$d" "$p" -At -F ' ' "$@"; }
 # init DIR PORT: a cluster with worker id 7 and an hour of lead allowed.
 init() { cluster_init "$1" "$2" "$PRELOAD" "snowflake_id.worker_id = 7" "snowflake_id.max_lead = '1h'"; }
@@ -329,7 +323,7 @@ cluster_stop "$A"
 AHEAD_CLOCK="$BASE/faketime-ahead"; echo "+1h" > "$AHEAD_CLOCK"; chmod 644 "$AHEAD_CLOCK"
 setclock "+0"
 P=$(fresh p); cluster_init "$P" $((PORT + 7)) "$PRELOAD" "snowflake_id.worker_id = 9" "wal_level = logical"
-cluster_start "$P" LD_PRELOAD="$FT" FAKETIME_TIMESTAMP_FILE="$AHEAD_CLOCK" FAKETIME_NO_CACHE=1 \
+cluster_start "$P" LD_PRELOAD="$FAKETIME_LIB" FAKETIME_TIMESTAMP_FILE="$AHEAD_CLOCK" FAKETIME_NO_CACHE=1 \
     FAKETIME_DONT_FAKE_MONOTONIC=1 || { tail -20 "$P/server.log" >&2; die "start failed in $P"; }
 S=$(fresh s); cluster_init "$S" $((PORT + 8)) "$PRELOAD" "snowflake_id.worker_id = 10"; start "$S"
 for d in "$P $((PORT + 7))" "$S $((PORT + 8))"; do

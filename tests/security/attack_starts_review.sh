@@ -29,11 +29,8 @@
 # part 5 against be97357).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
-FT=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
-[ -f "$FT" ] || die "libfaketime is missing (apt package libfaketime)"
 attack_cluster starts "${SNOWFLAKE_ATTACK_PORT:-56160}" 31 "max_prepared_transactions = 5"
-CLOCK="$DIR/../faketime"
-setclock() { echo "$1" > "$CLOCK"; chmod 644 "$CLOCK"; }
+fake_clock "$DIR/../faketime"
 restart() {  # restart [immediate|kill9|nofile]: stop, then start on the fake clock
     case ${1:-} in
         immediate) as_pg "$(pgbin)/pg_ctl" -D "$DIR/data" -m immediate -w stop >/dev/null ;;
@@ -41,8 +38,7 @@ restart() {  # restart [immediate|kill9|nofile]: stop, then start on the fake cl
         *) cluster_stop "$DIR" ;;
     esac
     [ "${1:-}" = nofile ] && rm -f "$DIR/data/snowflake_id.state"
-    cluster_start "$DIR" LD_PRELOAD="$FT" FAKETIME_TIMESTAMP_FILE="$CLOCK" FAKETIME_NO_CACHE=1 \
-        FAKETIME_DONT_FAKE_MONOTONIC=1 || { tail -20 "$DIR/server.log" >&2; die "start failed"; }
+    fake_start "$DIR"
 }
 ext() { as postgres "$1" -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" >/dev/null; }
 want() { [[ " ${ATTACK_PARTS:-1 2 3 4 5} " == *" $1 "* ]]; }
