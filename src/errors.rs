@@ -587,7 +587,7 @@ pub fn high_water_row_in_parallel() -> ! {
 }
 
 /// The server's worker id is leased, and no lease is held now
-/// (`crate::mint::lease`).
+/// (`crate::lease`).
 pub fn no_lease(detail: String, exhausted: bool) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,

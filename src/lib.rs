@@ -20,7 +20,7 @@
 //! - [`operate`]: what an administrator calls (statistics, raising the
 //!   floor, the fleet check).
 
-use mint::{backend_clock, bgworker, lease, reservation, shmem, wal};
+use mint::{backend_clock, bgworker, reservation, shmem, wal};
 use pgrx::prelude::*;
 
 pub mod backtraces;
@@ -30,6 +30,7 @@ pub mod errors;
 pub mod failpoint;
 pub mod gucs;
 pub mod high_water;
+pub mod lease;
 pub mod mint;
 pub mod operate;
 pub mod read;
@@ -58,18 +59,18 @@ pub extern "C-unwind" fn _PG_init() {
         Ok(l) => l,
         Err(msg) => errors::invalid_layout(&msg),
     };
-    if let Some(p) = lease::check_configuration(&layout) {
+    if let Some(p) = lease::worker::check_configuration(&layout) {
         errors::invalid_setting(&p);
     }
     if gucs::leased() {
-        lease::draw_token();
+        lease::worker::draw_token();
     }
     shmem::init(reservation::startup_state);
     wal::register();
     backend_clock::detect();
     bgworker::register();
     high_water::init();
-    lease::register();
+    lease::worker::register();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

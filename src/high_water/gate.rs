@@ -15,7 +15,7 @@ use super::{
 };
 use crate::errors;
 use crate::gucs;
-use crate::mint::{lease, shmem};
+use crate::mint::{shmem, worker};
 use pgrx::pg_sys;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use std::sync::atomic::Ordering;
@@ -44,7 +44,7 @@ pub fn before_mint() {
         HELD_HERE.with(|h| h.set(None));
     }
     if !SELF_READ.with(|r| r.get()) {
-        if let (Ok(layout), Some(worker)) = (gucs::layout(), lease::current_worker_id()) {
+        if let (Ok(layout), Some(worker)) = (gucs::layout(), worker::current_worker_id()) {
             let key = key(&layout, worker);
             let lags = this_database_lags();
             row::with_lock_timeout(|| read_own_mark(t, state, &layout, &key, lags));
@@ -76,7 +76,7 @@ pub fn covered(ms: i64) -> i64 {
 }
 
 fn cover(t: &shmem::Tracking, state: &snowflake_id_core::GeneratorState, ms: i64) -> i64 {
-    let (Ok(layout), Some(worker)) = (gucs::layout(), lease::current_worker_id()) else {
+    let (Ok(layout), Some(worker)) = (gucs::layout(), worker::current_worker_id()) else {
         return i64::MAX;
     };
     let key = key(&layout, worker);

@@ -60,7 +60,7 @@ pub mod scan;
 
 use crate::mint::reservation::{BLOCKED_CODES, HELD_SOMEWHERE};
 pub use crate::mint::reservation::{BLOCKED_FAR_MARK, FAR_MS};
-use crate::mint::{bound, lease, shmem};
+use crate::mint::{bound, shmem, worker};
 use crate::{errors, gucs};
 use pgrx::prelude::*;
 use pgrx::{pg_sys, PgLogLevel, PgSqlErrorCode};
@@ -539,7 +539,7 @@ fn database_name() -> String {
 pub fn snowflake_high_water() -> Option<TimestampWithTimeZone> {
     shmem::tracking()?;
     let layout = gucs::layout().ok()?;
-    let worker = lease::current_worker_id()?;
+    let worker = worker::current_worker_id()?;
     let oid = row::table_oid()?;
     if !may_read(oid) {
         errors::high_water_not_readable();
@@ -586,7 +586,7 @@ pub fn snowflake_discard_high_water() -> Option<TimestampWithTimeZone> {
         return None;
     };
     crate::mint::nextval::refuse_during_recovery();
-    let worker = lease::current_worker_id()?;
+    let worker = worker::current_worker_id()?;
     let key = key(&layout, worker);
     let table = match row::Table::open(pg_sys::RowExclusiveLock) {
         row::Open::Opened(table) => table,
@@ -665,7 +665,7 @@ pub fn snowflake_write_high_water() -> Option<TimestampWithTimeZone> {
     let (Some(t), Some(state), Ok(layout)) = (marks(), shmem::state(), gucs::layout()) else {
         return None;
     };
-    let worker = lease::current_worker_id()?;
+    let worker = worker::current_worker_id()?;
     if shmem::in_recovery() || shmem::binary_upgrade() {
         return None;
     }
@@ -746,7 +746,7 @@ fn raise_for_restored(
         shmem::tracking(),
         shmem::state(),
         gucs::layout(),
-        lease::current_worker_id(),
+        worker::current_worker_id(),
     ) else {
         return;
     };

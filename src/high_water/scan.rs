@@ -20,7 +20,7 @@ use super::{
 };
 use crate::gucs;
 use crate::mint::shmem::READERS;
-use crate::mint::{bgworker, lease, shmem};
+use crate::mint::{bgworker, shmem, worker};
 use pgrx::bgworkers::BgWorkerStartTime;
 use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BackgroundWorkerStatus};
 use pgrx::pg_sys;
@@ -110,7 +110,8 @@ pub extern "C-unwind" fn snowflake_id_high_water_main(_arg: pg_sys::Datum) {
             forget_dropped_holds(t, state);
             prune_at = Some(Instant::now() + LAGGING_RETRY);
         }
-        if lease::current_worker_id().is_none() || retry_after.is_some_and(|at| Instant::now() < at)
+        if worker::current_worker_id().is_none()
+            || retry_after.is_some_and(|at| Instant::now() < at)
         {
             continue;
         }
@@ -570,7 +571,7 @@ pub extern "C-unwind" fn snowflake_id_high_water_reader_main(arg: pg_sys::Datum)
         }
     }
     let found = BackgroundWorker::transaction(|| {
-        let (Ok(layout), Some(worker)) = (gucs::layout(), lease::current_worker_id()) else {
+        let (Ok(layout), Some(worker)) = (gucs::layout(), worker::current_worker_id()) else {
             return None;
         };
         // Marks this start wrote are its own.

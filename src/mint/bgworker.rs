@@ -85,7 +85,7 @@ pub extern "C-unwind" fn snowflake_id_reserver_main(_arg: pg_sys::Datum) {
         // A standby replays reservations; it makes none of its own.
         if state.blocked.load(Ordering::Acquire) & reservation::BLOCKED_MASK != 0
             || shmem::tracking().is_some_and(|t| !t.mark_ready.load(Ordering::Acquire))
-            || crate::mint::lease::current_worker_id().is_none()
+            || crate::mint::worker::current_worker_id().is_none()
             || shmem::in_recovery()
             || shmem::binary_upgrade()
         {

@@ -2,7 +2,7 @@
 //! is issued twice, across restarts, crashes, failovers and restores.
 //!
 //! Uses [`crate::read`] (decoding) and the ground (errors, settings, the
-//! data directory); used by `crate::high_water`, [`crate::convert`] and [`crate::operate`],
+//! data directory); used by `crate::lease`, `crate::high_water`, [`crate::convert`] and [`crate::operate`],
 //! never the other way (`scripts/module_graph.py`).
 //! - [`nextval`]: the generator as SQL, `snowflake_nextval()`;
 //! - [`backend_clock`]: its clock (a per-backend millisecond cache on an
@@ -11,9 +11,9 @@
 //! - [`reservation`], [`wal`], [`bgworker`]: durability (the state file's
 //!   reservation, its renewal by the background worker, and the WAL
 //!   resource manager that replicates it to standbys);
-//! - [`lease`], [`registry_client`]: worker ids leased from a registry
-//!   (`snowflake_id.worker_id_source = registry`), with the SQL of the
-//!   registry in `sql/registry.sql` and its clock in [`registry_clock`];
+//! - [`worker`]: the worker id a call mints with, and the lease that
+//!   bounds it, as `crate::lease` (which uses this room, never the other
+//!   way) hands them over;
 //! - [`bound`]: the per-database bound an ID needs before it is
 //!   returned, asked of `crate::high_water` (which uses this room, never
 //!   the other way).
@@ -21,10 +21,8 @@
 pub mod backend_clock;
 pub mod bgworker;
 pub mod bound;
-pub mod lease;
 pub mod nextval;
-pub mod registry_client;
-pub mod registry_clock;
 pub mod reservation;
 pub mod shmem;
 pub mod wal;
+pub mod worker;

@@ -1,6 +1,6 @@
 //! `snowflake_nextval()`: the generator, as SQL.
 
-use crate::mint::{backend_clock, bound, lease, reservation, shmem};
+use crate::mint::{backend_clock, bound, reservation, shmem, worker};
 use crate::read::decode;
 use crate::{errors, gucs};
 use pgrx::pg_sys;
@@ -196,7 +196,7 @@ static SEEN: AtomicPtr<GeneratorState> = AtomicPtr::new(std::ptr::null_mut());
 #[cold]
 fn refuse(e: GenError) -> ! {
     match e {
-        GenError::LeaseExpired { worker } => lease::refuse_expired(worker),
+        GenError::LeaseExpired { worker } => worker::refuse_expired(worker),
         e => errors::generator_error(e),
     }
 }
@@ -341,7 +341,7 @@ fn until_issued<T>(
     attempt: impl FnMut() -> Result<Attempt<T>, GenError>,
 ) -> Result<T, GenError> {
     // When this call started waiting for the lease, if it did: its waits
-    // add up to a bounded total (`lease::wait_for_cover`).
+    // add up to a bounded total (`worker::wait_for_cover`).
     let mut since = None;
     snowflake_id_core::until_issued(attempt, sleep_us, |upto_ms| {
         reserve(state, cfg, upto_ms, &mut since)
@@ -358,8 +358,8 @@ fn generator() -> (&'static GeneratorState, Config) {
     SEEN.store(std::ptr::from_ref(state).cast_mut(), Ordering::Relaxed);
     refuse_during_recovery();
     let layout = decode::layout();
-    let Some(worker) = lease::worker_id(state) else {
-        lease::refuse_without_worker();
+    let Some(worker) = worker::worker_id(state) else {
+        worker::refuse_without_worker();
     };
     if worker > layout.max_worker() {
         errors::worker_out_of_range(worker, layout.max_worker());

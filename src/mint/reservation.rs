@@ -16,7 +16,7 @@
 
 use crate::datadir::{self, state_path};
 use crate::mint::shmem::MarksNeeded;
-use crate::mint::{lease, shmem};
+use crate::mint::{shmem, worker};
 use crate::{errors, gucs};
 use pgrx::pg_sys;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
@@ -262,7 +262,7 @@ pub fn renew(
 }
 
 /// [`renew`] for one minting call, whose waits for the lease
-/// (`lease::wait_for_cover`) add up to at most its bound across every
+/// (`worker::wait_for_cover`) add up to at most its bound across every
 /// reservation the call needs: `since` is the call's own record.
 pub fn renew_for_call(
     state: &GeneratorState,
@@ -273,7 +273,7 @@ pub fn renew_for_call(
 ) -> Option<i64> {
     if at_least_ms != i64::MIN {
         // A lost lease refuses at once.
-        lease::wait_for_cover(at_least_ms, since);
+        worker::wait_for_cover(at_least_ms, since);
     }
     let guard = shmem::renewal_lock();
     if !still_needed() {
@@ -295,7 +295,7 @@ pub fn this_server_file(layout: &Layout, reserved_ms: i64) -> StateFile {
         epoch_ms: layout.epoch_ms(),
         worker_bits: layout.worker_bits(),
         sequence_bits: layout.sequence_bits(),
-        worker_id: lease::current_worker_id().unwrap_or(0),
+        worker_id: worker::current_worker_id().unwrap_or(0),
         reserved_until_ms: reserved_ms,
         system_identifier: Some(datadir::system_identifier()),
         stopped_at_checkpoint: None,
@@ -382,7 +382,7 @@ unsafe extern "C-unwind" fn write_at_clean_stop(code: std::ffi::c_int, _arg: pg_
     else {
         return;
     };
-    let Some(worker) = lease::current_worker_id() else {
+    let Some(worker) = worker::current_worker_id() else {
         return;
     };
     if code != 0
@@ -431,7 +431,7 @@ fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -> Op
     let target = state
         .renewal_target(layout, clock.wall_ns(), clock.mono_ns(), WINDOW_MS)
         .max(at_least_ms)
-        .min(lease::cap_ms())
+        .min(worker::cap_ms())
         .max(cur);
     if target <= cur && datadir::exists() && !crate::mint::wal::checkpoint_passed_last_record() {
         // The lease holds the reservation back: nothing new to persist.

@@ -158,12 +158,12 @@ pub struct Tracking {
     /// Databases found with the extension at a version before 0.8.0, each
     /// named once in the log.
     pub old_versions: snowflake_id_core::GrowingOidSet<OLD_VERSION_DATABASES>,
-    /// The worker-id lease (`crate::mint::lease`).
+    /// The worker-id lease (`crate::lease`).
     pub lease: LeaseShared,
 }
 
 /// The lease of a server whose worker id comes from a registry, as the
-/// lease worker last saw it (`crate::mint::lease`). The generator's own
+/// lease worker last saw it (`crate::lease`). The generator's own
 /// `assigned_worker` says which id it holds; these say until when.
 pub struct LeaseShared {
     /// The leased worker id, -1 when none is held.

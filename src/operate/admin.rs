@@ -2,7 +2,7 @@
 //! `snowflake_accept_configuration()`.
 
 use crate::high_water;
-use crate::mint::{lease, reservation, shmem};
+use crate::mint::{reservation, shmem, worker};
 use crate::read::decode;
 use crate::{errors, gucs};
 use pgrx::prelude::*;
@@ -98,10 +98,10 @@ pub fn snowflake_stats() -> TableIterator<
             "disabled: high-water mark far ahead of the clock".to_string()
         }
         _ if shmem::in_recovery() => "standby: in recovery".to_string(),
-        _ if lease::current_worker_id().is_none() && gucs::leased() => {
+        _ if worker::current_worker_id().is_none() && gucs::leased() => {
             "no worker id leased".to_string()
         }
-        _ if lease::current_worker_id().is_none() => "worker_id unset".to_string(),
+        _ if worker::current_worker_id().is_none() => "worker_id unset".to_string(),
         _ if shmem::tracking().is_some_and(|t| !t.mark_ready.load(Ordering::Acquire)) => {
             "waiting for the high-water mark".to_string()
         }
@@ -113,9 +113,9 @@ pub fn snowflake_stats() -> TableIterator<
         }
         _ => "ok".to_string(),
     };
-    let l = lease::stats();
+    let l = worker::stats();
     TableIterator::once((
-        lease::current_worker_id().map(|w| w as i32),
+        worker::current_worker_id().map(|w| w as i32),
         tstz(layout.epoch_ms()),
         layout.timestamp_bits() as i32,
         layout.worker_bits() as i32,
@@ -171,8 +171,8 @@ pub fn snowflake_accept_configuration() -> String {
     };
     crate::mint::nextval::refuse_during_recovery();
     let layout = decode::layout();
-    if lease::current_worker_id().is_none() {
-        lease::refuse_without_worker();
+    if worker::current_worker_id().is_none() {
+        worker::refuse_without_worker();
     }
     // The generator is above every database's high-water mark before
     // anything is minted again.

@@ -6,7 +6,7 @@
 # code as the lease role (snowflake_lease).
 #
 # The lease worker looks the extension's schema up once per connection
-# (SCHEMA_SQL in src/mint/lease.rs: its NAME, from pg_extension) and then
+# (SCHEMA_SQL in src/lease/worker.rs: its NAME, from pg_extension) and then
 # sends "SELECT ... FROM <name>.snowflake_registry_renew(...)" on that
 # connection for as long as it lives. docs/worker-ids.md installs the
 # extension in the registry database's default schema, "public", which

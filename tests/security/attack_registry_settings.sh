@@ -23,7 +23,7 @@
 #    registry restart or failover, or a dropped connection, the fleet
 #    stops likewise.
 # The lease worker takes whatever session the role and database settings
-# give it (src/mint/registry_client.rs sets nothing at connect).
+# give it (src/lease/registry_client.rs sets nothing at connect).
 #
 # Passes (exit 0) when server 1 keeps minting through both; fails (exit 1)
 # while either works.

@@ -5,7 +5,7 @@
 -- The only SECURITY DEFINER functions are the worker-id registry's,
 -- which let the registry's members (granted EXECUTE by its administrator)
 -- claim, renew and release leases without writing its table
--- (src/mint/sql/registry.sql): nobody else may run them, and they pin
+-- (src/lease/sql/registry.sql): nobody else may run them, and they pin
 -- search_path like every SQL and PL/pgSQL function but the procedure.
 SELECT sectest.check(coalesce(string_agg(p.proname, ', ' ORDER BY p.proname), '') =
                      'snowflake_registry_claim, snowflake_registry_release, snowflake_registry_renew, snowflake_registry_settings',

@@ -1,4 +1,4 @@
--- The worker-id registry's SQL surface (src/mint/sql/registry.sql): what
+-- The worker-id registry's SQL surface (src/lease/sql/registry.sql): what
 -- the lease workers of the servers call, driven here by hand with made-up
 -- tokens. The layout is the default one (10 worker bits, 12 sequence
 -- bits, epoch 2024-01-01 = 1704067200000 ms). Times are compared, never

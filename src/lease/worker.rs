@@ -1,40 +1,12 @@
-//! Leased worker ids (`snowflake_id.worker_id_source = registry`): the
-//! server's worker id is a lease on a row of a registry table on another
-//! PostgreSQL server, which the same extension keeps
-//! (`src/mint/sql/registry.sql`).
-//!
-//! - **Claim.** At start-up and after promotion (never on a standby), the
-//!   "snowflake_id lease" background worker claims a row with
-//!   `snowflake_registry_claim()`, which hands back the row's previous
-//!   `reserved_until`: the generator continues above it
-//!   (`GeneratorState::assign_worker`), so a new holder always mints above
-//!   everything the previous holder could have minted, whatever the
-//!   clocks say.
-//! - **Renewal** every third of `snowflake_id.lease_ttl`, compare-and-set
-//!   on the row's token and epoch, raising `reserved_until` one TTL ahead
-//!   of the generator's frontier.
-//! - **The cap.** No durable reservation passes the lease's
-//!   `reserved_until`, nor is one made after the lease's deadline on the
-//!   monotonic clock ([`cap_ms`], `crate::mint::reservation`): the hot
-//!   path compares an ID with the durable reservation as before, so the
-//!   lease costs it nothing but the read of the held worker id.
-//! - **Losing the lease** (a lost compare-and-set, a retired id, the
-//!   deadline passed with the registry unreachable) stops minting at once:
-//!   55000. Callers that read the old worker id before are refused by the
-//!   generator itself. The worker keeps trying: a renewal that still
-//!   matches (the registry was only unreachable) resumes the same id, else
-//!   it claims another.
-//! - **Tokens** are random at each postmaster start: a cold copy of a data
-//!   directory or a cloned VM never holds a live lease.
-//! - **A clean shutdown** releases the lease (its `reserved_until` stays),
-//!   so the restarted server usually gets its id back.
-//!
-//! The arithmetic of a lease (deadline, renewal time, back-off) is
-//! `snowflake_id_core::lease`; the libpq client is
-//! `crate::mint::registry_client`.
+//! The "snowflake_id lease" background worker: it claims this server's
+//! worker id from the registry, renews it every third of
+//! `snowflake_id.lease_ttl`, and releases it at a clean shutdown; what it
+//! holds it hands to minting through `crate::mint::worker` (see the
+//! room's overview in [`crate::lease`]).
 
-use crate::mint::registry_client::{Connection, Failure};
+use crate::lease::registry_client::{Connection, Failure};
 use crate::mint::shmem::{self, LeaseShared};
+use crate::mint::worker;
 use crate::{datadir, errors, gucs};
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
@@ -43,179 +15,10 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 use snowflake_id_core::lease::retry_delay_ms;
-use snowflake_id_core::{
-    format_epoch, Clock, GeneratorState, Layout, Lease, SystemClock, NO_WORKER, STATIC_WORKER,
-};
+use snowflake_id_core::{format_epoch, Clock, GeneratorState, Layout, Lease, SystemClock};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
-
-/// The worker id a caller mints with: the held lease's where the id is
-/// leased (`None` while none is held), else `snowflake_id.worker_id`.
-#[inline(always)]
-pub fn worker_id(state: &GeneratorState) -> Option<u64> {
-    match state.assigned_worker.load(Ordering::Acquire) {
-        STATIC_WORKER => gucs::worker_id(),
-        NO_WORKER => None,
-        w => Some(w),
-    }
-}
-
-/// [`worker_id`] of this server, for callers off the hot path; the
-/// configured id where the library is not preloaded.
-pub fn current_worker_id() -> Option<u64> {
-    match shmem::state() {
-        Some(state) => worker_id(state),
-        None if gucs::leased() => None,
-        None => gucs::worker_id(),
-    }
-}
-
-/// ERROR for a caller that found no worker id: 55000 saying why.
-#[cold]
-pub fn refuse_without_worker() -> ! {
-    if !gucs::leased() {
-        errors::worker_id_unset();
-    }
-    let l = shared();
-    let why = l.and_then(|l| l.last_error.get());
-    let detail = match why {
-        Some(e) => format!("Last registry error: {e}"),
-        None if l.is_some_and(|l| l.latch.load(Ordering::Acquire) == 0) => {
-            "The snowflake_id lease worker is not running (it starts after recovery).".into()
-        }
-        None => "The lease worker has not claimed a worker id yet.".into(),
-    };
-    errors::no_lease(
-        detail,
-        l.is_some_and(|l| l.exhausted.load(Ordering::Acquire)),
-    )
-}
-
-/// ERROR for a caller that found its lease past its deadline
-/// (`GenError::LeaseExpired`): 55000 with the registry's last error.
-#[cold]
-pub fn refuse_expired(worker: u64) -> ! {
-    let l = shared();
-    if let Some(l) = l {
-        wake_worker(l);
-    }
-    let detail = match l.and_then(|l| l.last_error.get()) {
-        Some(e) => format!("Last registry error: {e}"),
-        None => "The lease worker has not renewed the lease in time (it may be stalled, or waiting for the registry).".into(),
-    };
-    errors::lease_expired(worker, detail)
-}
-
-fn shared() -> Option<&'static LeaseShared> {
-    shmem::tracking().map(|t| &t.lease)
-}
-
-/// The highest Unix ms a durable reservation may reach: the lease's
-/// `reserved_until` while it is live, `i64::MIN` without a live lease,
-/// `i64::MAX` where the worker id is not leased.
-pub fn cap_ms() -> i64 {
-    if !gucs::leased() {
-        return i64::MAX;
-    }
-    let (Some(l), Some(state)) = (shared(), shmem::state()) else {
-        return i64::MAX;
-    };
-    // The worker is set after the deadline is published (`publish`).
-    if l.worker.load(Ordering::Acquire) < 0
-        || SystemClock.lease_ns() >= state.lease_deadline_ns.load(Ordering::Acquire)
-    {
-        return i64::MIN;
-    }
-    l.reserved_until_ms.load(Ordering::Acquire)
-}
-
-/// How long one call waits, in all, for the lease worker to raise the
-/// reservation in the registry: a call that cannot mint fails within it.
-const COVER_WAIT_MS: i64 = 2_000;
-
-/// Before a durable reservation up to `ms`: make sure the lease covers
-/// it, asking the lease worker to raise it and waiting, else 55000.
-/// `since` is the call's own record of when it started waiting
-/// (`SystemClock::lease_ns`): however many reservations one call needs,
-/// it waits at most [`COVER_WAIT_MS`] in all (issue 47: a server whose
-/// clock ran ahead of what the registry grants had single calls wait a
-/// minute, one bounded wait after another).
-pub fn wait_for_cover(ms: i64, since: &mut Option<i64>) {
-    if !gucs::leased() {
-        return;
-    }
-    let Some(l) = shared() else { return };
-    let started = *since.get_or_insert_with(|| SystemClock.lease_ns());
-    let left_ms = COVER_WAIT_MS - (SystemClock.lease_ns() - started) / 1_000_000;
-    let covered = left_ms > 0
-        && shmem::wait_until(left_ms, || {
-            let cap = cap_ms();
-            if cap >= ms {
-                return true;
-            }
-            if cap == i64::MIN {
-                return true; // no lease: refused below, without waiting
-            }
-            wake_worker(l);
-            false
-        });
-    let cap = cap_ms();
-    if cap == i64::MIN {
-        refuse_without_worker();
-    }
-    if !covered || cap < ms {
-        let why = match l.last_error.get() {
-            Some(e) => format!(" Last registry error: {e}"),
-            None => " The registry answered every renewal but raised the reservation no further: this server's clock or IDs are ahead of the registry's clock by more than the registry's max_ahead.".into(),
-        };
-        errors::lease_does_not_cover(format!(
-            "The next ID needs {}; the lease of worker id {} reaches {}.{why}",
-            format_epoch(ms),
-            l.worker.load(Ordering::Acquire),
-            format_epoch(cap),
-        ));
-    }
-}
-
-fn wake_worker(l: &LeaseShared) {
-    if !l.wanted.swap(true, Ordering::AcqRel) {
-        let latch = l.latch.load(Ordering::Acquire);
-        if latch != 0 {
-            // SAFETY: the worker's latch is in its PGPROC (shared memory);
-            // SetLatch on a latch whose owner exited is harmless.
-            unsafe { pg_sys::SetLatch(latch as *mut pg_sys::Latch) };
-        }
-    }
-}
-
-/// What `snowflake_stats()` shows of the lease: the worker id held, the
-/// deadline and `reserved_until` (Unix ms), the registry's errors and the
-/// last one.
-pub struct LeaseStats {
-    pub worker: Option<i32>,
-    pub expires_ms: Option<i64>,
-    pub reserved_until_ms: Option<i64>,
-    pub errors: i64,
-    pub last_error: Option<String>,
-}
-
-pub fn stats() -> Option<LeaseStats> {
-    if !gucs::leased() {
-        return None;
-    }
-    let l = shared()?;
-    let worker = l.worker.load(Ordering::Acquire);
-    let held = worker >= 0;
-    let known = |v: i64| (held && v != i64::MIN).then_some(v);
-    Some(LeaseStats {
-        worker: held.then_some(worker as i32),
-        expires_ms: known(l.deadline_wall_ms.load(Ordering::Acquire)),
-        reserved_until_ms: known(l.reserved_until_ms.load(Ordering::Acquire)),
-        errors: l.errors.load(Ordering::Relaxed) as i64,
-        last_error: l.last_error.get(),
-    })
-}
 
 // ---------------------------------------------------------------------
 // The lease worker.
@@ -365,7 +168,7 @@ const SESSION_SQL: &str = "SELECT pg_catalog.count(pg_catalog.set_config(s.name,
 
 /// Where the extension's functions are in the registry database, and
 /// whether anyone but a superuser could change what those names call
-/// (`crate::mint::lease`: the lease worker refuses the registry then):
+/// (the lease worker refuses the registry then):
 /// the database's owner (who may drop or rename the extension's schema
 /// when it is `public`, and queue locks on the registry's table), the
 /// schema's owner, every role with CREATE in the schema (an overload
@@ -523,27 +326,11 @@ impl Worker {
         r
     }
 
-    /// Publish a live lease to backends.
-    fn publish(&self, l: &Lease) {
-        let s = self.shared;
-        s.reserved_until_ms
-            .fetch_max(l.reserved_until_ms, Ordering::AcqRel);
-        s.epoch.store(l.epoch, Ordering::Release);
-        let wall_ms = SystemClock.wall_ns().div_euclid(1_000_000);
-        let left_ms = (l.deadline_ns() - mono_ns()).div_euclid(1_000_000);
-        s.deadline_wall_ms
-            .store(wall_ms + left_ms, Ordering::Release);
-        // Every minting call checks the deadline itself (issue 47).
-        self.state.set_lease_deadline(l.deadline_ns());
-        s.worker.store(l.worker as i64, Ordering::Release);
-    }
-
     /// Stop minting: no worker id is held from here on.
     fn drop_worker(&self, why: &str) {
-        if !unassign(self.shared, self.state, &self.layout) {
+        if !worker::revoke() {
             return;
         }
-        shmem::wake_waiters();
         log(
             PgLogLevel::WARNING,
             format!("snowflake_id lease: stopped minting: {why}"),
@@ -552,15 +339,8 @@ impl Worker {
 
     /// Hand the generator a lease: every later ID is above `floor_ms`.
     fn take(&mut self, l: Lease, floor_ms: i64, how: &str) {
-        self.shared
-            .reserved_until_ms
-            .store(i64::MIN, Ordering::Release);
-        self.publish(&l);
-        self.state
-            .assign_worker(l.worker, floor_ms, &self.layout, mono_ns());
-        self.shared.exhausted.store(false, Ordering::Release);
+        worker::grant(&l, floor_ms);
         self.lease = Some(l);
-        shmem::wake_waiters();
         log(
             PgLogLevel::LOG,
             format!(
@@ -669,9 +449,8 @@ impl Worker {
                         // deadline, and nobody took the id meanwhile.
                         self.take(l, i64::MIN, "renewed the expired lease of");
                     } else {
-                        self.publish(&l);
+                        worker::extend(&l);
                         self.lease = Some(l);
-                        shmem::wake_waiters();
                     }
                 }
             },
@@ -814,29 +593,10 @@ pub extern "C-unwind" fn snowflake_id_lease_main(_arg: pg_sys::Datum) {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn forget_worker(_code: std::ffi::c_int, _arg: pg_sys::Datum) {
-    if let Some(l) = shared() {
+    if let Some(l) = worker::shared() {
         l.latch.store(0, Ordering::Release);
         // Whatever ended the worker, nothing is minted under a lease that
         // nobody renews: the restarted worker claims again.
-        if let (Some(state), Ok(layout)) = (shmem::state(), gucs::layout()) {
-            unassign(l, state, &layout);
-        }
+        worker::revoke();
     }
 }
-
-/// No worker id is held from here on: the generator refuses every caller
-/// and no reservation is made under the lease. Returns whether one was.
-fn unassign(l: &LeaseShared, state: &GeneratorState, layout: &Layout) -> bool {
-    if l.worker.swap(-1, Ordering::AcqRel) < 0 {
-        return false;
-    }
-    l.reserved_until_ms.store(i64::MIN, Ordering::Release);
-    state.assign_worker(NO_WORKER, i64::MIN, layout, mono_ns());
-    true
-}
-
-extension_sql_file!(
-    "sql/registry.sql",
-    name = "registry",
-    requires = ["high_water"]
-);

@@ -1,5 +1,5 @@
 //! The client side of the worker-id registry: a libpq connection from the
-//! lease worker (`crate::mint::lease`) to the registry database.
+//! lease worker (`crate::lease`) to the registry database.
 //!
 //! libpq is PostgreSQL's own client library, the one `postgres_fdw` and
 //! `dblink` use. It is loaded when the lease worker first connects (so a

@@ -1,4 +1,4 @@
--- The worker-id registry: see src/mint/lease.rs and docs/worker-ids.md.
+-- The worker-id registry: see src/lease/worker.rs and docs/worker-ids.md.
 -- Every database that has the extension has the (empty) tables; the one
 -- that servers name in snowflake_id.registry is filled by
 -- snowflake_registry_init(). One row per worker id: who holds it (a
@@ -164,7 +164,7 @@ END
 $ttl$;
 REVOKE ALL ON FUNCTION snowflake_id_internal.snowflake_registry_ttl(integer) FROM PUBLIC;
 
--- The registry host's monotonic clock (src/mint/registry_clock.rs): its
+-- The registry host's monotonic clock (src/lease/registry_clock.rs): its
 -- name (the boot id) and a reading in ns.
 CREATE FUNCTION snowflake_id_internal.snowflake_registry_boot()
 RETURNS text LANGUAGE c VOLATILE PARALLEL SAFE STRICT
