@@ -34,86 +34,29 @@
 # lease WARNINGs/ERRORs in the servers' logs, and whether a registry member
 # cancelled a wait for synchronous replication (an acknowledged commit no
 # standby has).
-# Every process started is stopped on exit, by PID.
+# Every process started is stopped on exit, by PID. The cluster's set-up,
+# shared with patroni.sh, is in lib/patroni.sh.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
-if [ "$PG_MAJOR" != 15 ]; then
-    skip_test "runs on 15"
-fi
-apt_ensure patroni etcd-server
+source "$(dirname "${BASH_SOURCE[0]}")/lib/patroni.sh"
 T0=$(date +%s)
-BASE=$(state_dir "$ROOT/.run/it-patroni-registry" it-patroni-registry)
 # Registry members' PostgreSQL: +0..+2; their REST API: +10..+12; etcd:
 # +20, +21; the minting servers (Unix sockets only): +30, +31.
-PORT0=${SNOWFLAKE_IT_PATRONI_REGISTRY_PORT:-56400}
-MEMBERS=(m1 m2 m3)
+patroni_state it-patroni-registry "${SNOWFLAKE_IT_PATRONI_REGISTRY_PORT:-56400}" snowflake-registry-it
 SERVERS=(s1 s2)
 TTL_S=30                 # snowflake_id.lease_ttl of the minting servers
 BOUND_S=180              # how long after an event each server must mint under a renewed lease
-declare -A PATRONI_PID=() SERVER_PORT=() PM_PID=() CLIENT_PID=()
-ETCD_PID=""
-KILLED=" "               # members killed on purpose: their postmaster.pid is stale
-pg_port() { echo $((PORT0 + $1)); }
-rest_port() { echo $((PORT0 + 10 + $1)); }
-ETCD_CLIENT=$((PORT0 + 20)) ETCD_PEER=$((PORT0 + 21))
+declare -A SERVER_PORT=() PM_PID=()
 SERVER_PORT[s1]=$((PORT0 + 30)) SERVER_PORT[s2]=$((PORT0 + 31))
-index_of() { local i; for i in 0 1 2; do [ "${MEMBERS[$i]}" = "$1" ] && echo "$i"; done; }
-
-stop_all() {
-    local m s pid
-    touch "$BASE/stop"
-    for s in "${!CLIENT_PID[@]}"; do kill "${CLIENT_PID[$s]}" 2>/dev/null || true; done
-    for s in "${SERVERS[@]}"; do cluster_stop "$BASE/$s"; done
-    for m in "${!PATRONI_PID[@]}"; do kill "${PATRONI_PID[$m]}" 2>/dev/null || true; done
-    for m in "${!PATRONI_PID[@]}"; do
-        for _ in $(seq 1 300); do kill -0 "${PATRONI_PID[$m]}" 2>/dev/null || break; sleep 0.1; done
-    done
-    for m in "${MEMBERS[@]}"; do    # a postmaster whose Patroni did not stop it
-        [[ "$KILLED" != *" $m "* ]] || continue
-        if [ -f "$BASE/$m/data/postmaster.pid" ]; then
-            pid=$(head -1 "$BASE/$m/data/postmaster.pid")
-            if [ -n "$pid" ] && ps -o args= -p "$pid" 2>/dev/null | grep -q postgres; then
-                kill -QUIT "$pid" 2>/dev/null || true
-            fi
-        fi
-    done
-    [ -z "$ETCD_PID" ] || kill "$ETCD_PID" 2>/dev/null || true
-}
-trap stop_all EXIT
-for s in "${SERVERS[@]}"; do cluster_stop "$BASE/$s"; done
-rm -rf "${BASE:?}"/m? "${BASE:?}"/s? "${BASE:?}/etcd" "${BASE:?}/stop" "${BASE:?}"/*.log "${BASE:?}"/*.errors
-mkdir -p "$BASE"
+stop_own() { local s; for s in "${SERVERS[@]}"; do cluster_stop "$BASE/$s"; done; }
+stop_own
+patroni_clean "${BASE:?}"/s? "${BASE:?}"/*.errors
 
 # --- the registry: etcd and three Patroni members ------------------------
-etcd --name it --data-dir "$BASE/etcd" --enable-v2 \
-    --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT" --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT" \
-    --listen-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" \
-    --initial-cluster "it=http://127.0.0.1:$ETCD_PEER" >"$BASE/etcd.log" 2>&1 &
-ETCD_PID=$!
-
 config() {  # config INDEX: a member's Patroni configuration
-    local i=$1 m=${MEMBERS[$1]}
+    member_config "$1" /usr/lib/postgresql/15/bin
     cat <<CFG
-scope: snowflake-registry-it
-name: $m
-log: {level: INFO}
-restapi: {listen: '127.0.0.1:$(rest_port "$i")', connect_address: '127.0.0.1:$(rest_port "$i")'}
-etcd: {host: '127.0.0.1:$ETCD_CLIENT'}
-postgresql:
-  listen: '127.0.0.1:$(pg_port "$i")'
-  connect_address: '127.0.0.1:$(pg_port "$i")'
-  data_dir: $BASE/$m/data
-  bin_dir: /usr/lib/postgresql/15/bin
-  pgpass: $BASE/$m/pgpass
-  pg_hba: ['local all all trust', 'host all all 127.0.0.1/32 trust', 'host replication all 127.0.0.1/32 trust']
-  authentication:
-    superuser: {username: postgres, password: postgres}
-    replication: {username: postgres, password: postgres}
-    rewind: {username: postgres, password: postgres}
-  parameters:
-    unix_socket_directories: '$BASE/$m'
     logging_collector: 'on'
-    log_directory: '$BASE/$m/log'
+    log_directory: '$BASE/${MEMBERS[$1]}/log'
     log_filename: 'postgresql.log'
     log_line_prefix: '%m [%p] %u@%d '
 bootstrap:
@@ -131,55 +74,9 @@ bootstrap:
         wal_log_hints: 'on'
 CFG
 }
-start_member() {  # records Patroni's own PID (runuser forks; kill -9 of it would not reach Patroni)
-    local i=$1 m=${MEMBERS[$1]}
-    rm -f "$BASE/$m.pid"
-    runuser -u postgres -- bash -c "echo \$\$ > '$BASE/$m.pid'; exec patroni '$BASE/$m.yml'" >>"$BASE/$m.log" 2>&1 &
-    poll_until 30 test -s "$BASE/$m.pid" || die "patroni_registry: Patroni $m wrote no PID within 30 s"
-    PATRONI_PID[$m]=$(cat "$BASE/$m.pid")
-}
-for i in 0 1 2; do
-    m=${MEMBERS[$i]}
-    mkdir -p "$BASE/$m/log"
-    config "$i" > "$BASE/$m.yml"
-done
-chown -R postgres:postgres "$BASE"
-ctl() { runuser -u postgres -- patronictl -c "$BASE/m1.yml" "$@"; }
-members() {  # "NAME ROLE STATE" per line
-    ctl list -f json 2>/dev/null | /usr/bin/python3 -c \
-        'import json, sys; [print(m["Member"], m["Role"].replace(" ", "_"), m["State"]) for m in json.load(sys.stdin)]'
-}
-leader() { members | awk '$2 == "Leader" && $3 == "running" {print $1}'; }
-# wait_for WHAT SECONDS COMMAND...: poll COMMAND; on time-out, show the
-# cluster and fail.
-wait_for() {
-    local what=$1 secs=$2; shift 2
-    poll_until "$secs" "$@" && return 0
-    members >&2 || true; tail -n 5 "$BASE"/m?.log >&2
-    die "patroni_registry: timed out after $secs s waiting for $what"
-}
-# pq_member MEMBER [psql args...]: psql as postgres on MEMBER's socket.
-pq_member() {
-    local m=$1; shift
-    timeout 60 "$(pgbin)/psql" -X -q -At -F ' ' -h "$BASE/$m" -p "$(pg_port "$(index_of "$m")")" -U postgres \
-        -v ON_ERROR_STOP=1 "$@"
-}
-is_leader() { [ "$(leader)" = "$1" ]; }
-new_leader_not() { local l; l=$(leader); [ -n "$l" ] && [ "$l" != "$1" ]; }
-sync_standby() { members | grep -q "Sync_Standby"; }
-# healthy N: the leader streams to N members, one of them synchronous, and
-# Patroni names that one (in synchronous mode it promotes only that one).
-healthy() {
-    local l; l=$(leader); [ -n "$l" ] || return 1
-    sync_standby || return 1
-    [ "$(pq_member "$l" -d postgres -c "SELECT count(*) FILTER (WHERE state = 'streaming'),
-                                               count(*) FILTER (WHERE sync_state = 'sync') FROM pg_stat_replication" 2>/dev/null)" = "$1 1" ]
-}
-wait_for "etcd" 60 curl -fsS "http://127.0.0.1:$ETCD_CLIENT/version" -o /dev/null
-start_member 0
-wait_for "m1 to lead" 120 is_leader m1
-start_member 1; start_member 2
-wait_for "two replicas, one synchronous" 180 healthy 2
+for m in "${MEMBERS[@]}"; do mkdir -p "$BASE/$m/log"; done
+write_configs config
+start_cluster
 ctl show-config 2>/dev/null | grep -q "synchronous_mode_strict: true" \
     || die "patroni_registry: the registry cluster is not in strict synchronous mode: $(ctl show-config 2>&1)"
 
@@ -197,7 +94,7 @@ n=$(pq_member m1 -d registry -c "SET client_min_messages = warning" -c "CREATE E
 log "patroni_registry: etcd and 3 Patroni members up (m1 leads, synchronous_mode_strict), registry initialised"
 
 # --- the minting servers ---------------------------------------------------
-hosts="$BASE/m1,$BASE/m2,$BASE/m3" ports="$(pg_port 0),$(pg_port 1),$(pg_port 2)"
+hosts="$BASE/m1,$BASE/m2,$BASE/m3" ports="$(member_ports)"
 for s in "${SERVERS[@]}"; do
     mkdir -p "$BASE/$s"; chown postgres:postgres "$BASE/$s"
     cluster_init "$BASE/$s" "${SERVER_PORT[$s]}" "shared_preload_libraries = 'snowflake_id'" \
@@ -256,7 +153,7 @@ for s in "${SERVERS[@]}"; do
     : > "$BASE/$s.errors"
     /usr/bin/python3 "$BASE/client.py" "host=$BASE/$s port=${SERVER_PORT[$s]} user=postgres dbname=postgres" \
         "$BASE/$s.errors" "$BASE/stop" &
-    CLIENT_PID[$s]=$!
+    CLIENT_PIDS+=($!)
 done
 rows_of() { q "$1" -c "SELECT count(*) FROM ids"; }
 has_rows() { [ "$(rows_of "$1" 2>/dev/null || echo 0)" -ge "$2" ]; }
@@ -326,30 +223,20 @@ after_event() {
 }
 
 # 1. A switchover to the synchronous standby.
-old=$(leader)
-target=$(members | awk '$2 == "Sync_Standby" {print $1; exit}')
-t1=$(date +%s.%N)
-ctl switchover --leader "$old" --candidate "$target" --force >>"$BASE/patronictl.log" 2>&1 \
-    || { cat "$BASE/patronictl.log" >&2; die "patroni_registry: patronictl switchover failed"; }
-wait_for "$target to lead after the switchover" 120 is_leader "$target"
-log "patroni_registry: switchover $old -> $target done $(since "$t1") s after it began"
-after_event "switchover $old -> $target" "$t1"
-wait_for "$old to follow $target, and a synchronous standby" 180 healthy 2
+switchover
+log "patroni_registry: switchover $OLD -> $NEW done $(since "$EVENT_T") s after it began"
+after_event "switchover $OLD -> $NEW" "$EVENT_T"
+wait_for "$OLD to follow $NEW, and a synchronous standby" 180 healthy sync
 
 # 2. A failover: the leader's Patroni and postmaster killed (a node lost).
-old=$(leader)
-pm=$(head -1 "$BASE/$old/data/postmaster.pid")
-t1=$(date +%s.%N)
-kill -9 "${PATRONI_PID[$old]}"; unset "PATRONI_PID[$old]"
-kill -9 "$pm"; KILLED+="$old "
-wait_for "a new leader after $old was killed" 120 new_leader_not "$old"
-new=$(leader)
-log "patroni_registry: failover from $old (killed) to $new, leading $(since "$t1") s after the kill"
-after_event "failover $old -> $new" "$t1"
+failover "$(leader)"
+log "patroni_registry: failover from $OLD (killed) to $NEW, leading $(since "$EVENT_T") s after the kill"
+after_event "failover $OLD -> $NEW" "$EVENT_T"
 
 # --- the verdict ------------------------------------------------------------
 touch "$BASE/stop"
-for s in "${SERVERS[@]}"; do wait "${CLIENT_PID[$s]}" || true; unset "CLIENT_PID[$s]"; done
+for pid in "${CLIENT_PIDS[@]}"; do wait "$pid" || true; done
+CLIENT_PIDS=()
 for s in "${SERVERS[@]}"; do
     w=$(lease_of "$s")
     [ -n "$w" ] || die "patroni_registry: $s holds no lease at the end ($(stats_of "$s"))"
@@ -387,5 +274,4 @@ cancelled=$(cat "$BASE"/m?/log/*.log 2>/dev/null | grep -c "canceling wait for s
 log "patroni_registry: registry members' logs: $cancelled cancelled wait(s) for synchronous replication"
 if [ "$cancelled" != 0 ]; then grep -h -B2 "canceling wait for synchronous replication" "$BASE"/m?/log/*.log | head -20 >&2; fi
 log "patroni_registry: ok in $(($(date +%s) - T0)) s"
-trap - EXIT
-stop_all
+finish
