@@ -102,6 +102,57 @@ pub fn retry_delay_ms(failures: u32, ttl_ms: i64) -> i64 {
     backoff.min((ttl_ms / 3).max(100))
 }
 
+/// The name of the registry host's lease clock (`CLOCK_BOOTTIME`): two
+/// readings are comparable only under one name. The kernel's boot id
+/// alone does not name it: a process in another Linux time namespace
+/// (`unshare --time`, a container restored by CRIU) shares the boot id
+/// but reads `CLOCK_BOOTTIME` shifted by its namespace's offset (issue
+/// 56). So the name is the boot id, followed by the namespace's boottime
+/// offset where it is not zero (`timens_offsets` is the text of
+/// `/proc/self/timens_offsets`; `None` where the kernel has no time
+/// namespaces, which is offset zero). A clock in the initial namespace
+/// keeps the plain boot id, so leases timed before this name existed stay
+/// comparable. Where the offsets cannot be read but the process is in a
+/// time namespace (`timens`, the target of `/proc/self/ns/time`), that
+/// namespace names the clock instead: never comparable by mistake.
+pub fn registry_clock_name(
+    boot_id: &str,
+    timens_offsets: Option<&str>,
+    timens: Option<&str>,
+) -> String {
+    let Some(text) = timens_offsets else {
+        return match timens {
+            Some(ns) => format!("{boot_id}/{ns}"),
+            None => boot_id.to_string(),
+        };
+    };
+    let offset = text.lines().find_map(|line| {
+        let mut f = line.split_whitespace();
+        if f.next()? != "boottime" {
+            return None;
+        }
+        let secs: i64 = f.next()?.parse().ok()?;
+        let nanos: i64 = f.next()?.parse().ok()?;
+        Some((secs, nanos))
+    });
+    match (offset, timens) {
+        (Some((0, 0)), _) => boot_id.to_string(),
+        (Some((secs, nanos)), _) => format!("{boot_id}/boottime{secs:+}.{nanos:09}"),
+        (None, Some(ns)) => format!("{boot_id}/{ns}"),
+        (None, None) => boot_id.to_string(),
+    }
+}
+
+/// When a refused claim may be granted: the milliseconds a registry's
+/// limit refusal (53400) names in its DETAIL, "... runs out in N ms",
+/// or `None` where it names none (an older registry).
+pub fn claim_retry_in_ms(message: &str) -> Option<i64> {
+    let at = message.find("runs out in ")? + "runs out in ".len();
+    let rest = &message[at..];
+    let end = rest.find(" ms")?;
+    rest[..end].trim().parse().ok().filter(|ms: &i64| *ms >= 0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,5 +210,49 @@ mod tests {
         assert_eq!(retry_delay_ms(10, 15_000), 5_000);
         assert_eq!(retry_delay_ms(63, 15_000), 5_000);
         assert_eq!(retry_delay_ms(5, 3_000), 1_000);
+    }
+
+    #[test]
+    fn the_clock_name_tells_time_namespaces_apart() {
+        let boot = "0b7c1c6e-5a8e-4b8e-9a6e-2f3a1d9c0e11";
+        let initial = "monotonic           0         0\nboottime            0         0\n";
+        let ahead = "monotonic           0         0\nboottime         3600         0\n";
+        let behind = "monotonic           0         0\nboottime        -3600         5\n";
+        // The initial namespace keeps the plain boot id (leases timed
+        // before the name changed stay comparable).
+        assert_eq!(
+            registry_clock_name(boot, Some(initial), Some("time:[1]")),
+            boot
+        );
+        assert_eq!(registry_clock_name(boot, None, None), boot);
+        let a = registry_clock_name(boot, Some(ahead), Some("time:[2]"));
+        let b = registry_clock_name(boot, Some(behind), Some("time:[3]"));
+        assert_eq!(a, format!("{boot}/boottime+3600.000000000"));
+        assert_eq!(b, format!("{boot}/boottime-3600.000000005"));
+        assert_ne!(a, b);
+        // Two namespaces with one offset read one clock: one name.
+        assert_eq!(a, registry_clock_name(boot, Some(ahead), Some("time:[9]")));
+        // Offsets unreadable in a namespace: the namespace names it.
+        assert_eq!(
+            registry_clock_name(boot, None, Some("time:[7]")),
+            format!("{boot}/time:[7]")
+        );
+        assert_eq!(
+            registry_clock_name(boot, Some("garbage"), Some("time:[7]")),
+            format!("{boot}/time:[7]")
+        );
+    }
+
+    #[test]
+    fn a_limit_refusal_says_when_to_ask_again() {
+        let m = "role \"a\" may hold no more worker-id leases of this registry (53400) DETAIL: It holds 1 live leases; its limit is 1. The first of them runs out in 5712 ms unless its holder renews it.";
+        assert_eq!(claim_retry_in_ms(m), Some(5712));
+        assert_eq!(claim_retry_in_ms("runs out in 0 ms"), Some(0));
+        assert_eq!(claim_retry_in_ms("runs out in -3 ms"), None);
+        assert_eq!(
+            claim_retry_in_ms("It holds 1 live leases; its limit is 1."),
+            None
+        );
+        assert_eq!(claim_retry_in_ms("runs out in soon ms"), None);
     }
 }

@@ -14,7 +14,7 @@ use pgrx::bgworkers::{
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
-use snowflake_id_core::lease::retry_delay_ms;
+use snowflake_id_core::lease::{claim_retry_in_ms, retry_delay_ms};
 use snowflake_id_core::{format_epoch, Clock, GeneratorState, Layout, Lease, SystemClock};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
@@ -370,7 +370,24 @@ impl Worker {
             Some(self.frontier_ms().to_string()),
         ];
         match self.query(CLAIM_SQL, &params) {
-            Err(e) => self.failed("could not claim a worker id", &e),
+            Err(e) => {
+                self.failed("could not claim a worker id", &e);
+                // The role's limit is reached by a lease that runs out at
+                // a time the registry names (a crashed run of this
+                // server, say): ask again right then, not at the next
+                // step of the back-off (issue 56: a restart after a crash
+                // mints within one TTL of it).
+                if e.sqlstate.as_deref() == Some("53400") {
+                    if let Some(ms) = claim_retry_in_ms(&e.message) {
+                        self.retry_at_ns = mono_ns() + (ms + 1).saturating_mul(1_000_000);
+                    }
+                }
+            }
+            Ok(rows) if rows.first().is_some_and(|r| r.iter().all(Option::is_none)) => {
+                // Nothing granted, but the registry saw leases of another
+                // clock for the first time and kept that: ask again now.
+                self.retry_at_ns = mono_ns() + 10_000_000;
+            }
             Ok(rows) if rows.is_empty() => {
                 self.shared.exhausted.store(true, Ordering::Release);
                 let e = Failure::local(format!(
@@ -429,11 +446,12 @@ impl Worker {
             }
             Ok(rows) => match rows.first().and_then(|r| parse(&r[0])) {
                 None => {
-                    // Lost: the id was taken over (our lease expired) or
-                    // retired. Claim another at once.
+                    // Lost: the id was taken over or retired, or the lease
+                    // ran out in the registry (which renews live leases
+                    // only). Claim again at once.
                     self.lease = None;
                     let why = format!(
-                        "the lease of worker id {} (epoch {}) was taken over or retired in the registry",
+                        "the lease of worker id {} (epoch {}) was taken over, retired or had run out in the registry",
                         l.worker, l.epoch
                     );
                     self.shared.last_error.set(&why);
@@ -525,8 +543,9 @@ impl Worker {
             if self.shared.worker.load(Ordering::Acquire) >= 0 {
                 wake = wake.min(l.deadline_ns());
             }
-        } else if self.retry_at_ns == i64::MIN {
-            wake = now;
+        } else {
+            // No lease: claim now, or at the next retry (within a second).
+            wake = wake.min(self.retry_at_ns.max(now));
         }
         if self.retry_at_ns != i64::MIN {
             wake = wake.max(self.retry_at_ns.min(now + 1_000_000_000));

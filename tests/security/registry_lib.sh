@@ -18,9 +18,10 @@
 #   registry_up_documented [SETTING...]: docs/worker-ids.md's set-up: the
 #       extension in schema snowflake, the grants on the NOLOGIN group
 #       snowflake_lease, login roles lease_m1 and mallory in it with
-#       CONNECTION LIMIT 3; SETTINGs for the registry's cluster.
-#   minter_up N: minting server N, leasing from "registry" for 3 s, as the
-#       login role of the set-up.
+#       CONNECTION LIMIT 3; SETTINGs for the registry's cluster; REG_INIT
+#       the arguments of its snowflake_registry_init().
+#   minter_up N [SETTING...]: minting server N, leasing from "registry"
+#       for 3 s, as the login role of the set-up.
 #   lease_of N, has_lease N, no_lease N, last_error N, mints N, leased N,
 #   state_of WORKER_ID: what server N holds, and the registry's view.
 #   hold_open SQL: mallory runs SQL in a transaction she keeps open.
@@ -82,7 +83,7 @@ registry_up_documented() {
     rs postgres registry -c "SET client_min_messages = warning" \
         -c "CREATE SCHEMA snowflake AUTHORIZATION postgres" \
         -c "CREATE EXTENSION snowflake_id SCHEMA snowflake" \
-        -c "SELECT snowflake.snowflake_registry_init()" \
+        -c "SELECT snowflake.snowflake_registry_init(${REG_INIT:-})" \
         -c "CREATE ROLE snowflake_lease NOLOGIN" \
         -c "GRANT USAGE ON SCHEMA snowflake TO snowflake_lease" \
         -c "$(registry_grants snowflake)" \
@@ -90,11 +91,12 @@ registry_up_documented() {
         -c "CREATE ROLE mallory LOGIN CONNECTION LIMIT 3 IN ROLE snowflake_lease" >/dev/null
 }
 minter_up() {
-    node "$BASE/m$1" $((P0 + $1)) "shared_preload_libraries = 'snowflake_id'" \
+    local n="$1"; shift
+    node "$BASE/m$n" $((P0 + n)) "shared_preload_libraries = 'snowflake_id'" \
         "snowflake_id.worker_id_source = 'registry'" \
-        "snowflake_id.registry = 'host=$REG port=$P0 dbname=registry user=$(minter_role "$1")'" \
-        "snowflake_id.lease_ttl = '3s'"
-    ms "$1" -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" >/dev/null
+        "snowflake_id.registry = 'host=$REG port=$P0 dbname=registry user=$(minter_role "$n")'" \
+        "snowflake_id.lease_ttl = '3s'" "$@"
+    ms "$n" -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" >/dev/null
 }
 lease_of() { ms "$1" -c "SELECT lease_worker_id FROM snowflake_stats()" 2>/dev/null; }
 has_lease() { [ -n "$(lease_of "$1")" ]; }

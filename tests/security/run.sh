@@ -46,7 +46,9 @@
 #                    worker's session; a claim she holds open loses the
 #                    holder its lease instead of blocking its renewals;
 #                    with the documented CONNECTION LIMIT she cannot take
-#                    every connection slot of the registry
+#                    every connection slot of the registry; claims and
+#                    releases she holds open lock no more ids than her
+#                    limit allows
 #   high_water.sh    the high-water-mark attacks S29-S33 of issue 38: no
 #                    plain role's index, key, temp table or lock runs as,
 #                    blocks or moves anyone else at a first call
@@ -203,7 +205,7 @@ writers=(attack_schema_rename attack_session_authorization attack_lock_queue att
          attack_lagging_overflow attack_rename_lock attack_worker_slots attack_starts_review
          attack_registry_owner attack_registry_overload attack_registry_settings attack_registry_sync_commit
          attack_registry_lock_queue attack_registry_row_lock attack_registry_connections
-         attack_registry_adopt_lock attack_registry_token_reuse)
+         attack_registry_adopt_lock attack_registry_token_reuse attack_registry_pool_lock)
 if [ "$PG_MAJOR" != 18 ]; then
     log "security: ${writers[*]}: skipped (run on 18)"
     writers=()

@@ -13,7 +13,10 @@
 -- another clock (after a failover of the registry, or a reboot) runs a
 -- full TTL from the moment this clock first saw it
 -- (snowflake_registry_adopted). lease_expires is the same expiry as a wall time, for people to
--- read. Configuration tables of
+-- read. released_xact is the transaction that last released the lease:
+-- until it ends, the row is locked, and counts against its role's limit
+-- (issue 56: a member who released every id she claimed in one open
+-- transaction kept the whole pool locked). Configuration tables of
 -- the extension, so that pg_dump of the registry carries them. Only the
 -- extension's owner writes them; servers call the three SECURITY DEFINER
 -- functions below, which keep reserved_until rising and bounded.
@@ -41,7 +44,8 @@ CREATE TABLE snowflake_id_internal.snowflake_registry (
     lease_clock              text,
     lease_clock_ns           bigint,
     lease_ttl_ms             integer,
-    holder_role              name
+    holder_role              name,
+    released_xact            xid8
 );
 -- The live leases a login role may hold: one by default
 -- (snowflake_registry_role_limit() sets another), so that no member
@@ -196,11 +200,32 @@ CREATE INDEX ON snowflake_id_internal.snowflake_registry_adopted (worker_id);
 REVOKE ALL ON snowflake_id_internal.snowflake_registry_adopted FROM PUBLIC;
 GRANT SELECT ON snowflake_id_internal.snowflake_registry_adopted TO pg_monitor, pg_database_owner;
 
--- Whether a row's lease may still be in use, judged by the registry's
--- monotonic clock (boot, ns): a lease timed on this clock until its TTL
--- has passed on it; one timed on another clock until its TTL has passed
--- since this clock first saw it (snowflake_registry_adopted), and for as
--- long as no committed claim has seen it; one never granted, not at all.
+-- How long a row's lease may still be in use, in ns, judged by the
+-- registry's monotonic clock (boot, ns): a lease timed on this clock
+-- until its TTL has passed on it; one timed on another clock until its
+-- TTL has passed since this clock first saw it (snowflake_registry_adopted),
+-- NULL (live, for as long as no committed claim or renewal has seen it)
+-- before then; one never granted, 0. Never shortened by a clock it does
+-- not know, never lengthened past one TTL of the clock that first saw it.
+CREATE FUNCTION snowflake_id_internal.snowflake_registry_left_ns(
+    worker_id integer, lease_clock text, lease_clock_ns bigint, lease_ttl_ms integer,
+    boot text, ns bigint)
+RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $left$
+SELECT CASE WHEN $2 IS NULL OR $4 IS NULL THEN 0::int8
+            WHEN $2 = $5 THEN $4::int8 * 1000000 - ($6 - $3)
+            ELSE $4::int8 * 1000000
+                 - ($6 - (SELECT min(a.seen_ns)
+                            FROM snowflake_id_internal.snowflake_registry_adopted a
+                           WHERE a.worker_id = $1 AND a.lease_clock = $2
+                             AND a.lease_clock_ns = $3 AND a.seen_clock = $5)) END
+$left$;
+REVOKE ALL ON FUNCTION snowflake_id_internal.snowflake_registry_left_ns(integer, text, bigint, integer, text, bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION snowflake_id_internal.snowflake_registry_left_ns(integer, text, bigint, integer, text, bigint) TO pg_monitor;
+
+-- Whether a row's lease may still be in use (snowflake_registry_left_ns).
 CREATE FUNCTION snowflake_id_internal.snowflake_registry_live(
     worker_id integer, lease_clock text, lease_clock_ns bigint, lease_ttl_ms integer,
     boot text, ns bigint)
@@ -208,16 +233,73 @@ RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $live$
-SELECT $2 IS NOT NULL
-   AND CASE WHEN $2 = $5 THEN $6 - $3 < $4::int8 * 1000000
-            ELSE coalesce($6 - (SELECT min(a.seen_ns)
-                                  FROM snowflake_id_internal.snowflake_registry_adopted a
-                                 WHERE a.worker_id = $1 AND a.lease_clock = $2
-                                   AND a.lease_clock_ns = $3 AND a.seen_clock = $5)
-                          < $4::int8 * 1000000, true) END
+SELECT coalesce(snowflake_id_internal.snowflake_registry_left_ns($1, $2, $3, $4, $5, $6) > 0, true)
 $live$;
 REVOKE ALL ON FUNCTION snowflake_id_internal.snowflake_registry_live(integer, text, bigint, integer, text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION snowflake_id_internal.snowflake_registry_live(integer, text, bigint, integer, text, bigint) TO pg_monitor;
+
+-- The clock (boot, ns) sees every lease timed on another clock that it
+-- has not seen yet (a failover of the registry, a reboot, a standby in
+-- another time namespace): from here on, each runs a full TTL of this
+-- clock and no longer. Writes rows of its own, never a lock on a
+-- holder's row; and what no row needs any more goes (rows another
+-- transaction holds are left for later). Called by every claim, and by
+-- the first renewal of each holder on a new clock, so that a crashed
+-- holder's lease runs out one TTL after the registry's first renewal
+-- on the new clock, whether or not anyone claims. Returns how many
+-- leases it saw for the first time.
+CREATE FUNCTION snowflake_id_internal.snowflake_registry_see(boot text, ns bigint)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $see$
+DECLARE
+    n bigint;
+BEGIN
+    INSERT INTO snowflake_id_internal.snowflake_registry_adopted
+           (worker_id, lease_clock, lease_clock_ns, seen_clock, seen_ns)
+    SELECT r.worker_id, r.lease_clock, r.lease_clock_ns, boot, ns
+      FROM snowflake_id_internal.snowflake_registry r
+     WHERE r.lease_clock <> boot
+       AND NOT EXISTS (SELECT FROM snowflake_id_internal.snowflake_registry_adopted a
+                        WHERE a.worker_id = r.worker_id AND a.lease_clock = r.lease_clock
+                          AND a.lease_clock_ns = r.lease_clock_ns AND a.seen_clock = boot);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    DELETE FROM snowflake_id_internal.snowflake_registry_adopted a
+     WHERE a.ctid IN (SELECT o.ctid
+                        FROM snowflake_id_internal.snowflake_registry_adopted o
+                        JOIN snowflake_id_internal.snowflake_registry r ON r.worker_id = o.worker_id
+                       WHERE (r.lease_clock, r.lease_clock_ns) IS DISTINCT FROM (o.lease_clock, o.lease_clock_ns)
+                         FOR UPDATE OF o SKIP LOCKED);
+    RETURN n;
+END
+$see$;
+REVOKE ALL ON FUNCTION snowflake_id_internal.snowflake_registry_see(text, bigint) FROM PUBLIC;
+
+-- The limit of live leases of the session's login role, with the role's
+-- row locked until the transaction ends, so that the claims and releases
+-- of one role are counted one after the other (NULL for a superuser, who
+-- has none): one by default, snowflake_registry_role_limit() sets another.
+CREATE FUNCTION snowflake_id_internal.snowflake_registry_lock_role()
+RETURNS integer
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $lock_role$
+DECLARE
+    max_leases integer;
+BEGIN
+    IF (SELECT rolsuper FROM pg_roles WHERE rolname = session_user) THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO snowflake_id_internal.snowflake_registry_roles AS l (rolname)
+    VALUES (session_user) ON CONFLICT (rolname) DO NOTHING;
+    SELECT coalesce(l.max_leases, 1) INTO max_leases
+      FROM snowflake_id_internal.snowflake_registry_roles l
+     WHERE l.rolname = session_user FOR UPDATE;
+    RETURN max_leases;
+END
+$lock_role$;
+REVOKE ALL ON FUNCTION snowflake_id_internal.snowflake_registry_lock_role() FROM PUBLIC;
 
 CREATE FUNCTION snowflake_registry_claim(
     token uuid, holder_host text, holder_port integer,
@@ -240,6 +322,9 @@ DECLARE
     ns bigint;
     max_leases integer;
     held bigint;
+    left_ms bigint;
+    locked bigint;
+    seen bigint;
 BEGIN
     boot := snowflake_id_internal.snowflake_registry_boot();
     ns := snowflake_id_internal.snowflake_registry_ns();
@@ -265,79 +350,98 @@ BEGIN
                                   to_timestamp(frontier_ms / 1000.0), now_ts, cfg.max_ahead_ms),
                   HINT = 'Check the clocks of this server and the registry.';
     END IF;
-    -- Leases timed by another clock (a failover of the registry, a reboot)
-    -- run a full TTL from when this clock first saw them: nothing this
-    -- clock did not see renewed is taken as expired. Seeing writes rows of
-    -- its own, never a lock on a holder's row; and what no row needs any
-    -- more goes (rows another transaction holds are left for later).
-    INSERT INTO snowflake_id_internal.snowflake_registry_adopted
-           (worker_id, lease_clock, lease_clock_ns, seen_clock, seen_ns)
-    SELECT r.worker_id, r.lease_clock, r.lease_clock_ns, boot, ns
-      FROM snowflake_id_internal.snowflake_registry r
-     WHERE r.lease_clock <> boot
-       AND NOT EXISTS (SELECT FROM snowflake_id_internal.snowflake_registry_adopted a
-                        WHERE a.worker_id = r.worker_id AND a.lease_clock = r.lease_clock
-                          AND a.lease_clock_ns = r.lease_clock_ns AND a.seen_clock = boot);
-    DELETE FROM snowflake_id_internal.snowflake_registry_adopted a
-     WHERE a.ctid IN (SELECT o.ctid
-                        FROM snowflake_id_internal.snowflake_registry_adopted o
-                        JOIN snowflake_id_internal.snowflake_registry r ON r.worker_id = o.worker_id
-                       WHERE (r.lease_clock, r.lease_clock_ns) IS DISTINCT FROM (o.lease_clock, o.lease_clock_ns)
-                         FOR UPDATE OF o SKIP LOCKED);
+    -- Leases timed by another clock run a full TTL from when this clock
+    -- first saw them (snowflake_registry_see).
+    seen := snowflake_id_internal.snowflake_registry_see(boot, ns);
     -- The limit of live leases per login role (superusers have none). A
     -- server whose postmaster died and came back (a new token) while its
     -- old lease runs counts that lease too: the holder's name is no proof
     -- that the old one is gone (a clone, a pod beside its replacement).
-    -- The role's row is locked first, so two claims of one role are
-    -- counted one after the other; the count itself comes once the row
-    -- is chosen (below).
-    IF NOT (SELECT rolsuper FROM pg_roles WHERE rolname = session_user) THEN
-        INSERT INTO snowflake_id_internal.snowflake_registry_roles AS l (rolname)
-        VALUES (session_user) ON CONFLICT (rolname) DO NOTHING;
-        SELECT coalesce(l.max_leases, 1) INTO max_leases
-          FROM snowflake_id_internal.snowflake_registry_roles l
-         WHERE l.rolname = session_user FOR UPDATE;
-    END IF;
-    -- Preference: a row this postmaster holds already (a crash restart),
-    -- this holder's previous id, the preferred id, then the free or
-    -- expired id with the oldest reservation. Rows another claim is
-    -- deciding on are skipped.
-    SELECT r.* INTO chosen
-      FROM snowflake_id_internal.snowflake_registry r
-     WHERE NOT r.retired
-       AND (r.token = snowflake_registry_claim.token
-            OR NOT snowflake_id_internal.snowflake_registry_live(r.worker_id, r.lease_clock, r.lease_clock_ns, r.lease_ttl_ms, boot, ns))
-     ORDER BY (r.token = snowflake_registry_claim.token) IS TRUE DESC,
-              (r.holder_host = snowflake_registry_claim.holder_host
-               AND r.holder_port = snowflake_registry_claim.holder_port
-               AND r.holder_system_identifier = snowflake_registry_claim.system_identifier
-               AND r.holder_data_directory = snowflake_registry_claim.data_directory) IS TRUE DESC,
-              (r.worker_id = preferred) IS TRUE DESC,
-              r.reserved_until_ms, r.worker_id
-     LIMIT 1
-       FOR UPDATE SKIP LOCKED;
-    IF NOT FOUND THEN
-        RETURN;  -- every id is held: the server reports it (55000)
-    END IF;
-    -- Every live lease of the role but the row chosen counts, whatever
-    -- its token: one token may not hold many rows (a member who reuses
-    -- hers, with her rows locked in another session so that the claim
-    -- skips them, took every id).
-    IF max_leases IS NOT NULL THEN
-        SELECT count(*) INTO held
+    -- The role's row is locked first, so two claims (or releases) of one
+    -- role are counted one after the other; the count itself comes once
+    -- the row is chosen (below).
+    max_leases := snowflake_id_internal.snowflake_registry_lock_role();
+    -- Chosen and counted in a block of its own: a refusal rolls back the
+    -- row it chose (and its lock), and keeps what this clock saw.
+    BEGIN
+        -- Preference: a row this postmaster holds already (a crash
+        -- restart), this holder's previous id, the preferred id, then the
+        -- free or expired id with the oldest reservation. Rows another
+        -- transaction holds (a claim deciding on it, a release not yet
+        -- committed) are skipped.
+        SELECT r.* INTO chosen
           FROM snowflake_id_internal.snowflake_registry r
-         WHERE r.holder_role = session_user
-           AND r.worker_id <> chosen.worker_id
-           AND r.token IS NOT NULL
-           AND NOT r.retired
-           AND snowflake_id_internal.snowflake_registry_live(r.worker_id, r.lease_clock, r.lease_clock_ns, r.lease_ttl_ms, boot, ns);
-        IF held >= max_leases THEN
-            RAISE EXCEPTION 'role "%" may hold no more worker-id leases of this registry', session_user
-                USING ERRCODE = 'configuration_limit_exceeded',
-                      DETAIL = format('It holds %s live leases; its limit is %s. A lease of a server whose postmaster stopped without releasing it counts until it runs out.', held, max_leases),
-                      HINT = 'Give each server its own login role, or let a superuser raise the limit with snowflake_registry_role_limit().';
+         WHERE NOT r.retired
+           AND (r.token = snowflake_registry_claim.token
+                OR NOT snowflake_id_internal.snowflake_registry_live(r.worker_id, r.lease_clock, r.lease_clock_ns, r.lease_ttl_ms, boot, ns))
+         ORDER BY (r.token = snowflake_registry_claim.token) IS TRUE DESC,
+                  (r.holder_host = snowflake_registry_claim.holder_host
+                   AND r.holder_port = snowflake_registry_claim.holder_port
+                   AND r.holder_system_identifier = snowflake_registry_claim.system_identifier
+                   AND r.holder_data_directory = snowflake_registry_claim.data_directory) IS TRUE DESC,
+                  (r.worker_id = preferred) IS TRUE DESC,
+                  r.reserved_until_ms, r.worker_id
+         LIMIT 1
+           FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            -- Ids that are not held but were skipped: another transaction
+            -- holds their rows (a claim deciding on it, or a release not
+            -- yet committed).
+            SELECT count(*) INTO locked
+              FROM snowflake_id_internal.snowflake_registry r
+             WHERE NOT r.retired
+               AND NOT snowflake_id_internal.snowflake_registry_live(r.worker_id, r.lease_clock, r.lease_clock_ns, r.lease_ttl_ms, boot, ns);
+            IF locked > 0 THEN
+                RAISE EXCEPTION 'no worker id of this registry is free now'
+                    USING ERRCODE = 'lock_not_available',
+                          DETAIL = format('%s worker ids are not held by a live lease, but other transactions hold their rows (claims deciding on them, or releases not committed yet); every other id is held or retired.', locked),
+                          HINT = 'The server asks again. A session of the registry that keeps such a transaction open shows in pg_stat_activity as idle in transaction.';
+            END IF;
+            -- Every id is held or retired: the server reports it (55000).
+            IF seen > 0 THEN
+                RETURN QUERY SELECT NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint;
+            END IF;
+            RETURN;
         END IF;
-    END IF;
+        -- Every live lease of the role but the row chosen counts, whatever
+        -- its token (one token may not hold many rows: a member who reuses
+        -- hers, with her rows locked in another session so that the claim
+        -- skips them, took every id), and so does every row the role
+        -- released in this transaction (its row stays locked until the
+        -- transaction ends, and every other claim skips it).
+        IF max_leases IS NOT NULL THEN
+            SELECT count(*), ceil(min(l.left_ns) FILTER (WHERE l.left_ns > 0) / 1000000.0)::bigint
+              INTO held, left_ms
+              FROM snowflake_id_internal.snowflake_registry r
+             CROSS JOIN LATERAL (SELECT snowflake_id_internal.snowflake_registry_left_ns(
+                                     r.worker_id, r.lease_clock, r.lease_clock_ns, r.lease_ttl_ms, boot, ns)
+                                 AS left_ns) l
+             WHERE r.holder_role = session_user
+               AND r.worker_id <> chosen.worker_id
+               AND NOT r.retired
+               AND ((r.token IS NOT NULL AND coalesce(l.left_ns > 0, true))
+                    OR r.released_xact = pg_current_xact_id());
+            IF held >= max_leases THEN
+                RAISE EXCEPTION 'role "%" may hold no more worker-id leases of this registry', session_user
+                    USING ERRCODE = 'configuration_limit_exceeded',
+                          DETAIL = format('It holds %s live leases (or released them in this transaction, which has not ended); its limit is %s. A lease of a server whose postmaster stopped without releasing it counts until it runs out.%s',
+                                          held, max_leases,
+                                          CASE WHEN left_ms IS NOT NULL
+                                               THEN format(' The first of them runs out in %s ms unless its holder renews it.', left_ms)
+                                               ELSE '' END),
+                          HINT = 'Give each server its own login role, or let a superuser raise the limit with snowflake_registry_role_limit().';
+            END IF;
+        END IF;
+    EXCEPTION WHEN configuration_limit_exceeded OR lock_not_available THEN
+        -- What this clock saw of other clocks must outlive the refusal:
+        -- else no lease of another clock would ever run out while every
+        -- claim is refused. Once seen, the refusal is raised again.
+        IF seen > 0 THEN
+            RETURN QUERY SELECT NULL::integer, NULL::bigint, NULL::bigint, NULL::bigint;
+            RETURN;
+        END IF;
+        RAISE;
+    END;
     new_until := greatest(chosen.reserved_until_ms,
                           least(greatest(chosen.reserved_until_ms, frontier_ms) + ttl_ms,
                                 now_ms + cfg.max_ahead_ms));
@@ -355,7 +459,8 @@ BEGIN
            lease_clock = boot,
            lease_clock_ns = ns,
            lease_ttl_ms = snowflake_registry_claim.ttl_ms,
-           holder_role = session_user
+           holder_role = session_user,
+           released_xact = NULL
      WHERE r.worker_id = chosen.worker_id;
     RETURN QUERY SELECT chosen.worker_id, chosen.lease_epoch + 1,
                         chosen.reserved_until_ms, new_until;
@@ -379,6 +484,7 @@ DECLARE
     ttl interval := snowflake_id_internal.snowflake_registry_ttl(ttl_ms);
     boot text;
     ns bigint;
+    mine snowflake_id_internal.snowflake_registry;
 BEGIN
     boot := snowflake_id_internal.snowflake_registry_boot();
     ns := snowflake_id_internal.snowflake_registry_ns();
@@ -388,7 +494,8 @@ BEGIN
     -- lease is lost as well, rather than waited for (a member's claim
     -- held open would otherwise keep the holder from minting, and from
     -- claiming another id, for as long as she likes).
-    PERFORM FROM snowflake_id_internal.snowflake_registry r
+    SELECT r.* INTO mine
+      FROM snowflake_id_internal.snowflake_registry r
       WHERE r.worker_id = snowflake_registry_renew.worker_id
         AND r.token = snowflake_registry_renew.token
         AND r.lease_epoch = snowflake_registry_renew.lease_epoch
@@ -410,6 +517,20 @@ BEGIN
                 USING ERRCODE = 'lock_not_available',
                       DETAIL = 'A renewal of this lease that has not ended yet (its commit may wait for a synchronous standby), or a claim in progress, holds its row.';
         END IF;
+        RETURN;
+    END IF;
+    -- The first renewal of this holder on a new clock sees every lease of
+    -- the old one (snowflake_registry_see): a crashed holder's lease then
+    -- runs out one TTL later, whether or not anyone claims.
+    IF mine.lease_clock IS DISTINCT FROM boot THEN
+        PERFORM snowflake_id_internal.snowflake_registry_see(boot, ns);
+    END IF;
+    -- Only a live lease is renewed. One that ran out, or was released,
+    -- may be claimed by anyone: its holder claims anew (usually getting
+    -- the same id back), and no one can lock a row that is not hers to
+    -- hold by renewing it in a transaction she keeps open.
+    IF NOT snowflake_id_internal.snowflake_registry_live(mine.worker_id, mine.lease_clock, mine.lease_clock_ns,
+                                                         mine.lease_ttl_ms, boot, ns) THEN
         RETURN;
     END IF;
     RETURN QUERY
@@ -438,15 +559,25 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $release$
 #variable_conflict use_column
+DECLARE
+    max_leases integer;
 BEGIN
     PERFORM snowflake_id_internal.snowflake_registry_settings();
+    -- A release locks its row until its transaction ends, and every
+    -- claim skips a locked row: it is counted against its role's limit
+    -- until then (released_xact), and the role's row is locked as for a
+    -- claim, so that releases held open in many transactions cannot add
+    -- up. Only the role's own leases (a superuser's: any).
+    max_leases := snowflake_id_internal.snowflake_registry_lock_role();
     -- The reservation stays: the next holder starts above it.
     UPDATE snowflake_id_internal.snowflake_registry r
        SET lease_expires = least(r.lease_expires, clock_timestamp()),
-           lease_ttl_ms = 0
+           lease_ttl_ms = 0,
+           released_xact = pg_current_xact_id()
      WHERE r.worker_id = snowflake_registry_release.worker_id
        AND r.token = snowflake_registry_release.token
-       AND r.lease_epoch = snowflake_registry_release.lease_epoch;
+       AND r.lease_epoch = snowflake_registry_release.lease_epoch
+       AND (max_leases IS NULL OR r.holder_role = session_user);
     RETURN FOUND;
 END
 $release$;

@@ -194,6 +194,9 @@ SELECT count(*) AS still_one FROM snowflake_id_internal.snowflake_registry_adopt
 -- Released: free at once (by the monotonic clock too).
 SELECT snowflake_registry_release(0, '00000000-0000-4000-8000-000000000101', 2);
 SELECT worker_id, state FROM snowflake_registry_holders WHERE worker_id = 0;
+-- A released lease is not renewed: only a live one is (its holder
+-- claims anew), so that no renewal locks a row that is free to claim.
+SELECT count(*) AS renewed FROM snowflake_registry_renew(0, '00000000-0000-4000-8000-000000000101', 2, 600000, 0);
 \c :orig_db
 DROP DATABASE regress_registry_limits;
 DROP ROLE regress_greedy;
