@@ -4,7 +4,8 @@
 # minting servers, each on a cluster of its own, stopped at exit.
 #   registry_scaffold NAME PORT: state in .run/attack-reg-NAME; the
 #       registry's cluster in $REG on PORT ($P0), minting server N in
-#       $BASE/mN on PORT + N; at exit the PIDs in `holders` are killed,
+#       $BASE/mN on PORT + N (a standby of the registry, if any, in
+#       $BASE/standby); at exit the PIDs in `holders` are killed,
 #       mallory's registry sessions ended and every cluster stopped.
 #   node DIR PORT [SETTING...]: a fresh cluster in DIR, started.
 #   rs ROLE DB ARGS...: psql on the registry; ms N ARGS...: psql as
@@ -40,7 +41,7 @@ reg_cleanup() {
     if [ -d "$REG/data" ]; then
         rs postgres registry -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'mallory'" >/dev/null 2>&1 || true
     fi
-    for d in "$BASE"/m* "$REG"; do [ -d "$d" ] && cluster_stop "$d"; done
+    for d in "$BASE"/m* "$BASE"/standby "$REG"; do [ -d "$d" ] && cluster_stop "$d"; done
     return 0
 }
 node() {
