@@ -77,114 +77,31 @@
 # machine reaches; every cluster is stopped and every stopped process
 # continued on exit.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/lease.sh"
 if [ "$PG_MAJOR" != 18 ] && [ "${SNOWFLAKE_LEASE_PROMISE_ANY_MAJOR:-}" != 1 ]; then
     skip_test "runs on 18 (SNOWFLAKE_LEASE_PROMISE_ANY_MAJOR=1 runs it on $PG_MAJOR)"
 fi
 BASE=$(state_dir "$ROOT/.run/it-lease-promise" it-lease-promise)
-PORT0=${SNOWFLAKE_IT_LEASE_PROMISE_PORT:-56300}   # the registries, minting servers and the relay: +0..+13
 T0=$(date +%s)
 K=5          # the contested worker id
 TOL_US=5000  # 5 ms: see the header
 
-# --- helpers ---------------------------------------------------------------
-FT=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
-[ -f "$FT" ] || die "libfaketime is missing (apt package libfaketime)"
-CLOCK_REG="$BASE/faketime-reg"   # rega's clock (A)
-CLOCK_H="$BASE/faketime-h"       # f1's clock (F)
-setclock() { echo "$2" > "$1"; chmod 644 "$1"; }
-fake_clock() { printf '%s\n' LD_PRELOAD="$FT" FAKETIME_TIMESTAMP_FILE="$1" FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1; }
-
-NODES=(reg rega a1 a2 a3 a4 b1 b2 c1 d1 e1 e2 f1)
-MINTERS=(a1 a2 a3 a4 b1 b2 c1 d1 e1 e2 f1)
-declare -A PORT_OF LEASE
-for i in "${!NODES[@]}"; do PORT_OF[${NODES[$i]}]=$((PORT0 + i)); done
+# --- helpers (the rest: lib/lease.sh) -------------------------------------
+fake_clock "$BASE/faketime"   # one clock: rega's in A, f1's in F (never up at once)
+PORT0=${SNOWFLAKE_IT_LEASE_PROMISE_PORT:-56300}   # the registries, minting servers and the relay: +0..+13
+nodes "$PORT0" reg rega a1 a2 a3 a4 b1 b2 c1 d1 e1 e2 f1
+MINTERS=("${NODES[@]:2}")
+# shellcheck disable=SC2034  # read by all_stop (lib/lease.sh)
+REGISTRIES=(rega reg)
 RELAY_PORT=$((PORT0 + ${#NODES[@]}))
 RELAY_DIR="$BASE/relay"
 RELAY_PID=""
-dir_of() { printf '%s/%s' "$BASE" "$1"; }
-# conninfo REGNODE DB NODE: NODE's connection string, as its own login role.
-conninfo() { echo "host=$(dir_of "$1") port=${PORT_OF[$1]} dbname=$2 user=lease_$3"; }
+stop_own() { relay_stop; }
 
-COMMON=("listen_addresses = ''" "fsync = off" "shared_buffers = '32MB'")
-MINT=("shared_preload_libraries = 'snowflake_id'"
-      "snowflake_id.worker_id_source = 'registry'"
-      "snowflake_id.lease_ttl = '3s'")
-
-FROZEN=()    # PIDs stopped by SIGSTOP; thaw and the exit continue them
-BG=()        # background psql clients
-all_stop() {
-    local pid n
-    for pid in "${FROZEN[@]}"; do kill -CONT "$pid" 2>/dev/null || true; done
-    FROZEN=()
-    for pid in "${BG[@]}"; do kill "$pid" 2>/dev/null || true; done
-    BG=()
-    relay_stop
-    for n in "${MINTERS[@]}"; do
-        [ -f "$(dir_of "$n")/data/PG_VERSION" ] && cluster_stop "$(dir_of "$n")"
-    done
-    for n in rega reg; do
-        [ -f "$(dir_of "$n")/data/PG_VERSION" ] && cluster_stop "$(dir_of "$n")"
-    done
-    return 0
-}
-
-fresh() {
-    local d; d=$(dir_of "$1")
-    cluster_stop "$d"; rm -rf "$d"; mkdir -p "$d"
-    if is_root; then chown postgres:postgres "$d"; fi
-}
-start() {
-    local n="$1"; shift
-    cluster_start "$(dir_of "$n")" "$@" \
-        || { tail -30 "$(dir_of "$n")/server.log" >&2; die "$n did not start (the end of its log is above)"; }
-}
-stop() { local n; for n in "$@"; do cluster_stop "$(dir_of "$n")"; done; }
-
-# q NODE [psql args...]: psql as postgres on NODE's socket, unaligned.
-q() {
-    local n="$1"; shift
-    timeout 300 "$(pgbin)/psql" -X -q -At -F ' ' -h "$(dir_of "$n")" -p "${PORT_OF[$n]}" -U postgres \
-        -v ON_ERROR_STOP=1 "$@"
-}
 now_us() { date +%s%6N; }
 # ms DELTA_US: a difference of microseconds in ms, one decimal.
 ms() { awk -v d="$1" 'BEGIN { printf "%.1f", d / 1000 }'; }
 
-# setup_registry NODE [env...]: a registry cluster with the lease group
-# role, a login role per minting server (CONNECTION LIMIT 3) and greedy.
-setup_registry() {
-    local reg="$1" n roles=("CREATE ROLE snowflake_lease NOLOGIN"); shift
-    fresh "$reg"
-    cluster_init "$(dir_of "$reg")" "${PORT_OF[$reg]}" "${COMMON[@]}"
-    start "$reg" "$@"
-    for n in "${MINTERS[@]}"; do roles+=("CREATE ROLE lease_$n LOGIN CONNECTION LIMIT 3 IN ROLE snowflake_lease"); done
-    roles+=("CREATE ROLE greedy LOGIN CONNECTION LIMIT 3 IN ROLE snowflake_lease")
-    q "$reg" "${roles[@]/#/-c}"
-}
-# registry_db REGNODE DB [init arguments]: DB on REGNODE, a registry of
-# the default layout, EXECUTE on every claim, renew and release function
-# for the lease group role.
-registry_db() {
-    local reg="$1" db="$2" args="${3:-}" n
-    q "$reg" -c "CREATE DATABASE $db"
-    n=$(q "$reg" -d "$db" -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
-          -c "SELECT snowflake_registry_init($args)" \
-          -c "DO \$\$ DECLARE f regprocedure; BEGIN
-                FOR f IN SELECT p.oid::regprocedure FROM pg_proc p JOIN pg_namespace s ON s.oid = p.pronamespace
-                          WHERE s.nspname = 'public'
-                            AND p.proname IN ('snowflake_registry_claim', 'snowflake_registry_renew', 'snowflake_registry_release')
-                LOOP EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO snowflake_lease', f); END LOOP; END \$\$")
-    [ "$n" = 1024 ] || die "snowflake_registry_init($args) in $db on $reg returned '$n', expected 1024"
-}
-
-# mint_init NODE REGNODE DB [postgresql.conf lines...]
-mint_init() {
-    local n="$1" reg="$2" db="$3"; shift 3
-    fresh "$n"
-    cluster_init "$(dir_of "$n")" "${PORT_OF[$n]}" "${COMMON[@]}" "${MINT[@]}" \
-        "snowflake_id.registry = '$(conninfo "$reg" "$db" "$n")'" "$@"
-}
 # make_tables NODE: the extension, the record of IDs, failures and lease
 # samples, and the procedures that fill them.
 make_tables() {
@@ -254,15 +171,15 @@ unrecord() {
 }
 gone() { ! kill -0 "$1" 2>/dev/null; }
 
-lease_of() { q "$1" -c "SELECT lease_worker_id FROM snowflake_stats()"; }
-has_lease() { [ -n "$(lease_of "$1" 2>/dev/null)" ]; }
-stats_of() {
-    q "$1" -c "SELECT format('lease %s, %s registry errors, last: %s', coalesce(lease_worker_id::text, 'none'),
-                             registry_errors, coalesce(registry_last_error, 'none')) FROM snowflake_stats()" 2>&1 || true
-}
-leased() {
-    poll_until 60 has_lease "$1" || die "$1: no worker id leased within 60 s of its start, expected one ($(stats_of "$1"))"
-    LEASE[$1]=$(lease_of "$1")
+# minting LABEL NODE [W]: NODE started, its tables made, leased (W, the
+# id it prefers of a new registry, where given) and recording, until it
+# has minted 1000 IDs under its lease.
+minting() {
+    local label="$1" n="$2"
+    start "$n"; make_tables "$n"; leased "$n"
+    [ -z "${3:-}" ] || [ "${LEASE[$n]}" = "$3" ] || die "$label: $n prefers worker id $3 of a new registry, but leased ${LEASE[$n]}"
+    record "$n"
+    poll_until 60 minted_under "$n" "${LEASE[$n]}" 1000 || die "$label: $n minted no 1000 IDs within 60 s"
 }
 # minted_under NODE W N: NODE has minted N IDs or more under worker id W.
 minted_under() { [ "$(q "$1" -c "SELECT count(*) >= $3 FROM ids WHERE snowflake_worker_id(id) = $2")" = t ]; }
@@ -271,10 +188,6 @@ minted_more() { [ "$(q "$1" -c "SELECT count(*) > $2 + 100 FROM ids")" = t ]; }
 # clock_past NODE US: NODE's clock is past US (Unix µs).
 clock_past() { [ "$(q "$1" -c "SELECT us(clock_timestamp()) > $2")" = t ]; }
 machine_past() { [ "$(now_us)" -gt "$1" ]; }
-holder_state() { q "$1" -d "$2" -c "SELECT state FROM snowflake_registry_holders WHERE worker_id = $3"; }
-is_state() { [ "$(holder_state "$1" "$2" "$3")" = "$4" ]; }
-renewed_at() { q "$1" -d "$2" -c "SELECT renewed_at FROM snowflake_registry_holders WHERE worker_id = $3"; }
-renewed_since() { [ "$(renewed_at "$1" "$2" "$3")" != "$4" ]; }
 # got_us NODE W: when NODE first held W (Unix µs; empty if never): its
 # first sample showing W, or its first ID under W, the earlier.
 got_us() {
@@ -318,31 +231,12 @@ verdict() {
     log "$1: passed in $(($(date +%s) - SC_T0)) s"
 }
 
-postmaster_of() { head -1 "$(dir_of "$1")/data/postmaster.pid"; }
-lease_worker_of() {
-    local pm pid; pm=$(postmaster_of "$1")
-    pid=$(ps -o pid=,args= --ppid "$pm" | awk '/snowflake_id lease/ {print $1}')
-    [ "$(wc -w <<<"$pid")" = 1 ] \
-        || die "$1: expected one 'snowflake_id lease' process among the children of postmaster $pm, found '$pid'"
-    echo "$pid"
-}
-all_stopped() { local p; for p in "$@"; do [[ "$(ps -o stat= -p "$p")" == T* ]] || return 1; done; }
 # sigstop PID...: stop them, and wait until they are.
 sigstop() {
     local p
     for p in "$@"; do kill -STOP "$p"; FROZEN+=("$p"); done
     poll_until 30 all_stopped "$@" || die "not every one of $* stopped within 30 s of SIGSTOP"
 }
-# freeze NODE: SIGSTOP its postmaster, then each of its children.
-freeze() {
-    local pm k kids=(); pm=$(postmaster_of "$1")
-    kill -STOP "$pm"; FROZEN+=("$pm")
-    for k in $(pgrep -P "$pm"); do
-        if kill -STOP "$k" 2>/dev/null; then FROZEN+=("$k"); kids+=("$k"); fi
-    done
-    poll_until 30 all_stopped "$pm" "${kids[@]}" || die "$1: not every process stopped within 30 s of SIGSTOP"
-}
-thaw() { local p; for p in "${FROZEN[@]}"; do kill -CONT "$p" 2>/dev/null || true; done; FROZEN=(); }
 
 relay_up() { [ -S "$RELAY_DIR/.s.PGSQL.$RELAY_PORT" ] && [ -s "$RELAY_DIR/pid" ]; }
 relay_start() {
@@ -366,7 +260,7 @@ relay_stop() {
 a_case() {
     local h1="$1" h2="$2" db="$3" from="$4" to="$5" r0 t_step off g cnt first last
     log "   registry clock $from; $h1 claims worker id $K and renews"
-    setclock "$CLOCK_REG" "$from"
+    setclock "$from"
     registry_db rega "$db" "max_ahead => interval '3 hours'"
     mint_init "$h1" rega "$db" "snowflake_id.worker_id = $K" "snowflake_id.lease_ttl = '15s'"
     mint_init "$h2" rega "$db" "snowflake_id.worker_id = $K"
@@ -375,7 +269,7 @@ a_case() {
     record "$h1"
     r0=$(renewed_at rega "$db" "$K")
     poll_until 60 renewed_since rega "$db" "$K" "$r0" || die "A: $h1's lease was not renewed within 60 s (renewals every 5 s)"
-    setclock "$CLOCK_REG" "$to"
+    setclock "$to"
     t_step=$(now_us)
     off=$(q rega -c "SELECT round(extract(epoch FROM clock_timestamp()) - $(date +%s.%N))")
     log "   right after a renewal the registry's clock steps to $to (now ${off} s off); $h2 starts, preferring $K"
@@ -411,9 +305,8 @@ a_case() {
 
 scenarioA() {
     log "A. the registry's clock steps 2 h (behind -> ahead, then ahead -> behind): never two holders of one id"
-    setclock "$CLOCK_REG" "+0"
-    local fake; mapfile -t fake < <(fake_clock "$CLOCK_REG")
-    setup_registry rega "${fake[@]}"
+    setclock "+0"
+    registry_server rega start_faked "${MINTERS[@]/#/lease_}" greedy
     a_case a1 a2 reg_a1 "-2h" "+2h"
     a_case a3 a4 reg_a2 "+2h" "-2h"
     stop rega
@@ -426,10 +319,7 @@ scenarioB() {
     registry_db reg reg_b
     mint_init b1 reg reg_b "snowflake_id.worker_id = $K"
     mint_init b2 reg reg_b "snowflake_id.worker_id = $K"
-    start b1; make_tables b1; leased b1
-    [ "${LEASE[b1]}" = "$K" ] || die "B: b1 prefers worker id $K of a new registry, but leased ${LEASE[b1]}"
-    record b1
-    poll_until 60 minted_under b1 "$K" 1000 || die "B: b1 minted no 1000 IDs within 60 s"
+    minting B b1 "$K"
     lw=$(lease_worker_of b1)
     sigstop "$lw"
     dl=$(q b1 -c "SELECT us(lease_expires) FROM snowflake_stats()")
@@ -472,9 +362,8 @@ outage() {
     else
         mint_init "$n" reg "reg_$n"
     fi
-    start "$n"; make_tables "$n"; leased "$n"; record "$n"
+    minting "$label" "$n"
     pm=$(postmaster_of "$n")
-    poll_until 60 minted_under "$n" "${LEASE[$n]}" 1000 || die "$label: $n minted no 1000 IDs within 60 s"
     if [ "$how" = relay ]; then sigstop "$RELAY_PID"; else freeze reg; fi
     dl=$(q "$n" -c "SELECT us(lease_expires) FROM snowflake_stats()")
     [ -n "$dl" ] || die "$label: $n shows no lease_expires right after the $how stopped (the lease was live)"
@@ -511,10 +400,7 @@ scenarioE() {
     registry_db reg reg_e
     mint_init e1 reg reg_e "snowflake_id.worker_id = $K"
     mint_init e2 reg reg_e "snowflake_id.worker_id = $K"
-    start e1; make_tables e1; leased e1
-    [ "${LEASE[e1]}" = "$K" ] || die "E: e1 prefers worker id $K of a new registry, but leased ${LEASE[e1]}"
-    record e1
-    poll_until 60 minted_under e1 "$K" 1000 || die "E: e1 minted no 1000 IDs within 60 s"
+    minting E e1 "$K"
     c=$(q reg -d reg_e -c "SELECT snowflake_registry_retire($K)" \
            -c "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint" | tail -1)
     q reg -d reg_e -c "SELECT snowflake_registry_retire($K, false)" >/dev/null
@@ -551,13 +437,12 @@ scenarioE() {
 }
 
 scenarioF() {
-    local off i t_start st pms msg detail c0 c1 cms out durs=() bad=() fake
+    local off i t_start st pms msg detail c0 c1 cms out durs=() bad=()
     log "F. H1's clock 1 h ahead, max_ahead 1 h: each snowflake_nextval() ends within 2.5 s, failures are 55000 about the lease"
     registry_db reg reg_f "max_ahead => interval '1 hour'"
     mint_init f1 reg reg_f
-    setclock "$CLOCK_H" "+1h"
-    mapfile -t fake < <(fake_clock "$CLOCK_H")
-    start f1 "${fake[@]}"
+    setclock "+1h"
+    start_faked f1
     off=$(q f1 -c "SELECT round(extract(epoch FROM clock_timestamp()) - $(date +%s.%N))")
     if [ "$off" -lt 3500 ] || [ "$off" -gt 3700 ]; then die "F: f1's clock is $off s off, expected about +3600 s (libfaketime)"; fi
     make_tables f1
@@ -665,7 +550,7 @@ ALL="A B C D E F G"
 for s in ${LEASE_PROMISE_ONLY:-}; do
     [[ " $ALL " == *" $s "* ]] || die "LEASE_PROMISE_ONLY: no scenario '$s' (have $ALL)"
 done
-if [[ " ${LEASE_PROMISE_ONLY:-$ALL} " =~ \ [B-G]\  ]]; then setup_registry reg; fi
+if [[ " ${LEASE_PROMISE_ONLY:-$ALL} " =~ \ [B-G]\  ]]; then registry_server reg start "${MINTERS[@]/#/lease_}" greedy; fi
 for s in $ALL; do
     if [[ " ${LEASE_PROMISE_ONLY:-$ALL} " == *" $s "* ]]; then
         SC_T0=$(date +%s); FAILS=()

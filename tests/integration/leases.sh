@@ -56,72 +56,18 @@
 # servers, the registry is common to all. Every wait is a poll with a
 # bound only a hung machine reaches; all clusters are stopped on exit.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/lease.sh"
 if [ "$PG_MAJOR" != 18 ]; then
     skip_test "runs on 18"
 fi
 BASE=$(state_dir "$ROOT/.run/it-leases" it-leases)
-PORT0=${SNOWFLAKE_IT_LEASES_PORT:-55640}   # the registry; minting servers +1..+17
 T0=$(date +%s)
 
-# --- helpers ---------------------------------------------------------------
-FT=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
-[ -f "$FT" ] || die "libfaketime is missing (apt package libfaketime)"
-CLOCK="$BASE/faketime"
-setclock() { echo "$1" > "$CLOCK"; chmod 644 "$CLOCK"; }
-FAKE_CLOCK=(LD_PRELOAD="$FT" FAKETIME_TIMESTAMP_FILE="$CLOCK" FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1)
-
-# Every server of the script, by name: the registry, then one per role.
-NODES=(reg n1 n2 n3 n4 a a2 x y r c e1 e2 e3 e4 e5 p s)
-declare -A PORT_OF LEASE
-for i in "${!NODES[@]}"; do PORT_OF[${NODES[$i]}]=$((PORT0 + i)); done
-dir_of() { printf '%s/%s' "$BASE" "$1"; }
-# registry_conninfo DB NODE: NODE's connection string, as its own login
-# role (docs/worker-ids.md: one per server, members of snowflake_lease).
-registry_conninfo() { echo "host=$(dir_of reg) port=${PORT_OF[reg]} dbname=$1 user=lease_$2"; }
-
-# Settings of every server (durability as in production: fsync on), and
-# of the minting ones; a later line overrides an earlier one.
-# Unix sockets only: a TCP port of this script's range may be a client's
-# ephemeral port at the moment a server starts.
-COMMON=("listen_addresses = ''" "fsync = on" "shared_buffers = '32MB'")
-MINT=("shared_preload_libraries = 'snowflake_id'"
-      "snowflake_id.worker_id_source = 'registry'"
-      "snowflake_id.lease_ttl = '3s'")
-
-# PIDs stopped by freeze; thaw and the exit continue them.
-FROZEN=()
-# all_stop: every cluster of the script stopped, the registry last (the
-# others release their leases at a clean stop).
-all_stop() {
-    local pid d
-    for pid in "${FROZEN[@]}"; do kill -CONT "$pid" 2>/dev/null || true; done
-    for d in "$BASE"/*/; do
-        [ "${d%/}" = "$(dir_of reg)" ] || { [ -f "$d/data/PG_VERSION" ] && cluster_stop "${d%/}"; } || true
-    done
-    cluster_stop "$(dir_of reg)"
-}
-
-# fresh NODE: an empty directory for NODE's cluster, owned by postgres.
-fresh() {
-    local d; d=$(dir_of "$1")
-    cluster_stop "$d"; rm -rf "$d"; mkdir -p "$d"
-    if is_root; then chown postgres:postgres "$d"; fi
-}
-# mint_init NODE [postgresql.conf lines...]: a new minting server that
-# leases its worker id from database "registry", for 3 s.
-mint_init() {
-    local n="$1"; shift
-    fresh "$n"
-    cluster_init "$(dir_of "$n")" "${PORT_OF[$n]}" "${COMMON[@]}" "${MINT[@]}" \
-        "snowflake_id.registry = '$(registry_conninfo registry "$n")'" "$@"
-}
-# start NODE [env assignments...]
-start() {
-    local n="$1"; shift
-    cluster_start "$(dir_of "$n")" "$@" \
-        || { tail -30 "$(dir_of "$n")/server.log" >&2; die "$n did not start (the end of its log is above)"; }
-}
+# --- helpers (the rest: lib/lease.sh) -------------------------------------
+fake_clock "$BASE/faketime"
+# Every server of the script, by name, from port SNOWFLAKE_IT_LEASES_PORT
+# (55640) on: the registry, then one per role.
+nodes "${SNOWFLAKE_IT_LEASES_PORT:-55640}" reg n1 n2 n3 n4 a a2 x y r c e1 e2 e3 e4 e5 p s
 # start_all NODE...: start them all at once.
 start_all() {
     local n p pids=() rc=0
@@ -129,60 +75,12 @@ start_all() {
     for p in "${pids[@]}"; do wait "$p" || rc=1; done
     [ $rc = 0 ] || die "not every one of $* started"
 }
-stop() { local n; for n in "$@"; do cluster_stop "$(dir_of "$n")"; done; }
-
-# q NODE [psql args...]: psql as postgres on NODE's socket, unaligned.
-q() {
-    local n="$1"; shift
-    timeout 300 "$(pgbin)/psql" -X -q -At -F ' ' -h "$(dir_of "$n")" -p "${PORT_OF[$n]}" -U postgres \
-        -v ON_ERROR_STOP=1 "$@"
-}
 reg() { q reg -d registry "$@"; }
 # make_ids NODE: the extension and the table of IDs every minting server has.
 make_ids() {
     q "$1" -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
         -c "CREATE TABLE ids (id bigint PRIMARY KEY DEFAULT snowflake_nextval(),
                               tag text NOT NULL DEFAULT '', at timestamptz NOT NULL DEFAULT clock_timestamp())"
-}
-# registry_db DB WORKER_BITS [SCHEMA]: the extension in DB on the
-# registry's cluster (in SCHEMA, created for it, as docs/reference.md
-# recommends; else in public), initialised with WORKER_BITS, and the
-# lease role's grants (docs/worker-ids.md).
-registry_db() {
-    local db="$1" bits="$2" schema="${3:-public}" create="CREATE EXTENSION snowflake_id" n
-    if [ "$schema" != public ]; then
-        create="CREATE SCHEMA $schema AUTHORIZATION postgres; CREATE EXTENSION snowflake_id SCHEMA $schema"
-    fi
-    n=$(q reg -d "$db" -c "SET client_min_messages = warning" -c "$create" -c "SET search_path = $schema" \
-        -c "SELECT snowflake_registry_init(worker_bits => $bits)" \
-        -c "GRANT EXECUTE ON FUNCTION snowflake_registry_claim(uuid,text,integer,text,text,integer,integer,integer,bigint,integer,bigint),
-                                      snowflake_registry_renew(integer,uuid,bigint,integer,bigint),
-                                      snowflake_registry_release(integer,uuid,bigint) TO snowflake_lease" \
-        -c "GRANT USAGE ON SCHEMA $schema TO snowflake_lease")
-    [ "$n" = $((1 << bits)) ] \
-        || die "snowflake_registry_init(worker_bits => $bits) in $db returned '$n', expected $((1 << bits)) (one row per id)"
-}
-# The state of a worker id on the registry.
-holder_state() { reg -c "SELECT state FROM snowflake_registry_holders WHERE worker_id = $1"; }
-is_state() { [ "$(holder_state "$1")" = "$2" ]; }
-
-lease_of() { q "$1" -c "SELECT lease_worker_id FROM snowflake_stats()"; }
-has_lease() { [ -n "$(lease_of "$1" 2>/dev/null)" ]; }
-# stats_of NODE: the lease columns of NODE's snowflake_stats(), for messages.
-stats_of() {
-    q "$1" -c "SELECT format('source %s, lease %s, %s registry errors, last: %s', worker_id_source,
-                             coalesce(lease_worker_id::text, 'none'), registry_errors,
-                             coalesce(registry_last_error, 'none'))
-                 FROM snowflake_stats()" 2>&1 || true
-}
-# leased NODE: wait until NODE holds a lease (60 s at most); set LEASE[NODE].
-leased() {
-    poll_until 60 has_lease "$1" || die "$1: no worker id leased within 60 s of its start, expected one ($(stats_of "$1"))"
-    LEASE[$1]=$(lease_of "$1")
-}
-# role_refused NODE: NODE's last claim was refused by its role's limit.
-role_refused() {
-    [[ "$(q "$1" -c "SELECT registry_last_error FROM snowflake_stats()" 2>/dev/null)" == *"may hold no more worker-id leases"* ]]
 }
 # ms_of NODE ID_EXPR: the millisecond (Unix) of an ID, decoded on NODE.
 ms_of() { q "$1" -c "SELECT (extract(epoch FROM d.ts) * 1000)::bigint FROM snowflake_decode(($2)::bigint) d"; }
@@ -224,12 +122,6 @@ exhausted() { refused "$1" && grep -q worker_bits <<<"$(sed -n '/^HINT:/,/^LOCAT
 
 # leases_other NODE OLD: NODE leases an id other than OLD, and mints.
 leases_other() { local w; w=$(lease_of "$1" 2>/dev/null) && [ -n "$w" ] && [ "$w" != "$2" ] && mints "$1"; }
-# renewed_since WORKER_ID TIME: the registry shows the lease of WORKER_ID
-# renewed 3 s (a lease period) or more after TIME.
-renewed_since() {
-    [ "$(reg -c "SELECT renewed_at >= '$2'::timestamptz + interval '3 s'
-                   FROM snowflake_registry_holders WHERE worker_id = $1")" = t ]
-}
 # replayed_to NODE LSN: the standby NODE has replayed the WAL up to LSN.
 replayed_to() { [ "$(q "$1" -c "SELECT pg_last_wal_replay_lsn() >= '$2'::pg_lsn" 2>/dev/null || true)" = t ]; }
 
@@ -258,47 +150,12 @@ judge() {
     log "   merged on the registry over postgres_fdw: $got IDs from $*, no duplicate"
 }
 
-postmaster_of() { head -1 "$(dir_of "$1")/data/postmaster.pid"; }
-# lease_worker_of NODE: the PID of NODE's "snowflake_id lease" background
-# worker (its process title).
-lease_worker_of() {
-    local pm pid; pm=$(postmaster_of "$1")
-    pid=$(ps -o pid=,args= --ppid "$pm" | awk '/snowflake_id lease/ {print $1}')
-    [ "$(wc -w <<<"$pid")" = 1 ] \
-        || die "$1: expected one 'snowflake_id lease' process among the children of postmaster $pm, found '$pid' ($(ps -o pid=,args= --ppid "$pm" | paste -sd ';'))"
-    echo "$pid"
-}
-all_stopped() { local p; for p in "$@"; do [[ "$(ps -o stat= -p "$p")" == T* ]] || return 1; done; }
-# freeze NODE: SIGSTOP its postmaster, then each of its children (a stopped
-# postmaster forks no new one), and wait until all are stopped.
-freeze() {
-    local pm k; pm=$(postmaster_of "$1")
-    kill -STOP "$pm"; FROZEN+=("$pm")
-    for k in $(pgrep -P "$pm"); do
-        if kill -STOP "$k" 2>/dev/null; then FROZEN+=("$k"); fi
-    done
-    poll_until 30 all_stopped "${FROZEN[@]}" \
-        || die "$1: not every process stopped within 30 s of SIGSTOP: $(ps -o pid=,stat=,args= -p "$(IFS=,; echo "${FROZEN[*]}")" | paste -sd ';')"
-}
-# thaw [PID]: SIGCONT every frozen process but PID.
-thaw() {
-    local p keep=()
-    for p in "${FROZEN[@]}"; do
-        if [ "$p" = "${1:-}" ]; then keep+=("$p"); else kill -CONT "$p" 2>/dev/null || true; fi
-    done
-    FROZEN=("${keep[@]}")
-}
-
 # --- scenarios -------------------------------------------------------------
 setup_registry() {
     log "registry: database registry, snowflake_registry_init(), a login role per server in the group snowflake_lease with the documented GRANT"
-    fresh reg
-    cluster_init "$(dir_of reg)" "${PORT_OF[reg]}" "${COMMON[@]}"
-    start reg
-    local n roles=("CREATE ROLE snowflake_lease NOLOGIN")
-    for n in "${NODES[@]}"; do roles+=("CREATE ROLE lease_$n LOGIN CONNECTION LIMIT 3 IN ROLE snowflake_lease"); done
-    q reg "${roles[@]/#/-c}" -c "CREATE DATABASE registry" -c "CREATE DATABASE judge"
-    registry_db registry 10
+    registry_server reg start "${NODES[@]/#/lease_}"
+    registry_db reg registry "worker_bits => 10"
+    q reg -c "CREATE DATABASE judge"
     q reg -d judge -c "SET client_min_messages = warning" -c "CREATE EXTENSION postgres_fdw"
 }
 
@@ -307,7 +164,7 @@ scenario1() {
     log "1. a registry and four servers started together: four ids; 4 x 200,000 IDs at once, no duplicate"
     # 10 s leases: four servers minting flat out on a small machine must
     # not lose a lease to one late renewal (this scenario waits for none).
-    for n in n1 n2 n3 n4; do mint_init "$n" "snowflake_id.lease_ttl = '10s'"; done
+    for n in n1 n2 n3 n4; do mint_init "$n" reg registry "snowflake_id.lease_ttl = '10s'"; done
     start_all n1 n2 n3 n4
     for n in n1 n2 n3 n4; do make_ids "$n"; leased "$n"; done
     got=$(printf '%s\n' "${LEASE[n1]}" "${LEASE[n2]}" "${LEASE[n3]}" "${LEASE[n4]}" | sort -un | wc -l)
@@ -340,7 +197,7 @@ scenario1() {
 scenario2() {
     local n p pids=() rc=0 got
     log "2. a cold copy of a stopped server's data directory, started beside the original: two ids, no equal IDs"
-    mint_init a "snowflake_id.lease_ttl = '10s'"   # minting flat out, as in 1
+    mint_init a reg registry "snowflake_id.lease_ttl = '10s'"   # minting flat out, as in 1
     start a; make_ids a; leased a
     q a -c "INSERT INTO ids (tag) SELECT 'before' FROM generate_series(1, 10000)"
     stop a
@@ -377,22 +234,22 @@ scenario2() {
 scenario3() {
     local wx lw x_last y_first got exp
     log "3. a holder frozen past its TTL: its id taken by a server preferring it; resumed, it gets 55000, then another id"
-    mint_init x; start x; make_ids x; leased x
+    mint_init x reg registry; start x; make_ids x; leased x
     wx=${LEASE[x]}
-    mint_init y "snowflake_id.worker_id = $wx" "snowflake_id.lease_ttl = '10s'"   # only x's lease must run out
+    mint_init y reg registry "snowflake_id.worker_id = $wx" "snowflake_id.lease_ttl = '10s'"   # only x's lease must run out
     q x -c "INSERT INTO ids (tag) SELECT 'x-held' FROM generate_series(1, 10000)"
     lw=$(lease_worker_of x)
     # Every ID x issued under wx, stored or not, is at or below its last_id.
     x_last=$(ms_of x "(SELECT last_id FROM snowflake_stats())")
     freeze x
     log "   x (worker id $wx) frozen: postmaster and $((${#FROZEN[@]} - 1)) children stopped"
-    poll_until 60 is_state "$wx" expired \
-        || die "worker id $wx: the registry shows it '$(holder_state "$wx")' 60 s after its holder x froze (lease_ttl 3 s), expected 'expired'"
+    poll_until 60 is_state reg registry "$wx" expired \
+        || die "worker id $wx: the registry shows it '$(holder_state reg registry "$wx")' 60 s after its holder x froze (lease_ttl 3 s), expected 'expired'"
     log "   the registry shows worker id $wx expired after ${POLL_MS} ms"
     # y's clock is an hour behind: only the registry's floor puts its IDs
     # after x's.
     setclock "-1h"
-    start y "${FAKE_CLOCK[@]}"; make_ids y; leased y
+    start_faked y; make_ids y; leased y
     [ "${LEASE[y]}" = "$wx" ] || die "y prefers worker id $wx, expired on the registry, but leased ${LEASE[y]}"
     q y -c "INSERT INTO ids (tag) SELECT 'y-held' FROM generate_series(1, 10000)"
     thaw "$lw"
@@ -426,7 +283,7 @@ scenario4() {
     log "4. the registry stopped: minting goes on until the lease's deadline, then 55000; restarted: minting resumes"
     # A 10 s lease, renewed every ~3.3 s: a call right after the stop has
     # 6 s or more to reach the server on the busiest machine.
-    mint_init r "snowflake_id.lease_ttl = '10s'"
+    mint_init r reg registry "snowflake_id.lease_ttl = '10s'"
     start r; make_ids r; leased r
     pm=$(postmaster_of r)
     q r -c "INSERT INTO ids (tag) SELECT 'before' FROM generate_series(1, 1000)"
@@ -457,7 +314,7 @@ scenario4() {
 scenario5() {
     local w last_id last_ms state until_ms off first first_ms
     log "5. a clean stop releases the lease; restarted 1 h behind, the first ID is above the lease's reserved_until"
-    mint_init c "snowflake_id.lease_ttl = '10s'"; start c; make_ids c; leased c
+    mint_init c reg registry "snowflake_id.lease_ttl = '10s'"; start c; make_ids c; leased c
     w=${LEASE[c]}
     q c -c "INSERT INTO ids (tag) SELECT 'before' FROM generate_series(1, 10000)"
     last_id=$(q c -c "SELECT last_id FROM snowflake_stats()")
@@ -471,7 +328,7 @@ scenario5() {
         || die "worker id $w: reserved_until_ms $until_ms is below c's last ID's millisecond $last_ms, expected every ID within the registry's reservation"
     log "   after the clean stop worker id $w is '$state', reserved until ms $until_ms (c's last ID: ms $last_ms)"
     setclock "-1h"
-    start c "${FAKE_CLOCK[@]}"
+    start_faked c
     off=$(q c -c "SELECT round(extract(epoch FROM now()) - $(date +%s.%N))")
     [ "$off" -le -3500 ] || die "c's clock is $off s off, expected about -3600 s (libfaketime)"
     [ "$off" -ge -3700 ] || die "c's clock is $off s off, expected about -3600 s (libfaketime)"
@@ -489,10 +346,9 @@ scenario5() {
 scenario6() {
     local n got exp=""
     log "6. exhaustion: 2 worker bits, five servers: ids 0..3, the fifth gets 55000 with a HINT on worker_bits"
-    q reg -c "CREATE DATABASE registry2"
-    registry_db registry2 2 snowflake   # this one in its own schema, the recommended install
+    registry_db reg registry2 "worker_bits => 2" snowflake   # this one in its own schema, the recommended install
     for n in e1 e2 e3 e4 e5; do
-        mint_init "$n" "snowflake_id.worker_bits = 2" "snowflake_id.registry = '$(registry_conninfo registry2 "$n")'" \
+        mint_init "$n" reg registry2 "snowflake_id.worker_bits = 2" \
             "snowflake_id.lease_ttl = '10s'"
     done
     start_all e1 e2 e3 e4
@@ -517,17 +373,17 @@ scenario6() {
 scenario7() {
     local wp lsn p_last renewed first got
     log "7. a standby claims nothing in recovery; promoted after the primary's failure, it leases an id and mints above"
-    mint_init p; start p; make_ids p; leased p
+    mint_init p reg registry; start p; make_ids p; leased p
     wp=${LEASE[p]}
     q p -c "INSERT INTO ids (tag) SELECT 'primary' FROM generate_series(1, 10000)"
     fresh s
     basebackup_standby "$(dir_of p)" "${PORT_OF[p]}" "$(dir_of s)" "${PORT_OF[s]}"
     setclock "-1h"
-    start s "${FAKE_CLOCK[@]}"
+    start_faked s
     [ "$(q s -c "SELECT pg_is_in_recovery()")" = t ] || die "s is not in recovery, expected a standby"
     # A lease period with the standby up: the primary renews on the registry.
-    renewed=$(reg -c "SELECT renewed_at FROM snowflake_registry_holders WHERE worker_id = $wp")
-    poll_until 60 renewed_since "$wp" "$renewed" || die "the primary's lease (worker id $wp) was not renewed within 60 s, expected a renewal every second"
+    renewed=$(renewed_at reg registry "$wp")
+    poll_until 60 renewed_since reg registry "$wp" "$renewed" 3 || die "the primary's lease (worker id $wp) was not renewed within 60 s, expected a renewal every second"
     got=$(q s -c "SELECT worker_id_source || ' ' || coalesce(lease_worker_id::text, 'none') FROM snowflake_stats()")
     [ "$got" = "registry none" ] || die "the standby's snowflake_stats() shows source and lease '$got', expected 'registry none' in recovery"
     got=$(reg -c "SELECT count(*) FROM snowflake_registry_holders WHERE holder_port = ${PORT_OF[s]} AND state = 'held'")
