@@ -464,6 +464,25 @@ install_by_rename() {
     $SUDO mv -f "$tmp" "$2/$name" || { $SUDO rm -f "$tmp"; die "could not rename $tmp to $2/$name"; }
 }
 
+# snowflake_files DIR...: what the DIRs hold of snowflake_id, one line per
+# entry named snowflake_id* or .snowflake_id* (the temporary of an install
+# by rename), in them or one level down, sorted: its path, a tab, then
+# "file MODE OWNER:GROUP SHA256", "link TARGET" or, for anything else,
+# its type, mode and owner. A DIR that does not exist holds nothing.
+snowflake_files() {
+    local d f
+    for d in "$@"; do
+        [ -d "$d" ] || continue
+        find "$d" -maxdepth 2 \( -name 'snowflake_id*' -o -name '.snowflake_id*' \) -print0 | sort -z |
+            while IFS= read -r -d '' f; do
+                if [ -L "$f" ]; then printf '%s\tlink %s\n' "$f" "$(readlink "$f")"
+                elif [ -f "$f" ]; then printf '%s\tfile %s %s\n' "$f" "$(stat -c '%a %U:%G' "$f")" "$(sha256sum < "$f" | cut -d' ' -f1)"
+                else printf '%s\t%s\n' "$f" "$(stat -c '%F %a %U:%G' "$f")"
+                fi
+            done
+    done
+}
+
 # Citus, for the distributed-engine tests only (never part of the
 # extension or its packages). citus_tarball looks for the pinned source,
 # first found first, and checks every candidate against CITUS_SHA256 (the

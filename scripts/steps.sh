@@ -5,15 +5,23 @@
 #   step NAME COMMAND...      run it (a failure ends the step, not the run)
 #   not_run NAME WHY          a planned step that cannot run
 #   note TEXT                 (inside a step) the summary's note for it
+#   at_exit NAME FUNCTION     step NAME (planned) must run even when the
+#                             run ends early: the summary runs it if the
+#                             run did not (a die outside a step, an
+#                             interrupt)
 #   trap summary EXIT         the summary, always, and the exit status
 # STEPS: every step this run means to take, in order; RESULT/TOOK/NOTE:
 # what became of it. A step never reached says "not run".
-STEPS=() T_START=$SECONDS
+STEPS=() T_START=$SECONDS AT_EXIT=()
 declare -A RESULT=() TOOK=() NOTE=()
 plan() { STEPS+=("$1"); }
+at_exit() { AT_EXIT+=("$1" "$2"); }
 summary() {
-    local rc=$? s n_pass=0 n_fail=0 n_skip=0 n_not=0 r
+    local rc=$? s n_pass=0 n_fail=0 n_skip=0 n_not=0 r i
     trap - EXIT
+    for ((i = 0; i < ${#AT_EXIT[@]}; i += 2)); do
+        [ -n "${RESULT[${AT_EXIT[i]}]:-}" ] || step "${AT_EXIT[i]}" "${AT_EXIT[i + 1]}"
+    done
     printf '\n' >&2
     log "summary of scripts/test.sh ($(( (SECONDS - T_START) / 60 )) min $(( (SECONDS - T_START) % 60 )) s${DISK_LOW:+; at least $((DISK_LOW / 1024)) MB of disk free after each step})"
     for s in "${STEPS[@]}"; do

@@ -27,6 +27,11 @@
 #      benchmark runner cannot rot; its numbers are not checked
 # Layers 3-8 run once per supported PostgreSQL major (15-18 by default;
 # security on 15 and 18).
+# On Debian's PostgreSQL 15, the system's, the layers install this build;
+# the run records every snowflake_id file there at its start and puts
+# back what it found at its end, also after a failure: the step "system
+# PostgreSQL 15's snowflake_id as found" fails unless every file is as
+# found, byte for byte, and no other is there (issue 56).
 # Every layer runs even when an earlier one failed, except the layers of a
 # major whose build and install failed (regress, upgrade, security,
 # integration; clients and bench on the major they use): those say "not
@@ -83,6 +88,104 @@ for v in "${VERSIONS[@]}"; do
 done
 has clients && plan "clients (PG $once_pg)"
 has bench && plan "bench smoke (PG $once_pg)"
+# Debian's PostgreSQL 15 is the system's, and may hold a snowflake_id of
+# the user's or of scripts/run.sh (another version, a release build)
+# that this run replaces (build and install; the upgrade and security
+# layers add and remove install scripts). At its start the run records
+# every snowflake_id file of that PostgreSQL's library and extension
+# directories, a copy of each with its mode and owner, in
+# .run/system-pg15/; at its end, after a failure or an interrupt too, it
+# puts back what it found (issue 56): each file written beside its place
+# and renamed into it (a server that has the library loaded keeps
+# running, and its new connections load the file put back), every other
+# snowflake_id file there removed. The step fails unless the files are
+# then those recorded (path, mode, owner, sha256) and no others.
+SYSTEM_STEP="system PostgreSQL $SYSTEM_PG_MAJOR's snowflake_id as found"
+SYSTEM_RECORD="$ROOT/.run/system-pg$SYSTEM_PG_MAJOR"
+SYSTEM_PG=""
+if [[ " ${VERSIONS[*]} " == *" $SYSTEM_PG_MAJOR "* ]]; then
+    SYSTEM_PG=1; plan "$SYSTEM_STEP"; at_exit "$SYSTEM_STEP" system_pg_as_found
+fi
+# system_pg_dirs: the library and extension directories of Debian's
+# PostgreSQL 15 (where its package puts them, before it is installed).
+system_pg_dirs() {
+    if [ -x "$SYSTEM_PG_CONFIG" ]; then
+        "$SYSTEM_PG_CONFIG" --pkglibdir; echo "$("$SYSTEM_PG_CONFIG" --sharedir)/extension"
+    else
+        echo "/usr/lib/postgresql/$SYSTEM_PG_MAJOR/lib"; echo "/usr/share/postgresql/$SYSTEM_PG_MAJOR/extension"
+    fi
+}
+# record_system_pg: SYSTEM_RECORD/dirs (where), manifest (snowflake_files
+# there) and files/ (a copy of each file and link, at its own path), made
+# whole under another name and then renamed: without a whole record
+# nothing is put back or removed.
+record_system_pg() {
+    local tmp="$SYSTEM_RECORD.new" f what d copies dirs=()
+    if [ -e "$SYSTEM_RECORD" ]; then
+        $SUDO rm -rf "$SYSTEM_RECORD.previous" && $SUDO mv "$SYSTEM_RECORD" "$SYSTEM_RECORD.previous"
+        log "an earlier run did not put back what it found of snowflake_id in PostgreSQL $SYSTEM_PG_MAJOR: its record is now $SYSTEM_RECORD.previous/"
+    fi
+    $SUDO rm -rf "$tmp" && mkdir -m 700 "$tmp"
+    mapfile -t dirs < <(system_pg_dirs)
+    printf '%s\n' "${dirs[@]}" > "$tmp/dirs"
+    snowflake_files "${dirs[@]}" > "$tmp/manifest"
+    while IFS=$'\t' read -r f what; do
+        case "$what" in
+            file\ *|link\ *) mkdir -p "$tmp/files$(dirname "$f")" && $SUDO cp -a "$f" "$tmp/files$f" ;;
+        esac
+    done < "$tmp/manifest"
+    # The copies are the files recorded (none changed while copied).
+    copies=$(for d in "${dirs[@]}"; do
+        snowflake_files "$tmp/files$d" | while IFS= read -r f; do printf '%s\n' "${f#"$tmp/files"}"; done
+    done)
+    [ "$copies" = "$(grep -P '\t(file|link) ' "$tmp/manifest" || true)" ] \
+        || die "the copies in $tmp/ of PostgreSQL $SYSTEM_PG_MAJOR's snowflake_id files differ from the files"
+    mv "$tmp" "$SYSTEM_RECORD"
+    log "PostgreSQL $SYSTEM_PG_MAJOR: recorded $(wc -l < "$SYSTEM_RECORD/manifest") snowflake_id file(s) of ${dirs[*]}, to put back at the end"
+}
+# system_pg_as_found: the step. Puts back each recorded file that differs
+# now (by rename), removes the snowflake_id files the run added, and
+# checks that the files are those recorded and no others.
+system_pg_as_found() {
+    local f what tmp n=0 put=0 removed=0 before after dirs=()
+    local -A was=() is=()
+    [ -f "$SYSTEM_RECORD/manifest" ] \
+        || die "no record was made at the start of the run of what PostgreSQL $SYSTEM_PG_MAJOR held of snowflake_id (see the log): nothing put back"
+    mapfile -t dirs < <(sort -u "$SYSTEM_RECORD/dirs" <(system_pg_dirs))
+    while IFS=$'\t' read -r f what; do was[$f]=$what; done < "$SYSTEM_RECORD/manifest"
+    while IFS=$'\t' read -r f what; do is[$f]=$what; done < <(snowflake_files "${dirs[@]}")
+    # Added by the run: removed (a file or a link; anything else stays,
+    # and fails the check below).
+    for f in "${!is[@]}"; do
+        [ -z "${was[$f]+x}" ] || continue
+        case "${is[$f]}" in
+            file\ *|link\ *) $SUDO rm -f "$f" || die "could not remove $f"; log "removed $f (not there before the run)"; removed=$((removed + 1)) ;;
+        esac
+    done
+    # There before: written beside its place and renamed into it where it
+    # differs now. Copying over a library a server has loaded crashes it.
+    for f in "${!was[@]}"; do
+        n=$((n + 1))
+        [ "${is[$f]:-}" != "${was[$f]}" ] || continue
+        case "${was[$f]}" in file\ *|link\ *) ;; *) continue ;; esac
+        tmp="$(dirname "$f")/.$(basename "$f").as-found.$$"
+        $SUDO cp -a "$SYSTEM_RECORD/files$f" "$tmp" || die "could not write $tmp"
+        $SUDO mv -fT "$tmp" "$f" || { $SUDO rm -f "$tmp"; die "could not rename $tmp to $f"; }
+        put=$((put + 1))
+    done
+    [ "$put" = 0 ] || log "PostgreSQL $SYSTEM_PG_MAJOR: put back $put snowflake_id file(s) as the run found them"
+    before=$(sort "$SYSTEM_RECORD/manifest"); after=$(snowflake_files "${dirs[@]}" | sort)
+    if [ "$after" != "$before" ]; then
+        diff -u <(echo "$before") <(echo "$after") | tail -n +3 >&2 || true
+        die "PostgreSQL $SYSTEM_PG_MAJOR's snowflake_id files are not as the run found them (above: - found, + now); the files found are kept in $SYSTEM_RECORD/files/"
+    fi
+    $SUDO rm -rf "$SYSTEM_RECORD"
+    if [ "$n" = 0 ]; then
+        note "none there before the run, none after ($removed removed)"
+    else
+        note "$n file(s) as found, sha256 equal ($put put back, $removed removed)"
+    fi
+}
 # A demo server of scripts/run.sh that runs now must still run, and mint,
 # when the tests are done: no step may replace its library under it or
 # stop it (issue 45).
@@ -96,11 +199,12 @@ while read -r d; do
 done < <(demo_dirs)
 
 trap summary EXIT
+mkdir -p "$ROOT/.run"
+[ -z "$SYSTEM_PG" ] || record_system_pg
 
 bash "$ROOT/scripts/prereqs.sh" "${VERSIONS[@]}"
 export PATH="$HOME/.cargo/bin:$PATH"
 cd "$ROOT"
-mkdir -p "$ROOT/.run"
 
 # --- The layers -----------------------------------------------------------
 lint_layer() {
@@ -176,8 +280,8 @@ upgrade_layer() {
 }
 security_layer() { bash "$ROOT/tests/security/run.sh"; note "$(cat "$ROOT/.run/security.summary")"; }
 integration_script() { log "PostgreSQL $PG_MAJOR: integration $(basename "$1")"; bash "$1"; }
-# Last for a major: on Debian's PostgreSQL it replaces the development
-# install with the .deb (dpkg renames files into place) and removes it.
+# Last for a major: on Debian's PostgreSQL the .deb goes into a private
+# dpkg root (tests/package/run.sh), never into the system's PostgreSQL.
 package_layer() {
     SNOWFLAKE_PREREQS_DONE=1 bash "$ROOT/scripts/package.sh" "$PG_MAJOR"
     bash "$ROOT/tests/package/run.sh" "$PG_MAJOR"
@@ -284,5 +388,8 @@ demo_mints() {
         || die "the demo server in $dir does not mint"
     note "postmaster $pid still up, minted $id"
 }
+# Before the demo servers' check: a demo server on PostgreSQL 15 must
+# still mint after it.
+[ -z "$SYSTEM_PG" ] || step "$SYSTEM_STEP" system_pg_as_found
 for d in "${DEMOS[@]}"; do step "demo server $(basename "$d") still mints" demo_mints "$d" "${DEMO_PID[$d]}" "${DEMO_LOG[$d]}"; done
 exit 0
