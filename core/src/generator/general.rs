@@ -98,19 +98,21 @@ impl GeneratorState {
             // millisecond, server-wide: a step is seen within a
             // millisecond, and the rest of a burst, like the
             // same-millisecond path, costs one wall-clock read and one CAS.
+            // A leased worker id: every call off the short path checks the
+            // lease's deadline itself (the short path continues a
+            // millisecond that such a call opened, at most a wall-clock
+            // millisecond earlier), and before it marks the millisecond
+            // as measured for the short path (`first_behind_read`): a
+            // refusal opens nothing to it.
+            let deadline = self.lease_deadline_ns.load(Ordering::Acquire);
+            if deadline != NO_DEADLINE && clock.lease_ns() >= deadline {
+                return Err(self.lease_ran_out(cfg, last));
+            }
             let mut mono = None;
             if now > last_ts || (now < last_ts && self.first_behind_read(unix_ms)) {
                 let m = clock.mono_ns();
                 self.observe(wall, m, clock, ev);
                 mono = Some(m);
-            }
-            // A leased worker id: every call off the short path checks the
-            // lease's deadline itself (the short path continues a
-            // millisecond that such a call opened, at most a wall-clock
-            // millisecond earlier).
-            let deadline = self.lease_deadline_ns.load(Ordering::Acquire);
-            if deadline != NO_DEADLINE && clock.lease_ns() >= deadline {
-                return Err(self.lease_ran_out(cfg, last));
             }
             let (cand, wrapped) = match layout.successor(last, now, cfg.worker) {
                 Ok(x) => x,
