@@ -2072,10 +2072,12 @@ COMMENT ON FUNCTION snowflake_to_jsonb(anyelement) IS
 -- another clock (after a failover of the registry, or a reboot) runs a
 -- full TTL from the moment this clock first saw it
 -- (snowflake_registry_adopted). lease_expires is the same expiry as a wall time, for people to
--- read. released_xact is the transaction that last released the lease:
--- until it ends, the row is locked, and counts against its role's limit
--- (issue 56: a member who released every id she claimed in one open
--- transaction kept the whole pool locked). Configuration tables of
+-- read. touched_xact is the transaction that last claimed, renewed or
+-- released the lease: until it ends, the row is locked whether or not
+-- the lease is live, and it counts against its role's limit (issue 56:
+-- a member who released every id she claimed in one open transaction,
+-- or let each lease run out before claiming the next, kept the whole
+-- pool locked). Configuration tables of
 -- the extension, so that pg_dump of the registry carries them. Only the
 -- extension's owner writes them; servers call the three SECURITY DEFINER
 -- functions below, which keep reserved_until rising and bounded.
@@ -2104,7 +2106,7 @@ CREATE TABLE snowflake_id_internal.snowflake_registry (
     lease_clock_ns           bigint,
     lease_ttl_ms             integer,
     holder_role              name,
-    released_xact            xid8
+    touched_xact             xid8
 );
 -- The live leases a login role may hold: one by default
 -- (snowflake_registry_role_limit() sets another), so that no member
@@ -2454,7 +2456,7 @@ BEGIN
                 RAISE EXCEPTION 'no worker id of this registry is free now'
                     USING ERRCODE = 'lock_not_available',
                           DETAIL = format('%s worker ids are not held by a live lease, but other transactions hold their rows (claims deciding on them, or releases not committed yet); every other id is held or retired.', locked),
-                          HINT = 'The server asks again. A session of the registry that keeps such a transaction open shows in pg_stat_activity as idle in transaction.';
+                          HINT = 'The server asks again. A transaction that holds them shows in pg_stat_activity of the registry (idle in transaction, or still running a statement), or in pg_prepared_xacts if it was prepared.';
             END IF;
             -- Every id is held or retired: the server reports it (55000).
             IF seen > 0 THEN
@@ -2466,8 +2468,10 @@ BEGIN
         -- its token (one token may not hold many rows: a member who reuses
         -- hers, with her rows locked in another session so that the claim
         -- skips them, took every id), and so does every row the role
-        -- released in this transaction (its row stays locked until the
-        -- transaction ends, and every other claim skips it).
+        -- claimed, renewed or released in this transaction, live or not
+        -- (its row stays locked until the transaction ends, and every
+        -- other claim skips it). The role's row, locked above, keeps any
+        -- other transaction of the role from touching rows meanwhile.
         IF max_leases IS NOT NULL THEN
             SELECT count(*), ceil(min(l.left_ns) FILTER (WHERE l.left_ns > 0) / 1000000.0)::bigint
               INTO held, left_ms
@@ -2479,11 +2483,11 @@ BEGIN
                AND r.worker_id <> chosen.worker_id
                AND NOT r.retired
                AND ((r.token IS NOT NULL AND coalesce(l.left_ns > 0, true))
-                    OR r.released_xact = pg_current_xact_id());
+                    OR r.touched_xact = pg_current_xact_id());
             IF held >= max_leases THEN
                 RAISE EXCEPTION 'role "%" may hold no more worker-id leases of this registry', session_user
                     USING ERRCODE = 'configuration_limit_exceeded',
-                          DETAIL = format('It holds %s live leases (or released them in this transaction, which has not ended); its limit is %s. A lease of a server whose postmaster stopped without releasing it counts until it runs out.%s',
+                          DETAIL = format('It holds %s live leases (or claimed, renewed or released them in this transaction, which has not ended); its limit is %s. A lease of a server whose postmaster stopped without releasing it counts until it runs out.%s',
                                           held, max_leases,
                                           CASE WHEN left_ms IS NOT NULL
                                                THEN format(' The first of them runs out in %s ms unless its holder renews it.', left_ms)
@@ -2519,7 +2523,7 @@ BEGIN
            lease_clock_ns = ns,
            lease_ttl_ms = snowflake_registry_claim.ttl_ms,
            holder_role = session_user,
-           released_xact = NULL
+           touched_xact = pg_current_xact_id()
      WHERE r.worker_id = chosen.worker_id;
     RETURN QUERY SELECT chosen.worker_id, chosen.lease_epoch + 1,
                         chosen.reserved_until_ms, new_until;
@@ -2547,6 +2551,13 @@ DECLARE
 BEGIN
     boot := snowflake_id_internal.snowflake_registry_boot();
     ns := snowflake_id_internal.snowflake_registry_ns();
+    -- The role's row first, as for a claim: a renewal held open locks
+    -- its lease's row, which counts against the role's limit until the
+    -- transaction ends (touched_xact), and no other transaction of the
+    -- role touches rows meanwhile (issue 56: renewals held open in many
+    -- sessions, each lease left to run out, locked more rows than the
+    -- limit). Only the role's own transactions ever wait for it.
+    PERFORM snowflake_id_internal.snowflake_registry_lock_role();
     -- Compare-and-set on (token, epoch): a row claimed by anyone since,
     -- or retired, is not renewed, and the holder stops. A row another
     -- transaction has locked is being claimed or retired right now: the
@@ -2599,6 +2610,7 @@ BEGIN
            lease_clock = boot,
            lease_clock_ns = ns,
            lease_ttl_ms = snowflake_registry_renew.ttl_ms,
+           touched_xact = pg_current_xact_id(),
            reserved_until_ms = greatest(r.reserved_until_ms,
                                         least(frontier_ms + ttl_ms, now_ms + cfg.max_ahead_ms))
      WHERE r.worker_id = snowflake_registry_renew.worker_id
@@ -2618,25 +2630,34 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $release$
 #variable_conflict use_column
-DECLARE
-    max_leases integer;
 BEGIN
     PERFORM snowflake_id_internal.snowflake_registry_settings();
     -- A release locks its row until its transaction ends, and every
-    -- claim skips a locked row: it is counted against its role's limit
-    -- until then (released_xact), and the role's row is locked as for a
-    -- claim, so that releases held open in many transactions cannot add
-    -- up. Only the role's own leases (a superuser's: any).
-    max_leases := snowflake_id_internal.snowflake_registry_lock_role();
+    -- claim skips a locked row: it counts against its role's limit until
+    -- then (touched_xact), and the role's row is locked as for a claim,
+    -- so that releases held open in many transactions cannot add up.
+    -- Only the role's own leases (a superuser's: any). The row first,
+    -- without waiting (one another transaction holds is not released
+    -- here): a release never waits for a row while it holds the role's.
+    PERFORM FROM snowflake_id_internal.snowflake_registry r
+      WHERE r.worker_id = snowflake_registry_release.worker_id
+        AND r.token = snowflake_registry_release.token
+        AND r.lease_epoch = snowflake_registry_release.lease_epoch
+        AND (r.holder_role = session_user
+             OR (SELECT rolsuper FROM pg_roles WHERE rolname = session_user))
+        FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM snowflake_id_internal.snowflake_registry_lock_role();
     -- The reservation stays: the next holder starts above it.
     UPDATE snowflake_id_internal.snowflake_registry r
        SET lease_expires = least(r.lease_expires, clock_timestamp()),
            lease_ttl_ms = 0,
-           released_xact = pg_current_xact_id()
+           touched_xact = pg_current_xact_id()
      WHERE r.worker_id = snowflake_registry_release.worker_id
        AND r.token = snowflake_registry_release.token
-       AND r.lease_epoch = snowflake_registry_release.lease_epoch
-       AND (max_leases IS NULL OR r.holder_role = session_user);
+       AND r.lease_epoch = snowflake_registry_release.lease_epoch;
     RETURN FOUND;
 END
 $release$;

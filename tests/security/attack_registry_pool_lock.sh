@@ -7,29 +7,39 @@
 # every claim skips locked rows: new, moved or cloned servers got no id,
 # and their error said, wrongly, that every worker id was held.
 #
-# The registry here hands out 8 worker ids (worker_bits 3).
+# The registry here hands out 8 worker ids (worker_bits 3), and allows
+# prepared transactions.
 #  1. Mallory runs the loop in three sessions at once (her connection
 #     limit), each transaction kept open. Promise: she locks at most her
 #     limit's worth of rows, and server 1 (lease_m1) gets an id.
-#  2. A superuser raises her limit to 8: the rows she may lock are hers
+#  2. The review of the fix (issue 56): in one transaction she claims
+#     with a 1 s TTL, lets the lease run out, and claims again; then she
+#     prepares the transaction and disconnects (no timeout or
+#     termination ends it). Promise: it locks at most one row, and
+#     lease_m2 claims an id.
+#  3. The same review: she claims with a 1 s TTL and commits, then in
+#     each of her three sessions renews it in a transaction she keeps
+#     open, letting it run out. Promise: at most one row locked.
+#  4. A superuser raises her limit to 8: the rows she may lock are hers
 #     to hold. Promise: server 2 (lease_m2), finding every free id
 #     locked, reports that other transactions hold their rows, not that
 #     every id is held.
-# Passes (exit 0) when both promises hold; fails (exit 1) while the
+# Passes (exit 0) when every promise holds; fails (exit 1) while the
 # attack works (fcdfa36 failed part 1: mallory locked all 8 ids and
-# server 1 got none).
+# server 1 got none; on d2d6203 the review's scripts for parts 2 and 3
+# locked 8 of 8 rows and 3 rows).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/registry_lib.sh"
 registry_scaffold poollock "${SNOWFLAKE_ATTACK_PORT:-56250}"   # the registry; minting server N on the port + N
 # ------------------------------------------------------------------------
-REG_INIT="worker_bits => 3" registry_up_documented
+REG_INIT="worker_bits => 3" registry_up_documented "max_prepared_transactions = 4"
 rs postgres registry -c "CREATE ROLE lease_m2 LOGIN CONNECTION LIMIT 3 IN ROLE snowflake_lease" >/dev/null
 
 # loop_open: mallory claims and releases ids, fresh tokens, in one
 # transaction she keeps open, as a new holder each time (a refusal ends
 # only its own attempt).
 loop_open() {
-    rs mallory registry >/dev/null 2>&1 <<'SQL' & holders+=($!)
+    rs mallory registry >"$BASE/loop.$1.log" 2>&1 <<'SQL' & holders+=($!)
 BEGIN;
 DO $$
 DECLARE w integer; e bigint; t uuid; n integer := 0;
@@ -40,10 +50,10 @@ BEGIN
             SELECT c.worker_id, c.lease_epoch INTO w, e
               FROM snowflake.snowflake_registry_claim(t, 'x', 1, 'x', '/x' || i, -1, 3, 12, 1704067200000, 600000,
                    (extract(epoch FROM clock_timestamp()) * 1000)::bigint) c;
-            EXIT WHEN w IS NULL;
+            IF w IS NULL THEN RAISE NOTICE 'no id after % rounds', n; EXIT; END IF;
             PERFORM snowflake.snowflake_registry_release(w, t, e);
             n := n + 1;
-        EXCEPTION WHEN OTHERS THEN NULL;
+        EXCEPTION WHEN OTHERS THEN RAISE NOTICE 'refused: % (%)', SQLERRM, SQLSTATE;
         END;
     END LOOP;
 END $$;
@@ -54,6 +64,13 @@ mallory_busy() {
     [ "$(rs postgres registry -c "SELECT count(*) FROM pg_stat_activity WHERE usename = 'mallory'
                                    AND (wait_event = 'PgSleep' OR wait_event_type = 'Lock')")" = "$1" ]
 }
+# end_mallory: terminate her sessions, and wait until they are gone (and
+# their locks with them).
+end_mallory() {
+    rs postgres registry -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'mallory'" >/dev/null
+    poll_until 10 mallory_busy 0 && poll_until 10 no_mallory || die "mallory's sessions outlived their termination by 10 s"
+}
+no_mallory() { [ "$(rs postgres registry -c "SELECT count(*) FROM pg_stat_activity WHERE usename = 'mallory'")" = 0 ]; }
 # Rows no claim may take now: not held by a live lease, yet locked.
 locked_rows() {
     rs postgres registry -c "SELECT count(*) FROM snowflake.snowflake_registry_holders h
@@ -63,7 +80,7 @@ locked_rows() {
 }
 
 # --- 1. three open transactions, limit one --------------------------------
-for _ in 1 2 3; do loop_open; done
+for i in 1 2 3; do loop_open "$i"; done
 poll_until 20 mallory_busy 3 || die "mallory's three sessions did not settle within 20 s"
 n=$(locked_rows)
 log "attack (registry pool lock): mallory's three open transactions lock $n of 8 ids"
@@ -74,14 +91,72 @@ fi
 [ "$n" -le 1 ] || die "attack (registry pool lock) WORKS: mallory locks $n ids, beyond her limit of 1"
 mints 1 || die "server 1 holds worker id $(lease_of 1) but does not mint"
 log "attack (registry pool lock) refused: mallory locks $n id, server 1 holds worker id $(lease_of 1)"
-rs postgres registry -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'mallory'" >/dev/null
 
-# --- 2. her limit raised: every free id locked, and the error says so -----
+# --- 2. claims left to run out in one transaction, then prepared ---------
+end_mallory
+rs mallory registry >/dev/null 2>&1 <<'SQL' || true
+BEGIN;
+DO $$
+DECLARE w integer; t uuid;
+BEGIN
+    FOR i IN 1..8 LOOP
+        t := pg_catalog.gen_random_uuid();
+        BEGIN
+            SELECT c.worker_id INTO w
+              FROM snowflake.snowflake_registry_claim(t, 'y', 1, 'y', '/y' || i, -1, 3, 12, 1704067200000, 1000,
+                   (extract(epoch FROM clock_timestamp()) * 1000)::bigint) c;
+        EXCEPTION WHEN OTHERS THEN NULL;
+        END;
+        PERFORM pg_catalog.pg_sleep(1.05);
+    END LOOP;
+END $$;
+PREPARE TRANSACTION 'mallory_pool';
+SQL
+[ "$(rs postgres registry -c "SELECT count(*) FROM pg_prepared_xacts WHERE owner = 'mallory'")" = 1 ] \
+    || die "mallory's transaction was not prepared"
+n=$(locked_rows)
+claim_m2=$(rs lease_m2 registry -c "SELECT worker_id FROM snowflake.snowflake_registry_claim(
+               '22222222-2222-4222-8222-222222222222', 'm2', 2, 'm2', '/m2', -1, 3, 12, 1704067200000, 60000,
+               (extract(epoch FROM clock_timestamp()) * 1000)::bigint)" 2>&1 || true)
+[ "$n" -le 1 ] || die "attack (registry pool lock, runs out) WORKS: mallory's prepared transaction locks $n ids, beyond her limit of 1"
+[[ "$claim_m2" =~ ^[0-9]+$ ]] || die "attack (registry pool lock, runs out) WORKS: lease_m2's claim said '$claim_m2'"
+log "attack (registry pool lock, leases left to run out, prepared) refused: $n id locked, lease_m2 got $claim_m2"
+rs postgres registry -c "ROLLBACK PREPARED 'mallory_pool'" \
+    -c "SELECT snowflake.snowflake_registry_release($claim_m2, '22222222-2222-4222-8222-222222222222', lease_epoch)
+          FROM snowflake_id_internal.snowflake_registry WHERE worker_id = $claim_m2" >/dev/null
+
+# --- 3. renewals held open in three sessions, each lease left to run out --
+read -r W EP < <(rs mallory registry -F ' ' -c "SELECT worker_id, lease_epoch FROM snowflake.snowflake_registry_claim(
+    '44444444-4444-4444-8444-444444444444', 'z', 1, 'z', '/z', -1, 3, 12, 1704067200000, 1000,
+    (extract(epoch FROM clock_timestamp()) * 1000)::bigint)")
+[[ "$W" =~ ^[0-9]+$ ]] || die "mallory's claim for part 3 failed: '$W'"
+renew_open() {
+    rs mallory registry >/dev/null 2>&1 <<SQL & holders+=($!)
+BEGIN;
+SELECT * FROM snowflake.snowflake_registry_renew($W, '44444444-4444-4444-8444-444444444444', $EP, 1000,
+    (extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+SELECT pg_sleep(1.1);
+DO \$\$ BEGIN
+    PERFORM snowflake.snowflake_registry_claim(pg_catalog.gen_random_uuid(), 'z', 1, 'z', '/z$1', -1, 3, 12,
+        1704067200000, 1000, (extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+EXCEPTION WHEN OTHERS THEN NULL;
+END \$\$;
+SELECT pg_sleep(120);
+SQL
+}
+for i in 1 2 3; do renew_open "$i"; done
+poll_until 20 mallory_busy 3 || die "mallory's three renewing sessions did not settle within 20 s"
+n=$(locked_rows)
+[ "$n" -le 1 ] || die "attack (registry pool lock, renewals held open) WORKS: mallory locks $n ids, beyond her limit of 1"
+log "attack (registry pool lock, renewals held open) refused: $n id locked"
+end_mallory
+
+# --- 4. her limit raised: every free id locked, and the error says so -----
 rs postgres registry -c "SELECT snowflake.snowflake_registry_role_limit('mallory', 8)" >/dev/null
-loop_open
+loop_open 4
 poll_until 20 mallory_busy 1 || die "mallory's session did not settle within 20 s"
 minter_up 2 "snowflake_id.worker_bits = 3"
 says_locked() { [[ "$(last_error 2)" == *"other transactions hold their rows"* ]]; }
-poll_until 15 says_locked || die "server 2, with every free id locked ($(locked_rows) locked), said: '$(last_error 2)' and holds '$(lease_of 2)' (expected that other transactions hold their rows)"
+poll_until 15 says_locked || die "server 2, with every free id locked ($(locked_rows) locked), said: '$(last_error 2)' and holds '$(lease_of 2)' (expected that other transactions hold their rows); mallory's loop: $(tail -3 "$BASE/loop.4.log")"
 no_lease 2 || die "server 2 holds an id mallory's transaction had locked"
 log "server 2 with every free id locked says: $(last_error 2)"
