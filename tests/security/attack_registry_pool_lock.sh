@@ -42,9 +42,11 @@ loop_open() {
     rs mallory registry >"$BASE/loop.$1.log" 2>&1 <<'SQL' & holders+=($!)
 BEGIN;
 DO $$
-DECLARE w integer; e bigint; t uuid; n integer := 0;
+DECLARE w integer; e bigint; t uuid; n integer := 0; refused integer := 0;
 BEGIN
-    FOR i IN 1..20 LOOP
+    -- 3 s of rounds, so that an id whose lease is about to run out is
+    -- hers too; five refusals in a row end it.
+    FOR i IN 1..60 LOOP
         t := pg_catalog.gen_random_uuid();
         BEGIN
             SELECT c.worker_id, c.lease_epoch INTO w, e
@@ -52,10 +54,15 @@ BEGIN
                    (extract(epoch FROM clock_timestamp()) * 1000)::bigint) c;
             IF w IS NULL THEN RAISE NOTICE 'no id after % rounds', n; EXIT; END IF;
             PERFORM snowflake.snowflake_registry_release(w, t, e);
-            n := n + 1;
-        EXCEPTION WHEN OTHERS THEN RAISE NOTICE 'refused: % (%)', SQLERRM, SQLSTATE;
+            n := n + 1; refused := 0;
+        EXCEPTION WHEN OTHERS THEN
+            RAISE NOTICE 'refused: % (%)', SQLERRM, SQLSTATE;
+            refused := refused + 1;
         END;
+        EXIT WHEN refused >= 5;
+        PERFORM pg_catalog.pg_sleep(0.05);
     END LOOP;
+    RAISE NOTICE 'mallory done after % claims', n;
 END $$;
 SELECT pg_sleep(120);
 SQL
@@ -81,7 +88,7 @@ locked_rows() {
 
 # --- 1. three open transactions, limit one --------------------------------
 for i in 1 2 3; do loop_open "$i"; done
-poll_until 20 mallory_busy 3 || die "mallory's three sessions did not settle within 20 s"
+poll_until 30 mallory_busy 3 || die "mallory's three sessions did not settle within 30 s"
 n=$(locked_rows)
 log "attack (registry pool lock): mallory's three open transactions lock $n of 8 ids"
 minter_up 1 "snowflake_id.worker_bits = 3"
@@ -154,7 +161,8 @@ end_mallory
 # --- 4. her limit raised: every free id locked, and the error says so -----
 rs postgres registry -c "SELECT snowflake.snowflake_registry_role_limit('mallory', 8)" >/dev/null
 loop_open 4
-poll_until 20 mallory_busy 1 || die "mallory's session did not settle within 20 s"
+loop_done() { grep -q "mallory done" "$BASE/loop.4.log"; }
+poll_until 30 loop_done || die "mallory's loop did not end within 30 s: $(tail -3 "$BASE/loop.4.log")"
 minter_up 2 "snowflake_id.worker_bits = 3"
 says_locked() { [[ "$(last_error 2)" == *"other transactions hold their rows"* ]]; }
 poll_until 15 says_locked || die "server 2, with every free id locked ($(locked_rows) locked), said: '$(last_error 2)' and holds '$(lease_of 2)' (expected that other transactions hold their rows); mallory's loop: $(tail -3 "$BASE/loop.4.log")"
