@@ -20,6 +20,13 @@
 #  3. The same review: she claims with a 1 s TTL and commits, then in
 #     each of her three sessions renews it in a transaction she keeps
 #     open, letting it run out. Promise: at most one row locked.
+#  5. The second review: she claims and releases each free id in its own
+#     transaction, keeping the tokens, then releases and renews all
+#     those dead leases in one prepared transaction. Promise: at most one
+#     row locked (none: dead leases are neither released nor renewed).
+#  6. The second review: a claim in REPEATABLE READ (an older snapshot,
+#     exported from a session opened before her leases, counted none of
+#     them) is refused.
 #  4. A superuser raises her limit to 8: the rows she may lock are hers
 #     to hold. Promise: server 2 (lease_m2), finding every free id
 #     locked, reports that other transactions hold their rows, not that
@@ -27,7 +34,8 @@
 # Passes (exit 0) when every promise holds; fails (exit 1) while the
 # attack works (fcdfa36 failed part 1: mallory locked all 8 ids and
 # server 1 got none; on d2d6203 the review's scripts for parts 2 and 3
-# locked 8 of 8 rows and 3 rows).
+# locked 8 of 8 rows and 3 rows; the second review found parts 5 and 6
+# on 9460b7d by reading its code).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/registry_lib.sh"
 registry_scaffold poollock "${SNOWFLAKE_ATTACK_PORT:-56250}"   # the registry; minting server N on the port + N
@@ -152,11 +160,50 @@ SELECT pg_sleep(120);
 SQL
 }
 for i in 1 2 3; do renew_open "$i"; done
-poll_until 20 mallory_busy 3 || die "mallory's three renewing sessions did not settle within 20 s"
+# Settled: one session past its claim, asleep for good, her lease run out
+# in it; the two others waiting.
+renewers_settled() {
+    [ "$(rs postgres registry -c "SELECT count(*) FILTER (WHERE query LIKE '%pg_sleep(120)%' AND wait_event = 'PgSleep')
+                                          || ' ' || count(*) FILTER (WHERE wait_event_type = 'Lock')
+                                     FROM pg_stat_activity WHERE usename = 'mallory'")" = "1 2" ]
+}
+poll_until 30 renewers_settled || die "mallory's three renewing sessions did not settle within 30 s"
 n=$(locked_rows)
 [ "$n" -le 1 ] || die "attack (registry pool lock, renewals held open) WORKS: mallory locks $n ids, beyond her limit of 1"
 log "attack (registry pool lock, renewals held open) refused: $n id locked"
 end_mallory
+
+# --- 5. dead leases harvested, then released and renewed in one prepared transaction
+harvest=()
+for i in 1 2 3 4 5 6 7; do
+    t=$(printf '55555555-5555-4555-8555-%012d' "$i")
+    read -r w e < <(rs mallory registry -F ' ' -c "SELECT worker_id, lease_epoch FROM snowflake.snowflake_registry_claim(
+        '$t', 'h', 1, 'h', '/h$i', -1, 3, 12, 1704067200000, 60000, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)" 2>&1) || true
+    [[ "$w" =~ ^[0-9]+$ ]] || die "mallory's harvesting claim $i failed: $w $e"
+    rs mallory registry -c "SELECT snowflake.snowflake_registry_release($w, '$t', $e)" >/dev/null
+    harvest+=("($w, '$t'::uuid, $e)")
+done
+[ ${#harvest[@]} -ge 2 ] || die "mallory harvested ${#harvest[@]} dead leases, expected several"
+vals=$(IFS=,; echo "${harvest[*]}")
+rs mallory registry >/dev/null <<SQL
+BEGIN;
+SELECT snowflake.snowflake_registry_release(v.w, v.t, v.e) FROM (VALUES $vals) v(w, t, e);
+SELECT r.* FROM (VALUES $vals) v(w, t, e),
+       LATERAL snowflake.snowflake_registry_renew(v.w, v.t, v.e, 1000, 0) r;
+PREPARE TRANSACTION 'mallory_harvest';
+SQL
+n=$(locked_rows)
+[ "$n" -le 1 ] || die "attack (registry pool lock, dead leases released) WORKS: her prepared transaction locks $n ids, beyond her limit of 1"
+log "attack (registry pool lock, ${#harvest[@]} dead leases released and renewed in a prepared transaction) refused: $n id locked"
+rs postgres registry -c "ROLLBACK PREPARED 'mallory_harvest'" >/dev/null
+
+# --- 6. an older snapshot: REPEATABLE READ is refused ---------------------
+out=$(rs mallory registry -c "BEGIN ISOLATION LEVEL REPEATABLE READ" -c "SELECT worker_id FROM snowflake.snowflake_registry_claim(
+          '66666666-6666-4666-8666-666666666666', 'r', 1, 'r', '/r', -1, 3, 12, 1704067200000, 60000,
+          (extract(epoch FROM clock_timestamp()) * 1000)::bigint)" 2>&1 || true)
+[[ "$out" == *"READ COMMITTED transactions only"* ]] \
+    || die "attack (registry pool lock, old snapshot) WORKS: a claim in REPEATABLE READ said '$out'"
+log "attack (registry pool lock, old snapshot) refused: $(grep -m1 ERROR <<<"$out")"
 
 # --- 4. her limit raised: every free id locked, and the error says so -----
 rs postgres registry -c "SELECT snowflake.snowflake_registry_role_limit('mallory', 8)" >/dev/null

@@ -279,9 +279,13 @@ $see$;
 REVOKE ALL ON FUNCTION snowflake_id_internal.snowflake_registry_see(text, bigint) FROM PUBLIC;
 
 -- The limit of live leases of the session's login role, with the role's
--- row locked until the transaction ends, so that the claims and releases
--- of one role are counted one after the other (NULL for a superuser, who
--- has none): one by default, snowflake_registry_role_limit() sets another.
+-- row locked until the transaction ends, so that the claims, renewals
+-- and releases of one role are counted one after the other (NULL for a
+-- superuser, who has none): one by default, snowflake_registry_role_limit()
+-- sets another. In READ COMMITTED only: every count is of what is
+-- committed now, and a transaction with an older snapshot (REPEATABLE
+-- READ, or one imported with SET TRANSACTION SNAPSHOT) would count none of
+-- its role's newer leases (issue 56's second review).
 CREATE FUNCTION snowflake_id_internal.snowflake_registry_lock_role()
 RETURNS integer
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -290,6 +294,13 @@ AS $lock_role$
 DECLARE
     max_leases integer;
 BEGIN
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'the snowflake_id registry''s functions run in READ COMMITTED transactions only'
+            USING ERRCODE = 'invalid_transaction_state',
+                  DETAIL = format('This transaction is %s: its snapshot may not show the leases committed since it began.',
+                                  upper(current_setting('transaction_isolation'))),
+                  HINT = 'Call it in a READ COMMITTED transaction (the lease worker always does).';
+    END IF;
     IF (SELECT rolsuper FROM pg_roles WHERE rolname = session_user) THEN
         RETURN NULL;
     END IF;
@@ -488,29 +499,52 @@ DECLARE
     ttl interval := snowflake_id_internal.snowflake_registry_ttl(ttl_ms);
     boot text;
     ns bigint;
-    mine snowflake_id_internal.snowflake_registry;
 BEGIN
     boot := snowflake_id_internal.snowflake_registry_boot();
     ns := snowflake_id_internal.snowflake_registry_ns();
-    -- The role's row first, as for a claim: a renewal held open locks
-    -- its lease's row, which counts against the role's limit until the
+    -- The first renewal of this holder on a new clock sees every lease of
+    -- the old one (snowflake_registry_see): a crashed holder's lease then
+    -- runs out one TTL later, whether or not anyone claims.
+    IF EXISTS (SELECT FROM snowflake_id_internal.snowflake_registry r
+                WHERE r.worker_id = snowflake_registry_renew.worker_id
+                  AND r.lease_clock IS DISTINCT FROM boot) THEN
+        PERFORM snowflake_id_internal.snowflake_registry_see(boot, ns);
+    END IF;
+    -- Only a live lease is renewed, and nothing is locked for any other
+    -- call: one that ran out, or was released, may be claimed by anyone
+    -- (its holder claims anew, usually getting the same id back), and no
+    -- transaction may lock a row that is free to claim by renewing it
+    -- (issue 56: renewals and releases of dead leases, held open or
+    -- prepared, locked the pool).
+    IF NOT EXISTS (SELECT FROM snowflake_id_internal.snowflake_registry r
+                    WHERE r.worker_id = snowflake_registry_renew.worker_id
+                      AND r.token = snowflake_registry_renew.token
+                      AND r.lease_epoch = snowflake_registry_renew.lease_epoch
+                      AND NOT r.retired
+                      AND snowflake_id_internal.snowflake_registry_live(r.worker_id, r.lease_clock, r.lease_clock_ns,
+                                                                        r.lease_ttl_ms, boot, ns)) THEN
+        RETURN;
+    END IF;
+    -- Then the role's row, as for a claim: a renewal held open locks its
+    -- lease's row, which counts against the role's limit until the
     -- transaction ends (touched_xact), and no other transaction of the
-    -- role touches rows meanwhile (issue 56: renewals held open in many
-    -- sessions, each lease left to run out, locked more rows than the
-    -- limit). Only the role's own transactions ever wait for it.
+    -- role touches rows meanwhile. Only the role's own transactions ever
+    -- wait for it.
     PERFORM snowflake_id_internal.snowflake_registry_lock_role();
-    -- Compare-and-set on (token, epoch): a row claimed by anyone since,
-    -- or retired, is not renewed, and the holder stops. A row another
-    -- transaction has locked is being claimed or retired right now: the
-    -- lease is lost as well, rather than waited for (a member's claim
-    -- held open would otherwise keep the holder from minting, and from
-    -- claiming another id, for as long as she likes).
-    SELECT r.* INTO mine
-      FROM snowflake_id_internal.snowflake_registry r
+    -- Compare-and-set on (token, epoch), of a live lease: a row claimed by
+    -- anyone since, retired or run out is not renewed, and the holder
+    -- stops. A row another transaction has locked is being claimed or
+    -- retired right now: the lease is lost as well, rather than waited
+    -- for (a member's claim held open would otherwise keep the holder
+    -- from minting, and from claiming another id, for as long as she
+    -- likes).
+    PERFORM FROM snowflake_id_internal.snowflake_registry r
       WHERE r.worker_id = snowflake_registry_renew.worker_id
         AND r.token = snowflake_registry_renew.token
         AND r.lease_epoch = snowflake_registry_renew.lease_epoch
         AND NOT r.retired
+        AND snowflake_id_internal.snowflake_registry_live(r.worker_id, r.lease_clock, r.lease_clock_ns,
+                                                          r.lease_ttl_ms, boot, ns)
         FOR UPDATE SKIP LOCKED;
     IF NOT FOUND THEN
         -- Locked, but still this holder's as last committed: a renewal of
@@ -528,20 +562,6 @@ BEGIN
                 USING ERRCODE = 'lock_not_available',
                       DETAIL = 'A renewal of this lease that has not ended yet (its commit may wait for a synchronous standby), or a claim in progress, holds its row.';
         END IF;
-        RETURN;
-    END IF;
-    -- The first renewal of this holder on a new clock sees every lease of
-    -- the old one (snowflake_registry_see): a crashed holder's lease then
-    -- runs out one TTL later, whether or not anyone claims.
-    IF mine.lease_clock IS DISTINCT FROM boot THEN
-        PERFORM snowflake_id_internal.snowflake_registry_see(boot, ns);
-    END IF;
-    -- Only a live lease is renewed. One that ran out, or was released,
-    -- may be claimed by anyone: its holder claims anew (usually getting
-    -- the same id back), and no one can lock a row that is not hers to
-    -- hold by renewing it in a transaction she keeps open.
-    IF NOT snowflake_id_internal.snowflake_registry_live(mine.worker_id, mine.lease_clock, mine.lease_clock_ns,
-                                                         mine.lease_ttl_ms, boot, ns) THEN
         RETURN;
     END IF;
     RETURN QUERY
@@ -571,26 +591,44 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $release$
 #variable_conflict use_column
+DECLARE
+    boot text := snowflake_id_internal.snowflake_registry_boot();
+    ns bigint := snowflake_id_internal.snowflake_registry_ns();
+    max_leases integer;
 BEGIN
     PERFORM snowflake_id_internal.snowflake_registry_settings();
-    -- A release locks its row until its transaction ends, and every
-    -- claim skips a locked row: it counts against its role's limit until
-    -- then (touched_xact), and the role's row is locked as for a claim,
-    -- so that releases held open in many transactions cannot add up.
-    -- Only the role's own leases (a superuser's: any). The row first,
-    -- without waiting (one another transaction holds is not released
-    -- here): a release never waits for a row while it holds the role's.
+    -- Only a live lease of the role's own (a superuser's: any) is
+    -- released, and nothing is locked for any other call: a release of a
+    -- lease that ran out or was released already returns false, so that
+    -- no transaction can lock a row that is free to claim by releasing it
+    -- (issue 56's second review: harvested tokens of dead leases, released
+    -- in one prepared transaction, locked the pool).
+    IF NOT EXISTS (SELECT FROM snowflake_id_internal.snowflake_registry r
+                    WHERE r.worker_id = snowflake_registry_release.worker_id
+                      AND r.token = snowflake_registry_release.token
+                      AND r.lease_epoch = snowflake_registry_release.lease_epoch
+                      AND snowflake_id_internal.snowflake_registry_live(r.worker_id, r.lease_clock, r.lease_clock_ns,
+                                                                        r.lease_ttl_ms, boot, ns)) THEN
+        RETURN false;
+    END IF;
+    -- A release locks its row until its transaction ends, and every claim
+    -- skips a locked row: it counts against its role's limit until then
+    -- (touched_xact), and the role's row is locked first, as for a claim
+    -- or a renewal, so that one transaction of the role touches rows at a
+    -- time. The lease's own row without waiting: one another transaction
+    -- holds is not released here.
+    max_leases := snowflake_id_internal.snowflake_registry_lock_role();
     PERFORM FROM snowflake_id_internal.snowflake_registry r
       WHERE r.worker_id = snowflake_registry_release.worker_id
         AND r.token = snowflake_registry_release.token
         AND r.lease_epoch = snowflake_registry_release.lease_epoch
-        AND (r.holder_role = session_user
-             OR (SELECT rolsuper FROM pg_roles WHERE rolname = session_user))
+        AND (max_leases IS NULL OR r.holder_role = session_user)
+        AND snowflake_id_internal.snowflake_registry_live(r.worker_id, r.lease_clock, r.lease_clock_ns,
+                                                          r.lease_ttl_ms, boot, ns)
         FOR UPDATE SKIP LOCKED;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    PERFORM snowflake_id_internal.snowflake_registry_lock_role();
     -- The reservation stays: the next holder starts above it.
     UPDATE snowflake_id_internal.snowflake_registry r
        SET lease_expires = least(r.lease_expires, clock_timestamp()),

@@ -197,6 +197,12 @@ SELECT worker_id, state FROM snowflake_registry_holders WHERE worker_id = 0;
 -- A released lease is not renewed: only a live one is (its holder
 -- claims anew), so that no renewal locks a row that is free to claim.
 SELECT count(*) AS renewed FROM snowflake_registry_renew(0, '00000000-0000-4000-8000-000000000101', 2, 600000, 0);
+-- Only in READ COMMITTED: an older snapshot would count none of a role's
+-- newer leases (issue 56's second review).
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-00000000010a', 'rr', 1, 's', '/rr', -1, 3, 12, 1704067200000, 600000, 0);
+\echo :LAST_ERROR_SQLSTATE
+ROLLBACK;
 \c :orig_db
 DROP DATABASE regress_registry_limits;
 DROP ROLE regress_greedy;
