@@ -309,6 +309,12 @@ BEGIN
     SELECT coalesce(l.max_leases, 1) INTO max_leases
       FROM snowflake_id_internal.snowflake_registry_roles l
      WHERE l.rolname = session_user FOR UPDATE;
+    IF NOT FOUND THEN
+        -- Deleted by a superuser since the insert: never read as "no limit".
+        RAISE EXCEPTION 'the worker-id limit of role "%" changed during the call', session_user
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Call it again.';
+    END IF;
     RETURN max_leases;
 END
 $lock_role$;
@@ -343,6 +349,16 @@ BEGIN
     ns := snowflake_id_internal.snowflake_registry_ns();
     IF snowflake_registry_claim.token IS NULL THEN
         RAISE EXCEPTION 'a claim needs a token' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    -- The holder's description is stored and shown: bounded, so that no
+    -- member can fill the registry's WAL and disk with it (issue 56's
+    -- third review: claims of her own row with 190 MB strings).
+    IF octet_length(snowflake_registry_claim.holder_host) > 1024
+       OR octet_length(snowflake_registry_claim.data_directory) > 4096
+       OR octet_length(snowflake_registry_claim.system_identifier) > 64 THEN
+        RAISE EXCEPTION 'a claim''s holder description is too long'
+            USING ERRCODE = 'string_data_right_truncation',
+                  DETAIL = 'The host name may have at most 1024 bytes, the data directory 4096, the system identifier 64.';
     END IF;
     IF (cfg.worker_bits, cfg.sequence_bits, cfg.epoch_ms)
        IS DISTINCT FROM (snowflake_registry_claim.worker_bits,
@@ -499,6 +515,7 @@ DECLARE
     ttl interval := snowflake_id_internal.snowflake_registry_ttl(ttl_ms);
     boot text;
     ns bigint;
+    max_leases integer;
 BEGIN
     boot := snowflake_id_internal.snowflake_registry_boot();
     ns := snowflake_id_internal.snowflake_registry_ns();
@@ -530,8 +547,10 @@ BEGIN
     -- transaction ends (touched_xact), and no other transaction of the
     -- role touches rows meanwhile. Only the role's own transactions ever
     -- wait for it.
-    PERFORM snowflake_id_internal.snowflake_registry_lock_role();
-    -- Compare-and-set on (token, epoch), of a live lease: a row claimed by
+    max_leases := snowflake_id_internal.snowflake_registry_lock_role();
+    -- Compare-and-set on (token, epoch), of a live lease of the role's
+    -- own (a superuser's: any; a leaked token is no key to another
+    -- role's row): a row claimed by
     -- anyone since, retired or run out is not renewed, and the holder
     -- stops. A row another transaction has locked is being claimed or
     -- retired right now: the lease is lost as well, rather than waited
@@ -543,6 +562,7 @@ BEGIN
         AND r.token = snowflake_registry_renew.token
         AND r.lease_epoch = snowflake_registry_renew.lease_epoch
         AND NOT r.retired
+        AND (max_leases IS NULL OR r.holder_role = session_user)
         AND snowflake_id_internal.snowflake_registry_live(r.worker_id, r.lease_clock, r.lease_clock_ns,
                                                           r.lease_ttl_ms, boot, ns)
         FOR UPDATE SKIP LOCKED;

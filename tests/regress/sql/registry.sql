@@ -156,6 +156,10 @@ SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-00000000
 SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-000000000105', 'g', 1, 's', '/g1', -1, 3, 12, 1704067200000, 600000,
     (extract(epoch FROM clock_timestamp() + interval '2 minutes') * 1000)::bigint);
 \echo :LAST_ERROR_SQLSTATE
+-- A holder description too long to store (a member filling the
+-- registry's WAL with her claims): 22001.
+SELECT worker_id FROM snowflake_registry_claim('00000000-0000-4000-8000-000000000101', repeat('h', 1025), 1, 's', '/g1', -1, 3, 12, 1704067200000, 600000, 0);
+\echo :LAST_ERROR_SQLSTATE
 -- Only a superuser sets a role's limit.
 SELECT snowflake_registry_role_limit('regress_greedy', 100);
 \echo :LAST_ERROR_SQLSTATE
