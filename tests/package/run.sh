@@ -38,18 +38,8 @@ BASE=$(shared_dir "$ROOT/.run/package" package)
 # install by rename too) with its type, mode, owner and sha256.
 dlib=/usr/lib/postgresql/$major/lib dext=/usr/share/postgresql/$major/extension
 system_state() {
-    local d f
     printf 'dpkg: %s\n' "$(dpkg-query -W -f='${Status} ${Version}' "$pkg" 2>/dev/null || echo "no package $pkg")"
-    for d in "$dlib" "$dext"; do
-        [ -d "$d" ] || continue
-        find "$d" -maxdepth 2 \( -name 'snowflake_id*' -o -name '.snowflake_id*' \) -print0 | sort -z |
-            while IFS= read -r -d '' f; do
-                if [ -L "$f" ]; then printf '%s link -> %s\n' "$f" "$(readlink "$f")"
-                elif [ -f "$f" ]; then printf '%s %s %s\n' "$f" "$(stat -c '%A %U:%G' "$f")" "$(sha256sum < "$f" | cut -d' ' -f1)"
-                else printf '%s %s\n' "$f" "$(stat -c '%F %A %U:%G' "$f")"
-                fi
-            done
-    done
+    snowflake_files "$dlib" "$dext"
 }
 SYSTEM_BEFORE=$(system_state)
 # At exit, passed or failed: the same as before, or the test fails.
