@@ -240,6 +240,22 @@ $live$;
 REVOKE ALL ON FUNCTION snowflake_id_internal.snowflake_registry_live(integer, text, bigint, integer, text, bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION snowflake_id_internal.snowflake_registry_live(integer, text, bigint, integer, text, bigint) TO pg_monitor;
 
+-- Whether (worker_id, token, lease_epoch) names a live lease, as last
+-- committed: the unlocked test of renew and release, which lock nothing
+-- for a lease that is not live (a retired row holds no token).
+CREATE FUNCTION snowflake_id_internal.snowflake_registry_lease_live(
+    worker_id integer, token uuid, lease_epoch bigint, boot text, ns bigint)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $lease_live$
+SELECT EXISTS (SELECT FROM snowflake_id_internal.snowflake_registry r
+                WHERE r.worker_id = $1 AND r.token = $2 AND r.lease_epoch = $3 AND NOT r.retired
+                  AND snowflake_id_internal.snowflake_registry_live(r.worker_id, r.lease_clock, r.lease_clock_ns,
+                                                                    r.lease_ttl_ms, $4, $5))
+$lease_live$;
+REVOKE ALL ON FUNCTION snowflake_id_internal.snowflake_registry_lease_live(integer, uuid, bigint, text, bigint) FROM PUBLIC;
+
 -- The clock (boot, ns) sees every lease timed on another clock that it
 -- has not seen yet (a failover of the registry, a reboot, a standby in
 -- another time namespace): from here on, each runs a full TTL of this
@@ -533,13 +549,9 @@ BEGIN
     -- transaction may lock a row that is free to claim by renewing it
     -- (issue 56: renewals and releases of dead leases, held open or
     -- prepared, locked the pool).
-    IF NOT EXISTS (SELECT FROM snowflake_id_internal.snowflake_registry r
-                    WHERE r.worker_id = snowflake_registry_renew.worker_id
-                      AND r.token = snowflake_registry_renew.token
-                      AND r.lease_epoch = snowflake_registry_renew.lease_epoch
-                      AND NOT r.retired
-                      AND snowflake_id_internal.snowflake_registry_live(r.worker_id, r.lease_clock, r.lease_clock_ns,
-                                                                        r.lease_ttl_ms, boot, ns)) THEN
+    IF NOT snowflake_id_internal.snowflake_registry_lease_live(
+               snowflake_registry_renew.worker_id, snowflake_registry_renew.token,
+               snowflake_registry_renew.lease_epoch, boot, ns) THEN
         RETURN;
     END IF;
     -- Then the role's row, as for a claim: a renewal held open locks its
@@ -623,12 +635,9 @@ BEGIN
     -- no transaction can lock a row that is free to claim by releasing it
     -- (issue 56's second review: harvested tokens of dead leases, released
     -- in one prepared transaction, locked the pool).
-    IF NOT EXISTS (SELECT FROM snowflake_id_internal.snowflake_registry r
-                    WHERE r.worker_id = snowflake_registry_release.worker_id
-                      AND r.token = snowflake_registry_release.token
-                      AND r.lease_epoch = snowflake_registry_release.lease_epoch
-                      AND snowflake_id_internal.snowflake_registry_live(r.worker_id, r.lease_clock, r.lease_clock_ns,
-                                                                        r.lease_ttl_ms, boot, ns)) THEN
+    IF NOT snowflake_id_internal.snowflake_registry_lease_live(
+               snowflake_registry_release.worker_id, snowflake_registry_release.token,
+               snowflake_registry_release.lease_epoch, boot, ns) THEN
         RETURN false;
     END IF;
     -- A release locks its row until its transaction ends, and every claim
