@@ -154,7 +154,16 @@ skip_test() {
 }
 
 log() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
-die() { printf '\033[1;31mERROR:\033[0m %s\n' "$*" >&2; exit 1; }
+# die MESSAGE: say why and exit 1. Inside a step of scripts/test.sh the
+# first such message of the step is also its note in the summary, the
+# part of a CI log that is always kept.
+die() {
+    printf '\033[1;31mERROR:\033[0m %s\n' "$*" >&2
+    if [ -n "${SNOWFLAKE_STEP_WHY:-}" ] && [ ! -s "$SNOWFLAKE_STEP_WHY" ]; then
+        printf '%s\n' "$(basename "$0"): $*" | head -c 400 > "$SNOWFLAKE_STEP_WHY" 2>/dev/null || true
+    fi
+    exit 1
+}
 
 is_root() { [ "$(id -u)" = 0 ]; }
 

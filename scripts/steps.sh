@@ -53,8 +53,9 @@ summary() {
 # line of .run/step.note as its note.
 step() {
     local name="$1" t0=$SECONDS rc; shift
-    rm -f "$ROOT/.run/skipped" "$ROOT/.run/step.note"
-    mkdir -p "$VAR_TMP_DIR"
+    rm -f "$ROOT/.run/skipped" "$ROOT/.run/step.note" "$ROOT/.run/step.why"
+    mkdir -p "$VAR_TMP_DIR" "$ROOT/.run"
+    export SNOWFLAKE_STEP_WHY="$ROOT/.run/step.why"
     export SNOWFLAKE_STEP_STATES="$VAR_TMP_DIR/.step-states"
     : > "$SNOWFLAKE_STEP_STATES"
     set +e
@@ -62,10 +63,12 @@ step() {
     rc=$?
     set -e
     reclaim_states "$name" "$rc"
-    unset SNOWFLAKE_STEP_STATES
+    unset SNOWFLAKE_STEP_STATES SNOWFLAKE_STEP_WHY
     TOOK[$name]=$((SECONDS - t0))
     if [ $rc != 0 ]; then
         RESULT[$name]=failed
+        # Why, in the summary: the first die of the step, if any.
+        [ ! -s "$ROOT/.run/step.why" ] || NOTE[$name]=$(head -1 "$ROOT/.run/step.why" | tr -d '\033' | cut -c1-300)
         log "FAILED: $name (exit $rc, after ${TOOK[$name]} s); the run goes on"
     elif [ -f "$ROOT/.run/skipped" ]; then
         RESULT[$name]=skipped; NOTE[$name]=$(head -1 "$ROOT/.run/skipped")

@@ -3,7 +3,8 @@
 # that passes, one that fails (as an integration script fails: `die`
 # inside it), one that skips, one that cannot run and one never reached:
 # the run goes on after the failure, ends with one line per step and
-# "summary: 1 passed, 1 failed, 1 skipped", and exits non-zero (issue 45).
+# "summary: 1 passed, 1 failed, 1 skipped" (the failed step's line
+# naming its first `die`), and exits non-zero (issue 45).
 # A run where every step passes exits 0 with "summary: 2 passed, 0 failed,
 # 0 skipped". The clusters a step made (state_dir) are removed when it
 # ends; after a failure only their logs stay.
@@ -42,7 +43,7 @@ set -e
 [ $rc != 0 ] || die "a run with a failed step exited 0"
 [ "$(tail -1 "$SCRATCH/out")" = "summary: 1 passed, 1 failed, 1 skipped" ] \
     || die "the last line of stdout is not the summary: $(tail -1 "$SCRATCH/out")"
-for want in "ok step +passed .*fine" "failing step +failed" "skipping step +skipped .*not here" \
+for want in "ok step +passed .*fine" "failing step +failed .*run.sh: an integration script failed" "skipping step +skipped .*not here" \
             "blocked step +not run .*what it needs failed" "unreached step +not run" "2 step\(s\) not run"; do
     grep -qE "$want" "$SCRATCH/err" || { cat "$SCRATCH/err" >&2; die "the summary has no line matching '$want'"; }
 done
