@@ -120,7 +120,7 @@ EVERYWHERE = {"src": {"failpoint"}}
 # The reasons for each cut are in CONTRIBUTING.md ("Where code lives").
 GROUND = "ground"
 ROOMS = {
-    "src": ["read", "mint", "lease", "high_water", "convert", "operate"],
+    "src": ["read", "mint", "lease", "high_water", "convert", "adopt", "operate"],
 }
 
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -621,3 +621,104 @@ pub fn lease_does_not_cover(detail: String) -> ! {
         Some("The lease worker raises the reservation in the registry every third of snowflake_id.lease_ttl; check that the registry answers, and that this server's clock is not far ahead of the registry's."),
     )
 }
+
+// --- adopted sequences (issue 57, `crate::adopt`) ------------------------
+
+/// No run of `len` consecutive IDs within `tries` blocks (others' blocks
+/// kept landing in between).
+pub fn no_run(len: u64, tries: u32) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("could not take {len} consecutive IDs"),
+        Some(format!(
+            "{tries} blocks in a row were cut short or crossed a millisecond while other sessions took IDs."
+        )),
+        Some("Try again, or lower the sequence's INCREMENT BY."),
+    )
+}
+
+/// An adopted sequence whose increment needs more consecutive IDs than
+/// half a millisecond holds.
+pub fn increment_too_large(seq: &str, increment: i64, max: u64) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("INCREMENT BY {increment} of adopted sequence \"{seq}\" is too large for Snowflake IDs"),
+        Some(format!(
+            "One nextval() reserves the {increment} IDs ending and the {increment} starting at its value, all in one millisecond; the layout allows an increment of at most {max}."
+        )),
+        Some("Lower the sequence's INCREMENT BY (and the client's allocation size) with ALTER SEQUENCE."),
+    )
+}
+
+/// `snowflake_adopt_sequence()` on something that is not a sequence.
+pub fn not_a_sequence(what: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+        format!("\"{what}\" is not a sequence"),
+        None,
+        None,
+    )
+}
+
+/// Adoption without the library preloaded: no backend would rewrite the
+/// calls, and the sequence would go on handing out its own values.
+pub fn adopt_not_preloaded() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "adopting sequences requires snowflake_id in shared_preload_libraries",
+        Some("Only a preloaded library sees every statement's nextval() calls.".into()),
+        Some("Add snowflake_id to shared_preload_libraries and restart the server."),
+    )
+}
+
+/// `currval()` of an adopted sequence before this session's `nextval()`
+/// of it: PostgreSQL's own message and SQLSTATE.
+pub fn currval_undefined(seq: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("currval of sequence \"{seq}\" is not yet defined in this session"),
+        None,
+        None,
+    )
+}
+
+/// `lastval()` with no defined value: PostgreSQL's own message.
+pub fn lastval_not_defined() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "lastval is not yet defined in this session",
+        None,
+        None,
+    )
+}
+
+/// A sequence privilege missing: PostgreSQL's own message.
+pub fn sequence_permission_denied(seq: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        format!("permission denied for sequence {seq}"),
+        None,
+        None,
+    )
+}
+
+/// `setval()` on an adopted sequence changes nothing it hands out.
+pub fn setval_ignored(seq: &str) {
+    report(
+        PgLogLevel::WARNING,
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!("setval() does not change what adopted sequence \"{seq}\" hands out"),
+        Some("Its nextval() returns Snowflake IDs, which follow the clock and are above every earlier ID of this server.".into()),
+        None,
+    );
+}
+
+/// The list of adopted sequences could not be read.
+pub fn adopt_read_failed(why: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+        "could not read snowflake_id_internal.snowflake_adopted",
+        Some(why.to_string()),
+        Some("The extension's objects in this database may have been changed by hand; ALTER EXTENSION snowflake_id UPDATE or a reinstall restores them."),
+    )
+}

@@ -17,12 +17,15 @@
 //! - [`high_water`]: the high-water mark each database keeps of the IDs
 //!   minted in it;
 //! - [`convert`]: converting existing tables to snowflake keys;
+//! - [`adopt`]: adopted sequences, whose `nextval()` returns Snowflake
+//!   IDs (a planner hook);
 //! - [`operate`]: what an administrator calls (statistics, raising the
 //!   floor, the fleet check).
 
 use mint::{backend_clock, bgworker, reservation, shmem, wal};
 use pgrx::prelude::*;
 
+pub mod adopt;
 pub mod backtraces;
 pub mod convert;
 pub mod datadir;
@@ -71,6 +74,7 @@ pub extern "C-unwind" fn _PG_init() {
     bgworker::register();
     high_water::init();
     lease::worker::register();
+    adopt::planner::init();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

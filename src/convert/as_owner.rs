@@ -32,7 +32,7 @@ use crate::{errors, gucs};
 use pgrx::prelude::*;
 
 /// The owner of relation `rel`, or an ERROR (42P01) if there is none.
-fn owner_of(rel: pg_sys::Oid) -> pg_sys::Oid {
+pub fn owner_of(rel: pg_sys::Oid) -> pg_sys::Oid {
     // SAFETY: a syscache lookup and release in this backend; the tuple's
     // struct is a pg_class row while the tuple is held.
     unsafe {

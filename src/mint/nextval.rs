@@ -315,6 +315,73 @@ pub fn snowflake_nextval_bulk(count: i64) -> SetOfIterator<'static, i64> {
     SetOfIterator::new(blocks.into_iter().flat_map(move |b| b.ids(layout)))
 }
 
+/// Tries of [`run_of`] before it gives up: each lost try (a block cut
+/// short, or across a millisecond) leaves the next starting early in a
+/// millisecond with room, so only other backends' blocks in between make
+/// a second try fail.
+const RUN_TRIES: u32 = 16;
+
+/// `len` consecutive integers that are all IDs of this server, minted for
+/// the caller (none is handed out to anyone else): the first of them.
+/// `len` is at most half a millisecond's sequence numbers (the caller
+/// checks: [`run_limit`]). A block that cannot serve (it crossed into
+/// the next millisecond, or was cut short) is left unused: its IDs are
+/// never handed out, a gap like any rolled-back ID. For adopted
+/// sequences with `INCREMENT BY n` (`crate::adopt`).
+pub fn run_of(len: u64) -> i64 {
+    let (mut state, mut cfg) = generator();
+    if bound::prepare(held_somewhere(state)) {
+        (state, cfg) = generator();
+    }
+    let clock = SystemClock;
+    bound::cover_ms(
+        state
+            .frontier_ms(&cfg.layout, clock.wall_ns(), clock.mono_ns())
+            .saturating_add(2),
+        &cfg.layout,
+    );
+    let layout = cfg.layout;
+    let mut ev = Events::default();
+    let mut found = None;
+    let mut failure = None;
+    for _ in 0..RUN_TRIES {
+        match until_issued(state, &cfg, || {
+            state.try_next_block(&cfg, &SystemClock, &mut ev, len)
+        }) {
+            Ok(b) => {
+                bound::check(b.last(&layout), &layout);
+                if b.count == len && b.is_run(&layout) {
+                    found = Some(b);
+                    break;
+                }
+            }
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+    }
+    if ev.step_back_ns.is_some() || ev.reanchored {
+        report_clock_events(state, &ev);
+    }
+    if let Some(e) = failure {
+        refuse(e);
+    }
+    let Some(b) = found else {
+        errors::no_run(len, RUN_TRIES);
+    };
+    LAST.store(b.last(&layout), Ordering::Relaxed);
+    b.first
+}
+
+/// The longest run [`run_of`] takes: half of one millisecond's sequence
+/// numbers, so that a block that crossed a millisecond leaves room for
+/// the next try in the new one.
+pub fn run_limit() -> u64 {
+    let (_, cfg) = generator();
+    (1u64 << cfg.layout.sequence_bits()) / 2
+}
+
 /// One ID: lock-free attempts, sleeping through back-pressure and waiting
 /// for reservations.
 #[inline(always)]

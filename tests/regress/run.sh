@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # pg_regress suites against three real clusters:
-#   A: preloaded, worker_id 42      -> surface errors settings privileges formats layouts public_ids convert fleet json partitioning registry
+#   A: preloaded, worker_id 42      -> surface errors settings privileges formats layouts public_ids convert fleet json partitioning registry adopt
 #   B: preloaded, worker_id unset   -> unset_worker
 #   C: not preloaded, layout 2020-01-01 42/5/16 -> no_preload
 # Expected output lives in tests/regress/expected/. REGRESS_SUITES="a b"
@@ -47,7 +47,7 @@ cluster_init "$C" $((PORT + 2)) "snowflake_id.epoch = '2020-01-01'" \
     "snowflake_id.worker_bits = 5" "snowflake_id.sequence_bits = 16"
 for d in "$A" "$B" "$C"; do cluster_up "$d"; done
 
-run_suite A "$PORT" surface errors settings privileges formats layouts public_ids convert convert_online fleet json partitioning registry
+run_suite A "$PORT" surface errors settings privileges formats layouts public_ids convert convert_online fleet json partitioning registry adopt
 run_suite B $((PORT + 1)) unset_worker
 run_suite C $((PORT + 2)) no_preload
 echo "$PASSED tests passed" > "$ROOT/.run/regress.summary"

@@ -39,6 +39,14 @@ impl Block {
         let (_, worker, _) = layout.split(self.first as u64);
         layout.at_position(layout.position(self.first as u64) + self.count - 1, worker) as i64
     }
+
+    /// Whether the block's IDs are consecutive integers (it stays within
+    /// one millisecond: crossing one skips the other workers' IDs). What
+    /// an adopted sequence with `INCREMENT BY n` hands out needs it: the
+    /// caller numbers the IDs itself, `v - n + 1 .. v` or `v .. v + n - 1`.
+    pub fn is_run(self, layout: &Layout) -> bool {
+        self.count > 0 && self.last(layout) - self.first == self.count as i64 - 1
+    }
 }
 
 /// What one block attempt produced (see [`GeneratorState::try_next_block`]).

@@ -179,3 +179,46 @@ fn block_stops_at_the_end_of_the_layout() {
         Err(GenError::Exhausted { .. })
     ));
 }
+
+/// `Block::is_run`: a block within one millisecond is consecutive
+/// integers; one that crosses into the next millisecond is not (the IDs
+/// between belong to other worker ids). Adopted sequences with
+/// `INCREMENT BY n` rely on it (issue 57).
+#[test]
+fn a_block_is_a_run_of_integers_only_within_one_millisecond() {
+    let st = GeneratorState::new();
+    let c = cfg(1000);
+    let clock = ManualClock::new(T0, M0);
+    let BlockAttempt::Issued(a) = block(&st, &c, &clock, 99) else {
+        panic!("block not issued")
+    };
+    assert!(a.is_run(&c.layout));
+    let ids: Vec<i64> = a.ids(c.layout).collect();
+    assert!(ids.windows(2).all(|w| w[1] == w[0] + 1));
+    // Fill the millisecond up to 10 short of its end, then ask for 20.
+    let per_ms = 1u64 << c.layout.sequence_bits();
+    let used = c.layout.split(a.last(&c.layout) as u64).2 + 1;
+    let BlockAttempt::Issued(_) = block(&st, &c, &clock, per_ms - used - 10) else {
+        panic!("block not issued")
+    };
+    let BlockAttempt::Issued(x) = block(&st, &c, &clock, 20) else {
+        panic!("block not issued")
+    };
+    assert_eq!(x.count, 20);
+    assert!(
+        !x.is_run(&c.layout),
+        "a block across a millisecond is not a run"
+    );
+    let ids: Vec<i64> = x.ids(c.layout).collect();
+    assert!(ids.windows(2).any(|w| w[1] != w[0] + 1));
+    // The next block starts in the new millisecond, with room: a run.
+    let BlockAttempt::Issued(y) = block(&st, &c, &clock, 20) else {
+        panic!("block not issued")
+    };
+    assert!(y.is_run(&c.layout));
+    assert!(!Block {
+        first: y.first,
+        count: 0
+    }
+    .is_run(&c.layout));
+}

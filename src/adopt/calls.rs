@@ -1,0 +1,257 @@
+//! `nextval()`, `currval()`, `setval()` and `lastval()` of adopted
+//! sequences: the functions the planner puts in their place
+//! ([`super::planner`]).
+//!
+//! In a database with adopted sequences every call of the four in a
+//! planned statement comes here. For a sequence that is not adopted, each
+//! calls PostgreSQL's own function (same result, same errors, same
+//! privilege checks); for an adopted one, `nextval` returns a Snowflake
+//! ID and the others follow it, with PostgreSQL's checks and messages:
+//! - `nextval(seq)`: USAGE or UPDATE on the sequence, refused in a
+//!   read-only transaction; with `INCREMENT BY n` (|n| > 1) a value `v`
+//!   such that the `2n - 1` consecutive integers from `v - n + 1` to
+//!   `v + n - 1` are IDs of this server minted for this call alone
+//!   (Hibernate's `pooled` optimizer takes `v - n + 1 .. v`, `pooled-lo`
+//!   `v .. v + n - 1`);
+//! - `currval(seq)`: SELECT or USAGE; the session's last `nextval` of it;
+//! - `setval(seq, v [, called])`: UPDATE; a WARNING that it changes
+//!   nothing the sequence hands out, and returns `v` as `setval` does;
+//! - `lastval()`: the last value the session's tracked `nextval` calls
+//!   returned, adopted or not (values drawn where no call is planned,
+//!   identity columns' and COPY's defaults, are PostgreSQL's: see
+//!   docs/converting.md).
+
+use super::planner;
+use crate::errors;
+use crate::mint::nextval;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+/// This session's values of adopted sequences.
+#[derive(Default)]
+struct Session {
+    /// The last `nextval` of each adopted sequence (for `currval`).
+    current: HashMap<pg_sys::Oid, i64>,
+    /// The adopted sequence and value of the session's latest tracked
+    /// `nextval`, or `None` when that was a sequence of PostgreSQL's own
+    /// (then `lastval()` is PostgreSQL's).
+    last: Option<(pg_sys::Oid, i64)>,
+}
+
+thread_local! {
+    static SESSION: RefCell<Session> = RefCell::new(Session::default());
+}
+
+fn name_of(seq: pg_sys::Oid) -> String {
+    // SAFETY: a catalog look-up; NULL when the relation is gone.
+    unsafe {
+        let p = pg_sys::get_rel_name(seq);
+        if p.is_null() {
+            seq.to_u32().to_string()
+        } else {
+            std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+        }
+    }
+}
+
+/// PostgreSQL's check of a sequence privilege (`sequence.c`).
+fn require(seq: pg_sys::Oid, mode: u64) {
+    // SAFETY: an ACL check of an existing relation for the current user.
+    let ok = unsafe {
+        pg_sys::pg_class_aclcheck(seq, pg_sys::GetUserId(), mode as pg_sys::AclMode)
+            == pg_sys::AclResult::ACLCHECK_OK
+    };
+    if !ok {
+        errors::sequence_permission_denied(&name_of(seq));
+    }
+}
+
+/// Lock and check an adopted sequence as `nextval` does: the relation
+/// still exists and is a sequence (a concurrent DROP waits for the lock).
+fn open(seq: pg_sys::Oid) {
+    // SAFETY: the lock `nextval` takes; held to the end of the transaction.
+    unsafe {
+        pg_sys::LockRelationOid(seq, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+        if pg_sys::get_rel_relkind(seq) != pg_sys::RELKIND_SEQUENCE as std::ffi::c_char {
+            errors::not_a_sequence(&name_of(seq));
+        }
+    }
+}
+
+/// The fixed part of a `pg_sequence` row (`catalog/pg_sequence.h`, the
+/// same since PostgreSQL 10; pgrx does not bind it).
+#[repr(C)]
+struct PgSequence {
+    seqrelid: pg_sys::Oid,
+    seqtypid: pg_sys::Oid,
+    seqstart: i64,
+    seqincrement: i64,
+    seqmax: i64,
+    seqmin: i64,
+    seqcache: i64,
+    seqcycle: bool,
+}
+
+/// The built-in sequence functions, as C symbols for `DirectFunctionCall`
+/// (pgrx binds them as Rust functions).
+mod builtin {
+    use pgrx::pg_sys::{Datum, FunctionCallInfo};
+    unsafe extern "C-unwind" {
+        pub fn nextval_oid(fcinfo: FunctionCallInfo) -> Datum;
+        pub fn currval_oid(fcinfo: FunctionCallInfo) -> Datum;
+        pub fn setval_oid(fcinfo: FunctionCallInfo) -> Datum;
+        pub fn setval3_oid(fcinfo: FunctionCallInfo) -> Datum;
+        pub fn lastval(fcinfo: FunctionCallInfo) -> Datum;
+    }
+}
+
+/// The increment of a sequence (`pg_sequence.seqincrement`).
+fn increment_of(seq: pg_sys::Oid) -> i64 {
+    // SAFETY: a syscache look-up and release; the tuple is a pg_sequence row.
+    unsafe {
+        let tup = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::SEQRELID as _,
+            pg_sys::Datum::from(seq),
+        );
+        if tup.is_null() {
+            errors::not_a_sequence(&name_of(seq));
+        }
+        let inc = (*pg_sys::heap_tuple_get_struct::<PgSequence>(tup)).seqincrement;
+        pg_sys::ReleaseSysCache(tup);
+        inc
+    }
+}
+
+/// Call one of PostgreSQL's own sequence functions.
+fn pg_call(
+    f: unsafe extern "C-unwind" fn(pg_sys::FunctionCallInfo) -> pg_sys::Datum,
+    args: &[pg_sys::Datum],
+) -> i64 {
+    // SAFETY: a direct call of a built-in V1 function with non-null
+    // arguments of its declared types; it returns an int8 datum.
+    unsafe {
+        let d = match args {
+            [] => {
+                pg_sys::DirectFunctionCall1Coll(Some(f), pg_sys::InvalidOid, pg_sys::Datum::from(0))
+            }
+            [a] => pg_sys::DirectFunctionCall1Coll(Some(f), pg_sys::InvalidOid, *a),
+            [a, b] => pg_sys::DirectFunctionCall2Coll(Some(f), pg_sys::InvalidOid, *a, *b),
+            [a, b, c] => pg_sys::DirectFunctionCall3Coll(Some(f), pg_sys::InvalidOid, *a, *b, *c),
+            _ => unreachable!("at most three arguments"),
+        };
+        d.value() as i64
+    }
+}
+
+/// `nextval(seq)` in a database with adopted sequences.
+#[pg_extern(sql = false)]
+pub fn seq_nextval(seq: pg_sys::Oid) -> i64 {
+    if !planner::is_adopted(seq) {
+        let v = pg_call(builtin::nextval_oid, &[pg_sys::Datum::from(seq)]);
+        SESSION.with(|s| s.borrow_mut().last = None);
+        return v;
+    }
+    require(seq, (pg_sys::ACL_USAGE | pg_sys::ACL_UPDATE) as u64);
+    // SAFETY: PostgreSQL's checks of `nextval` (sequence.c), by name.
+    unsafe {
+        pg_sys::PreventCommandIfReadOnly(c"nextval()".as_ptr());
+        pg_sys::PreventCommandIfParallelMode(c"nextval()".as_ptr());
+    }
+    open(seq);
+    let n = increment_of(seq).unsigned_abs();
+    let v = if n <= 1 {
+        nextval::snowflake_nextval()
+    } else {
+        let limit = nextval::run_limit();
+        let len = 2 * n - 1;
+        if len > limit {
+            errors::increment_too_large(&name_of(seq), n as i64, limit.div_ceil(2));
+        }
+        nextval::run_of(len) + (n as i64 - 1)
+    };
+    SESSION.with(|s| {
+        let mut s = s.borrow_mut();
+        s.current.insert(seq, v);
+        s.last = Some((seq, v));
+    });
+    v
+}
+
+/// `currval(seq)` in a database with adopted sequences.
+#[pg_extern(sql = false)]
+pub fn seq_currval(seq: pg_sys::Oid) -> i64 {
+    if !planner::is_adopted(seq) {
+        return pg_call(builtin::currval_oid, &[pg_sys::Datum::from(seq)]);
+    }
+    require(seq, (pg_sys::ACL_SELECT | pg_sys::ACL_USAGE) as u64);
+    match SESSION.with(|s| s.borrow().current.get(&seq).copied()) {
+        Some(v) => v,
+        None => errors::currval_undefined(&name_of(seq)),
+    }
+}
+
+/// `setval(seq, v)` in a database with adopted sequences.
+#[pg_extern(sql = false)]
+pub fn seq_setval(seq: pg_sys::Oid, v: i64) -> i64 {
+    if !planner::is_adopted(seq) {
+        return pg_call(
+            builtin::setval_oid,
+            &[pg_sys::Datum::from(seq), pg_sys::Datum::from(v)],
+        );
+    }
+    setval_adopted(seq, v)
+}
+
+/// `setval(seq, v, is_called)` in a database with adopted sequences.
+#[pg_extern(sql = false)]
+pub fn seq_setval3(seq: pg_sys::Oid, v: i64, called: bool) -> i64 {
+    if !planner::is_adopted(seq) {
+        return pg_call(
+            builtin::setval3_oid,
+            &[
+                pg_sys::Datum::from(seq),
+                pg_sys::Datum::from(v),
+                pg_sys::Datum::from(called),
+            ],
+        );
+    }
+    setval_adopted(seq, v)
+}
+
+fn setval_adopted(seq: pg_sys::Oid, v: i64) -> i64 {
+    require(seq, pg_sys::ACL_UPDATE as u64);
+    // SAFETY: PostgreSQL's checks of `setval` (sequence.c).
+    unsafe {
+        pg_sys::PreventCommandIfReadOnly(c"setval()".as_ptr());
+        pg_sys::PreventCommandIfParallelMode(c"setval()".as_ptr());
+    }
+    open(seq);
+    errors::setval_ignored(&name_of(seq));
+    v
+}
+
+/// `lastval()` in a database with adopted sequences.
+#[pg_extern(sql = false)]
+pub fn seq_lastval() -> i64 {
+    let Some((seq, v)) = SESSION.with(|s| s.borrow().last) else {
+        return pg_call(builtin::lastval, &[]);
+    };
+    // As PostgreSQL: the sequence must still exist, and be readable.
+    // SAFETY: a syscache existence check.
+    let exists = unsafe {
+        pg_sys::SearchSysCacheExists(
+            pg_sys::SysCacheIdentifier::RELOID as _,
+            pg_sys::Datum::from(seq),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+        )
+    };
+    if !exists {
+        errors::lastval_not_defined();
+    }
+    require(seq, (pg_sys::ACL_SELECT | pg_sys::ACL_USAGE) as u64);
+    v
+}

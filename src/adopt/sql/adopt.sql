@@ -1,0 +1,154 @@
+-- Adopted sequences (issue 57): see src/adopt/mod.rs. Included in the
+-- install script by extension_sql_file!; edit it here, then regenerate
+-- the upgrade script (python3 scripts/upgrade_script.py).
+
+-- The functions the planner puts in place of nextval(), currval(),
+-- setval() and lastval() in a database with adopted sequences
+-- (src/adopt/calls.rs), and the one that tells every backend of the
+-- database of a change (src/adopt/mod.rs). EXECUTE stays with PUBLIC:
+-- each checks the caller's privileges on the sequence as the built-in
+-- does, and a sequence that is not adopted goes to the built-in.
+CREATE FUNCTION snowflake_id_internal.seq_nextval(pg_catalog.regclass) RETURNS bigint
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_nextval_wrapper';
+CREATE FUNCTION snowflake_id_internal.seq_currval(pg_catalog.regclass) RETURNS bigint
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_currval_wrapper';
+CREATE FUNCTION snowflake_id_internal.seq_setval(pg_catalog.regclass, bigint) RETURNS bigint
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_setval_wrapper';
+CREATE FUNCTION snowflake_id_internal.seq_setval(pg_catalog.regclass, bigint, boolean) RETURNS bigint
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_setval3_wrapper';
+CREATE FUNCTION snowflake_id_internal.seq_lastval() RETURNS bigint
+VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_lastval_wrapper';
+CREATE FUNCTION snowflake_id_internal.adopt_changed(require_preload boolean) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_changed_wrapper';
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_changed(boolean) FROM PUBLIC;
+
+-- Which sequences of this database hand out Snowflake IDs. A
+-- configuration table of the extension, so that pg_dump of the database
+-- carries it (a sequence is stored by name: the restored one is adopted).
+-- Only the extension's owner writes it; no role but the database's owner
+-- may use the schema. Every change of it tells every backend of the
+-- database to read it again and to plan its statements again.
+CREATE TABLE snowflake_id_internal.snowflake_adopted (
+    seq        pg_catalog.regclass PRIMARY KEY,
+    adopted_by text NOT NULL
+               CHECK (adopted_by OPERATOR(pg_catalog.=) ANY (ARRAY['superuser', 'switch', 'convert']::text[])),
+    adopted_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_internal.snowflake_adopted', '');
+REVOKE ALL ON snowflake_id_internal.snowflake_adopted FROM PUBLIC;
+GRANT SELECT ON snowflake_id_internal.snowflake_adopted TO pg_database_owner;
+COMMENT ON TABLE snowflake_id_internal.snowflake_adopted IS
+'snowflake_id''s adopted sequences: their nextval() returns Snowflake IDs';
+
+-- Any change, by the functions below, by hand or by a restore: every
+-- backend of the database reads the table again and drops its plans.
+CREATE FUNCTION snowflake_id_internal.adopt_changed_trigger() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $t$
+BEGIN
+    PERFORM snowflake_id_internal.adopt_changed(false);
+    RETURN NULL;
+END
+$t$;
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_changed_trigger() FROM PUBLIC;
+-- Row triggers: a statement that changes no row (the event trigger below
+-- runs on every DROP of every role) sends nothing, so no role can make
+-- the database's backends drop their plans by dropping its own objects.
+CREATE TRIGGER snowflake_adopted_changed
+    AFTER INSERT OR UPDATE OR DELETE ON snowflake_id_internal.snowflake_adopted
+    FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.adopt_changed_trigger();
+CREATE TRIGGER snowflake_adopted_truncated
+    AFTER TRUNCATE ON snowflake_id_internal.snowflake_adopted
+    FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_internal.adopt_changed_trigger();
+
+-- A dropped sequence leaves the list at once: its OID may come back as
+-- another role's relation. Runs as the extension's owner (a plain role
+-- drops its own adopted sequence), on the extension's table only.
+CREATE FUNCTION snowflake_id_internal.adopt_forget_dropped() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+BEGIN
+    DELETE FROM snowflake_id_internal.snowflake_adopted a
+     USING pg_catalog.pg_event_trigger_dropped_objects() d
+     WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+       AND d.objsubid OPERATOR(pg_catalog.=) 0
+       AND a.seq::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid;
+END
+$f$;
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_forget_dropped() FROM PUBLIC;
+CREATE EVENT TRIGGER snowflake_adopt_forget_dropped ON sql_drop
+    EXECUTE FUNCTION snowflake_id_internal.adopt_forget_dropped();
+
+-- snowflake_adopt_sequence(seq regclass): see src/adopt/mod.rs.
+CREATE FUNCTION snowflake_adopt_sequence(seq regclass) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $adopt$
+DECLARE
+    s       record;
+    col     record;
+    ext     name;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles r
+                    WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER AND r.rolsuper) THEN
+        RAISE EXCEPTION 'must be superuser to adopt a sequence' USING ERRCODE = '42501';
+    END IF;
+    -- Refuses (55000) unless the library is preloaded.
+    PERFORM snowflake_id_internal.adopt_changed(true);
+    SELECT c.relkind, c.relname, q.seqtypid::pg_catalog.regtype AS typ INTO s
+      FROM pg_catalog.pg_class c
+      LEFT JOIN pg_catalog.pg_sequence q ON q.seqrelid OPERATOR(pg_catalog.=) c.oid
+     WHERE c.oid OPERATOR(pg_catalog.=) seq;
+    IF s.relkind IS DISTINCT FROM 'S' THEN
+        RAISE EXCEPTION '"%" is not a sequence', seq USING ERRCODE = '42809';
+    END IF;
+    IF s.typ IS DISTINCT FROM 'bigint'::pg_catalog.regtype THEN
+        RAISE EXCEPTION 'sequence "%" is of type %, which cannot hold a Snowflake ID', seq, s.typ
+              USING ERRCODE = '42804',
+                    HINT = 'Widen it first: ALTER SEQUENCE ... AS bigint, and the columns that take its values to bigint (snowflake_convert_column() does both).';
+    END IF;
+    FOR col IN
+        SELECT d.refobjid::pg_catalog.regclass AS tbl, a.attname
+          FROM pg_catalog.pg_depend d
+          JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) d.refobjid
+                                        AND a.attnum OPERATOR(pg_catalog.=) d.refobjsubid
+         WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+           AND d.objid OPERATOR(pg_catalog.=) seq
+           AND d.deptype OPERATOR(pg_catalog.=) 'i'
+    LOOP
+        RAISE EXCEPTION 'sequence "%" belongs to the identity column %.%', seq, col.tbl, pg_catalog.quote_ident(col.attname)
+              USING ERRCODE = '0A000',
+                    DETAIL = 'An identity column draws its values inside the server, where no extension can hand out Snowflake IDs instead (COPY among them).',
+                    HINT = 'Convert the column with snowflake_convert_column(), which replaces the identity with DEFAULT snowflake_nextval().';
+    END LOOP;
+    INSERT INTO snowflake_id_internal.snowflake_adopted (seq, adopted_by) VALUES (seq, 'superuser')
+        ON CONFLICT DO NOTHING;
+    -- Column defaults that call nextval() of it: COPY and the other paths
+    -- that evaluate a default without planning a statement get Snowflake
+    -- IDs too. Each is changed as its table's owner.
+    SELECT e.extnamespace::pg_catalog.regnamespace::name INTO ext
+      FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id';
+    FOR col IN
+        SELECT ad.adrelid::pg_catalog.regclass AS tbl, a.attname, a.atttypid::pg_catalog.regtype AS typ
+          FROM pg_catalog.pg_depend d
+          JOIN pg_catalog.pg_attrdef ad ON ad.oid OPERATOR(pg_catalog.=) d.objid
+          JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) ad.adrelid
+                                        AND a.attnum OPERATOR(pg_catalog.=) ad.adnum
+         WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_attrdef'::pg_catalog.regclass
+           AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+           AND d.refobjid OPERATOR(pg_catalog.=) seq
+         ORDER BY 1, 2
+    LOOP
+        IF col.typ IS DISTINCT FROM 'bigint'::pg_catalog.regtype THEN
+            RAISE EXCEPTION 'column %.% takes values of sequence "%" but is of type %, which cannot hold a Snowflake ID',
+                            col.tbl, pg_catalog.quote_ident(col.attname), seq, col.typ
+                  USING ERRCODE = '42804',
+                        HINT = 'Widen the column to bigint first, or convert it with snowflake_convert_column().';
+        END IF;
+        EXECUTE pg_catalog.format('SELECT %I.snowflake_convert_as_owner($1, $2)', ext)
+          USING col.tbl, pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.snowflake_nextval()',
+                                           col.tbl, col.attname, ext);
+    END LOOP;
+END
+$adopt$;
+REVOKE ALL ON FUNCTION snowflake_adopt_sequence(regclass) FROM PUBLIC;
+COMMENT ON FUNCTION snowflake_adopt_sequence(regclass) IS
+'makes nextval(), currval() and lastval() of a bigint sequence return Snowflake IDs in this database (superuser)';
