@@ -75,6 +75,9 @@ pub static WORKER_ID_SOURCE: GucSetting<WorkerIdSource> =
 pub static REGISTRY: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 /// The length of a lease, ms.
 pub static LEASE_TTL_MS: GucSetting<i32> = GucSetting::<i32>::new(15_000);
+/// Whether `snowflake_adopt_sequences()` is on in this database: set by
+/// it, per database, for the view `snowflake_adopting_databases`.
+pub static ADOPT_SEQUENCES: GucSetting<bool> = GucSetting::<bool>::new(false);
 /// The widest worker-id field a registry hands out (65,536 rows).
 pub const MAX_LEASED_WORKER_BITS: u32 = 16;
 
@@ -312,6 +315,15 @@ pub fn define(preloading: bool) -> Vec<String> {
         600_000,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
+    );
+
+    GucRegistry::define_bool_guc(
+        c"snowflake_id.adopt_sequences",
+        c"Shows whether snowflake_adopt_sequences() is on in this database.",
+        c"Set by snowflake_adopt_sequences() with ALTER DATABASE, for the view snowflake_adopting_databases. Setting it by hand switches nothing: the switch is the database's row in snowflake_id_internal.snowflake_adopt_switch.",
+        &ADOPT_SEQUENCES,
+        GucContext::Suset,
+        GucFlags::default(),
     );
 
     // An unknown snowflake_id.* setting is an error.

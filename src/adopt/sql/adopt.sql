@@ -152,3 +152,153 @@ $adopt$;
 REVOKE ALL ON FUNCTION snowflake_adopt_sequence(regclass) FROM PUBLIC;
 COMMENT ON FUNCTION snowflake_adopt_sequence(regclass) IS
 'makes nextval(), currval() and lastval() of a bigint sequence return Snowflake IDs in this database (superuser)';
+
+-- The switch of this database (snowflake_adopt_sequences()): one row, a
+-- configuration table, so that pg_dump carries it. The row's trigger
+-- mirrors it into the database's settings (ALTER DATABASE ... SET
+-- snowflake_id.adopt_sequences), where the server-wide view
+-- snowflake_adopting_databases reads it; a restore of the row sets it too.
+CREATE TABLE snowflake_id_internal.snowflake_adopt_switch (
+    singleton  boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    enabled    boolean NOT NULL,
+    changed_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+SELECT pg_catalog.pg_extension_config_dump('snowflake_id_internal.snowflake_adopt_switch', '');
+REVOKE ALL ON snowflake_id_internal.snowflake_adopt_switch FROM PUBLIC;
+GRANT SELECT ON snowflake_id_internal.snowflake_adopt_switch TO pg_database_owner;
+COMMENT ON TABLE snowflake_id_internal.snowflake_adopt_switch IS
+'snowflake_id''s switch: while enabled, new bigserial, bigint identity columns and bigint sequences are adopted';
+CREATE FUNCTION snowflake_id_internal.adopt_switch_mirror() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $t$
+BEGIN
+    IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' OR NOT NEW.enabled THEN
+        EXECUTE pg_catalog.format('ALTER DATABASE %I RESET snowflake_id.adopt_sequences', pg_catalog.current_database());
+    ELSE
+        EXECUTE pg_catalog.format('ALTER DATABASE %I SET snowflake_id.adopt_sequences = on', pg_catalog.current_database());
+    END IF;
+    RETURN NULL;
+END
+$t$;
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_switch_mirror() FROM PUBLIC;
+CREATE TRIGGER snowflake_adopt_switch_mirror
+    AFTER INSERT OR UPDATE OR DELETE ON snowflake_id_internal.snowflake_adopt_switch
+    FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.adopt_switch_mirror();
+
+-- snowflake_adopt_sequences(enabled boolean DEFAULT true): see src/adopt/mod.rs.
+CREATE FUNCTION snowflake_adopt_sequences(enabled boolean DEFAULT true) RETURNS boolean
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $switch$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles r
+                    WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER AND r.rolsuper) THEN
+        RAISE EXCEPTION 'must be superuser to switch the adoption of sequences' USING ERRCODE = '42501';
+    END IF;
+    IF enabled THEN
+        PERFORM snowflake_id_internal.adopt_changed(true);
+    END IF;
+    INSERT INTO snowflake_id_internal.snowflake_adopt_switch AS s (enabled) VALUES (enabled)
+        ON CONFLICT (singleton) DO UPDATE SET enabled = EXCLUDED.enabled, changed_at = pg_catalog.now()
+        WHERE s.enabled IS DISTINCT FROM EXCLUDED.enabled;
+    RETURN enabled;
+END
+$switch$;
+REVOKE ALL ON FUNCTION snowflake_adopt_sequences(boolean) FROM PUBLIC;
+COMMENT ON FUNCTION snowflake_adopt_sequences(boolean) IS
+'while on, every new bigserial, bigint identity column and bigint sequence of this database is adopted (superuser)';
+
+-- The databases whose switch is on, server-wide (their settings).
+CREATE VIEW snowflake_adopting_databases AS
+SELECT d.datname AS database
+  FROM pg_catalog.pg_db_role_setting s
+  JOIN pg_catalog.pg_database d ON d.oid OPERATOR(pg_catalog.=) s.setdatabase
+ WHERE s.setrole OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+   AND 'snowflake_id.adopt_sequences=on'::pg_catalog.text OPERATOR(pg_catalog.=) ANY (s.setconfig);
+COMMENT ON VIEW snowflake_adopting_databases IS
+'the databases of this server where snowflake_adopt_sequences() is on';
+
+-- While the switch is on: each sequence the command created for a
+-- bigint column (bigserial, or GENERATED ... AS IDENTITY: the identity
+-- becomes a default, since a column cannot have both, and a sequence of
+-- the identity's name and increment, owned by the column, stays for
+-- pg_get_serial_sequence()), and each bigint sequence it created alone,
+-- is adopted; the column's default becomes snowflake_nextval(). Columns
+-- and sequences narrower than bigint keep theirs, with a NOTICE. The
+-- changes to a table run as its owner (snowflake_convert_as_owner); this
+-- function itself reads catalogs and writes the extension's table only.
+CREATE FUNCTION snowflake_id_internal.adopt_new_sequences() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+DECLARE
+    c        record;
+    ext      name;
+    seqs     pg_catalog.oid[];
+    s        pg_catalog.oid;
+    seqname  text;
+    newseq   pg_catalog.regclass;
+BEGIN
+    IF NOT EXISTS (SELECT FROM snowflake_id_internal.snowflake_adopt_switch w WHERE w.enabled) THEN
+        RETURN;
+    END IF;
+    SELECT pg_catalog.array_agg(DISTINCT cmd.objid) INTO seqs
+      FROM pg_catalog.pg_event_trigger_ddl_commands() cmd
+     WHERE cmd.object_type OPERATOR(pg_catalog.=) 'sequence' AND NOT cmd.in_extension;
+    IF seqs IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT e.extnamespace::pg_catalog.regnamespace::name INTO ext
+      FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id';
+    FOREACH s IN ARRAY seqs LOOP
+        SELECT q.seqrelid::pg_catalog.regclass AS seq, q.seqtypid::pg_catalog.regtype AS seqtyp, q.seqincrement,
+               d.refobjid::pg_catalog.regclass AS tbl, a.attname, a.atttypid::pg_catalog.regtype AS typ, d.deptype
+          INTO c
+          FROM pg_catalog.pg_sequence q
+          LEFT JOIN pg_catalog.pg_depend d
+                 ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+                AND d.objid OPERATOR(pg_catalog.=) q.seqrelid
+                AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+                AND d.refobjsubid OPERATOR(pg_catalog.>) 0
+                AND d.deptype OPERATOR(pg_catalog.=) ANY (ARRAY['a', 'i']::"char"[])
+          LEFT JOIN pg_catalog.pg_attribute a
+                 ON a.attrelid OPERATOR(pg_catalog.=) d.refobjid AND a.attnum OPERATOR(pg_catalog.=) d.refobjsubid
+         WHERE q.seqrelid OPERATOR(pg_catalog.=) s;
+        CONTINUE WHEN NOT FOUND;  -- dropped by the same command
+        IF c.tbl IS NULL THEN
+            -- A sequence of its own (CREATE SEQUENCE; SQLAlchemy's
+            -- Sequence(), Hibernate's SEQUENCE strategy).
+            IF c.seqtyp IS DISTINCT FROM 'bigint'::pg_catalog.regtype THEN
+                RAISE NOTICE 'sequence % is of type %, which cannot hold a Snowflake ID: not adopted', c.seq, c.seqtyp
+                      USING HINT = 'Create it AS bigint (the default) to have it adopted.';
+                CONTINUE;
+            END IF;
+            INSERT INTO snowflake_id_internal.snowflake_adopted (seq, adopted_by) VALUES (c.seq, 'switch')
+                ON CONFLICT DO NOTHING;
+            CONTINUE;
+        END IF;
+        IF c.typ IS DISTINCT FROM 'bigint'::pg_catalog.regtype THEN
+            RAISE NOTICE 'column %.% is of type %, which cannot hold a Snowflake ID: it keeps its sequence',
+                         c.tbl, pg_catalog.quote_ident(c.attname), c.typ
+                  USING HINT = 'Declare it bigserial or bigint GENERATED AS IDENTITY, or widen it later with snowflake_convert_column().';
+            CONTINUE;
+        END IF;
+        newseq := c.seq;
+        IF c.deptype OPERATOR(pg_catalog.=) 'i' THEN
+            seqname := c.seq::text;
+            EXECUTE pg_catalog.format('SELECT %I.snowflake_convert_as_owner($1, $2)', ext)
+              USING c.tbl, pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', c.tbl, c.attname);
+            EXECUTE pg_catalog.format('SELECT %I.snowflake_convert_as_owner($1, $2)', ext)
+              USING c.tbl, pg_catalog.format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s OWNED BY %s.%I',
+                                             seqname, c.seqincrement, c.tbl, c.attname);
+            newseq := pg_catalog.to_regclass(seqname);
+        END IF;
+        EXECUTE pg_catalog.format('SELECT %I.snowflake_convert_as_owner($1, $2)', ext)
+          USING c.tbl, pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.snowflake_nextval()',
+                                         c.tbl, c.attname, ext);
+        INSERT INTO snowflake_id_internal.snowflake_adopted (seq, adopted_by) VALUES (newseq, 'switch')
+            ON CONFLICT DO NOTHING;
+    END LOOP;
+END
+$f$;
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_new_sequences() FROM PUBLIC;
+CREATE EVENT TRIGGER snowflake_adopt_new_sequences ON ddl_command_end
+    WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE SEQUENCE')
+    EXECUTE FUNCTION snowflake_id_internal.adopt_new_sequences();
