@@ -644,7 +644,7 @@ pub fn increment_too_large(seq: &str, increment: i64, max: u64) -> ! {
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         format!("INCREMENT BY {increment} of adopted sequence \"{seq}\" is too large for Snowflake IDs"),
         Some(format!(
-            "One nextval() reserves the {increment} IDs ending and the {increment} starting at its value, all in one millisecond; the layout allows an increment of at most {max}."
+            "One nextval() reserves the {increment} IDs ending at its value, the {increment} starting at it and the one below, all in one millisecond; the layout allows an increment of at most {max}."
         )),
         Some("Lower the sequence's INCREMENT BY (and the client's allocation size) with ALTER SEQUENCE."),
     )

@@ -9,10 +9,11 @@
 //! ID and the others follow it, with PostgreSQL's checks and messages:
 //! - `nextval(seq)`: USAGE or UPDATE on the sequence, refused in a
 //!   read-only transaction; with `INCREMENT BY n` (|n| > 1) a value `v`
-//!   such that the `2n - 1` consecutive integers from `v - n + 1` to
-//!   `v + n - 1` are IDs of this server minted for this call alone
-//!   (Hibernate's `pooled` optimizer takes `v - n + 1 .. v`, `pooled-lo`
-//!   `v .. v + n - 1`);
+//!   such that the `2n` consecutive integers from `v - n` to `v + n - 1`
+//!   are IDs of this server minted for this call alone: the `n` ending at
+//!   `v` and the `n` starting at it, as clients number them (Hibernate's
+//!   `pooled` optimizer takes `v - n + 1 .. v`, and `v - n .. v - 1` in
+//!   Hibernate 3.6; `pooled-lo` takes `v .. v + n - 1`);
 //! - `currval(seq)`: SELECT or USAGE; the session's last `nextval` of it;
 //! - `setval(seq, v [, called])`: UPDATE; a WARNING that it changes
 //!   nothing the sequence hands out, and returns `v` as `setval` does;
@@ -164,12 +165,15 @@ pub fn seq_nextval(seq: pg_sys::Oid) -> i64 {
     let v = if n <= 1 {
         nextval::snowflake_nextval()
     } else {
+        // `v - n .. v + n - 1`: the n IDs ending at v and the n starting
+        // at v, and the one below those (Hibernate 3.6's pooled optimizer
+        // takes `v - n .. v - 1`; later ones `v - n + 1 .. v`).
         let limit = nextval::run_limit();
-        let len = 2 * n - 1;
+        let len = 2 * n;
         if len > limit {
-            errors::increment_too_large(&name_of(seq), n as i64, limit.div_ceil(2));
+            errors::increment_too_large(&name_of(seq), n as i64, limit / 2);
         }
-        nextval::run_of(len) + (n as i64 - 1)
+        nextval::run_of(len) + n as i64
     };
     SESSION.with(|s| {
         let mut s = s.borrow_mut();

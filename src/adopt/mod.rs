@@ -17,8 +17,9 @@
 //!
 //! Adopts a `bigint` sequence of this database: from the caller's commit
 //! on, in every session of the database, `nextval(seq)` returns a
-//! Snowflake ID of this server (with `INCREMENT BY n`, one whose `n`
-//! neighbours on each side are reserved for the caller too), `currval`
+//! Snowflake ID of this server (with `INCREMENT BY n`, a `v` such that
+//! `v - n .. v + n - 1` are all reserved for the caller: client-side
+//! allocators number `n` keys down or up from it), `currval`
 //! and `lastval` return it back, and `setval` changes nothing (WARNING).
 //! Every column default that calls `nextval(seq)` becomes
 //! `snowflake_nextval()` (as its table's owner), so `COPY` gets Snowflake

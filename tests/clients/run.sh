@@ -18,7 +18,8 @@ mkdir -p "$CACHE"
 # PHP 8.2 with pdo_pgsql, OpenJDK 17 with pgjdbc 42.5, Go 1.19 with pgx v4
 # and lib/pq, Ruby 3.1 with ActiveRecord 6.1 and the pg gem.
 apt_ensure php-cli php-pgsql default-jdk-headless libpostgresql-jdbc-java golang-go \
-    golang-github-jackc-pgx-v4-dev golang-github-lib-pq-dev ruby-activerecord ruby-pg
+    golang-github-jackc-pgx-v4-dev golang-github-lib-pq-dev ruby-activerecord ruby-pg \
+    libhibernate3-java libjavassist-java libslf4j-java
 if [ ! -x "$CACHE/venv/bin/python" ] || ! cmp -s "$HERE/requirements.txt" "$CACHE/venv/requirements.txt"; then
     log "clients: installing the Python packages (PyPI) into $CACHE/venv"
     rm -rf "$CACHE/venv"
@@ -79,12 +80,29 @@ log "clients: Rust (tokio-postgres, sqlx, diesel)"
 (cd "$HERE/rust" && CARGO_TARGET_DIR="$CACHE/rust-target" cargo build --locked -q) \
     || die "the Rust client test does not build (from crates.io: tokio-postgres 0.7.18, sqlx 0.9.0, diesel 2.3.14)"
 "$CACHE/rust-target/debug/snowflake-id-rust-clients" || die "the Rust client test failed"
+log "clients: adopted sequences: each tool's own migrations, then its ORM (issue 57)"
+pq "$DIR" "$PORT" -c "CREATE DATABASE adopt" >/dev/null
+pq "$DIR" "$PORT" -d adopt -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" >/dev/null
+pq "$DIR" "$PORT" -d adopt -f "$HERE/recipes/adopt_sequences.sql" >/dev/null
+export SNOWFLAKE_ADOPT_DB=adopt
+rm -rf "$DIR/django_adopt"
+(cd "$HERE" && "$CACHE/venv/bin/python" test_adopt.py django "$DIR/django_adopt") || die "the Django adoption test failed"
+(cd "$HERE" && "$CACHE/venv/bin/python" test_adopt.py sqlalchemy) || die "the SQLAlchemy adoption test failed"
+(cd "$HERE" && ruby test_adopt_ruby.rb) || die "the ActiveRecord adoption test failed"
+# Hibernate 3.6 and what it needs, all from Debian.
+HIB_CP=$(printf '/usr/share/java/%s.jar:' hibernate3 hibernate-commons-annotations geronimo-jpa_2.0_spec \
+    geronimo-jta-1.2-spec dom4j slf4j-api slf4j-nop antlr commons-collections3 javassist postgresql)
+rm -rf "$DIR/hibernate" && mkdir -p "$DIR/hibernate"
+javac -nowarn -cp "$HIB_CP" -d "$DIR/hibernate" "$HERE"/hibernate/*.java || die "the Hibernate adoption test does not compile"
+java -cp "$DIR/hibernate:$HIB_CP" HibernateAdopt || die "the Hibernate adoption test failed"
 log "clients: IDs made by other generators' libraries, decoded by the server"
 (cd "$HERE" && "$CACHE/venv/bin/python" test_interop.py) || die "the sonyflake-py interop test failed"
 (cd "$HERE" && NODE_PATH_CLIENTS="$CACHE/node/node_modules" node test_interop.js) || die "a Node.js interop test failed"
 echo "python: psycopg asyncpg SQLAlchemy Django (and a converted Django project); node: pg knex;" \
     "public IDs: Django, Express; php: PDO; java: pgjdbc; go: pgx lib/pq; ruby: ActiveRecord; rust: tokio-postgres sqlx diesel;" \
-    "interop: @sapphire/snowflake, sonyflake (npm), sonyflake-py" > "$ROOT/.run/clients.summary"
+    "interop: @sapphire/snowflake, sonyflake (npm), sonyflake-py;" \
+    "adopted sequences: Django migrate, SQLAlchemy Identity()/Sequence(), ActiveRecord create_table, Hibernate 3.6 pooled/pooled-lo" \
+    > "$ROOT/.run/clients.summary"
 log "clients: ok"
 trap - EXIT
 cleanup

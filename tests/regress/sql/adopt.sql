@@ -94,22 +94,26 @@ SELECT setval('adopt.orders_id_seq', 5, false);
 SELECT nextval('adopt.orders_id_seq') > 5 AS unchanged;
 SELECT setval('adopt.plain', 100), nextval('adopt.plain');
 
--- INCREMENT BY 50: the 49 IDs on each side of the value are this call's
--- too (Hibernate's pooled and pooled-lo optimizers), all in one
--- millisecond of worker 42: consecutive integers.
+-- INCREMENT BY 50: the 50 IDs ending at the value and the 50 starting at
+-- it are this call's (Hibernate's pooled and pooled-lo optimizers), and
+-- the one below them (Hibernate 3.6's pooled takes v - 50 .. v - 1): all
+-- in one millisecond of worker 42, consecutive integers; the next call's
+-- range starts above them.
 SELECT snowflake_adopt_sequence('adopt.hib');
 SELECT nextval('adopt.hib') AS v \gset
-SELECT snowflake_worker_id(:v - 49) = 42 AND snowflake_worker_id(:v + 49) = 42 AS same_worker,
-       snowflake_timestamp(:v - 49) = snowflake_timestamp(:v + 49) AS same_millisecond,
-       snowflake_sequence(:v + 49) - snowflake_sequence(:v - 49) AS span;
-SELECT nextval('adopt.hib') - :v >= 50 AS next_is_past_the_range;
+SELECT snowflake_worker_id(:v - 50) = 42 AND snowflake_worker_id(:v + 49) = 42 AS same_worker,
+       snowflake_timestamp(:v - 50) = snowflake_timestamp(:v + 49) AS same_millisecond,
+       snowflake_sequence(:v + 49) - snowflake_sequence(:v - 50) AS span;
+SELECT nextval('adopt.hib') - 50 > :v + 49 AS next_range_is_above;
 SELECT count(DISTINCT v) AS distinct_values,
-       bool_and(snowflake_sequence(v + 49) - snowflake_sequence(v - 49) = 98) AS each_a_run
-  FROM (SELECT nextval('adopt.hib') AS v FROM generate_series(1, 500)) t;
-ALTER SEQUENCE adopt.hib INCREMENT BY 3000;
+       bool_and(snowflake_sequence(v + 49) - snowflake_sequence(v - 50) = 99) AS each_a_run,
+       bool_and(v - 50 > prev + 49) AS disjoint
+  FROM (SELECT v, lag(v, 1, 0::bigint) OVER (ORDER BY n) AS prev
+          FROM (SELECT n, nextval('adopt.hib') AS v FROM generate_series(1, 500) n) t) u;
+ALTER SEQUENCE adopt.hib INCREMENT BY 1100;
 SELECT nextval('adopt.hib');
 ALTER SEQUENCE adopt.hib INCREMENT BY -50;
-SELECT snowflake_sequence(nextval('adopt.hib') + 49) - snowflake_sequence(currval('adopt.hib') - 49) AS span;
+SELECT snowflake_sequence(nextval('adopt.hib') + 49) - snowflake_sequence(currval('adopt.hib') - 50) AS span;
 
 -- PostgreSQL's checks, for an adopted sequence as for any.
 SET ROLE adopt_plain;
