@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Adopted sequences on a real server (issue 57; the SQL surface is the
+# regress suite adopt, on every major). On PostgreSQL 18:
+#  1. a session that prepared `SELECT nextval('s')`, and a PL/pgSQL
+#     function that cached its plan, before another session adopted s,
+#     get Snowflake IDs from them after that session commits, without
+#     reconnecting (the adoption drops every backend's cached plans);
+#  2. eight pgbench clients call nextval() of an adopted sequence with
+#     INCREMENT BY 50 (each value's v-50 .. v+49 reserved) and of a plain
+#     one, 2,000 times each: no two ranges overlap, no plain value
+#     repeats, every adopted value is this server's (worker 31);
+#  3. after a restart, adopted sequences and the switch still hold;
+#  4. pg_dump of the database, restored into a new one, carries the
+#     switch (on, and listed by snowflake_adopting_databases) and the
+#     adopted sequences (by name): nextval() of them, and of a table
+#     created after the restore, returns Snowflake IDs.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+[ "$PG_MAJOR" = 18 ] || skip_test "runs on 18"
+BASE=$(state_dir "$ROOT/.run/it-adopt" it-adopt)
+PORT=${SNOWFLAKE_IT_ADOPT_PORT:-55970}
+DIR="$BASE/server"
+mkdir -p "$DIR"; is_root && chown postgres:postgres "$DIR" "$BASE"
+trap 'cluster_stop "$DIR"' EXIT
+cluster_stop "$DIR"
+q() { pq "$DIR" "$PORT" -At "$@"; }
+cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 31"
+cluster_up "$DIR"
+q -c "CREATE DATABASE app" >/dev/null
+q -d app -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
+  -c "CREATE TABLE orders (id bigserial PRIMARY KEY, item text)" \
+  -c "CREATE SEQUENCE pooled INCREMENT BY 50" -c "CREATE SEQUENCE plain" \
+  -c "CREATE FUNCTION next_order() RETURNS bigint LANGUAGE plpgsql AS \$\$ BEGIN RETURN nextval('orders_id_seq'); END \$\$" >/dev/null
+
+log "1. a prepared statement and a PL/pgSQL plan made before another session's adoption"
+fifo="$BASE/session.in"; rm -f "$fifo"; mkfifo "$fifo"; is_root && chown postgres:postgres "$fifo"
+"$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app <"$fifo" >"$BASE/session.out" 2>&1 &
+SESSION=$!
+exec 3>"$fifo"
+echo "PREPARE p AS SELECT nextval('orders_id_seq');" >&3
+echo "SELECT 'before ' || snowflake_worker_id(next_order()) || ' ' || next_order();" >&3
+echo "EXECUTE p;" >&3
+echo "SELECT 'ready';" >&3
+ready() { grep -q '^ready$' "$BASE/session.out"; }
+poll_until 60 ready || die "the first session did not answer: $(cat "$BASE/session.out")"
+q -d app -c "SELECT snowflake_adopt_sequence('orders_id_seq')" >/dev/null
+echo "SELECT 'after ' || snowflake_worker_id(next_order());" >&3
+echo "EXECUTE p \\gset e_" >&3
+echo "SELECT 'prepared ' || snowflake_worker_id(:e_nextval);" >&3
+exec 3>&-
+wait "$SESSION" || true
+out=$(cat "$BASE/session.out")
+grep -q '^before 0 ' <<<"$out" || die "before the adoption the function's nextval() was the sequence's: $out"
+grep -q '^after 31$' <<<"$out" || die "the PL/pgSQL plan cached before the adoption still called the sequence: $out"
+grep -q '^prepared 31$' <<<"$out" || die "the statement prepared before the adoption still called the sequence: $out"
+
+log "2. eight clients at once: INCREMENT BY 50 ranges never overlap"
+q -d app -c "SELECT snowflake_adopt_sequence('pooled')" \
+  -c "CREATE UNLOGGED TABLE got (kind text, v bigint)" >/dev/null
+printf '%s\n' "INSERT INTO got VALUES ('pooled', nextval('pooled')), ('plain', nextval('plain'));" > "$BASE/bench.sql"
+is_root && chown postgres:postgres "$BASE/bench.sql"
+as_pg "$(pgbin)/pgbench" -n -h "$DIR" -p "$PORT" -U postgres -c 8 -j 2 -t 2000 -f "$BASE/bench.sql" app >"$BASE/pgbench.out" 2>&1 \
+    || { cat "$BASE/pgbench.out" >&2; die "pgbench failed"; }
+read -r n overlaps foreign plain_n plain_distinct < <(q -d app -F ' ' -c "
+    SELECT count(*) FILTER (WHERE kind = 'pooled'),
+           count(*) FILTER (WHERE kind = 'pooled' AND v - 50 <= prev + 49),
+           count(*) FILTER (WHERE kind = 'pooled' AND (snowflake_worker_id(v - 50) <> 31
+                                                      OR snowflake_worker_id(v + 49) <> 31
+                                                      OR snowflake_timestamp(v - 50) <> snowflake_timestamp(v + 49))),
+           count(*) FILTER (WHERE kind = 'plain'), count(DISTINCT v) FILTER (WHERE kind = 'plain')
+      FROM (SELECT kind, v, lag(v) OVER (PARTITION BY kind ORDER BY v) AS prev FROM got) t")
+log "   $n pooled values, $overlaps overlapping ranges, $foreign ranges not all of worker 31 in one millisecond; $plain_n plain values, $plain_distinct distinct"
+[ "$n" = 16000 ] && [ "$overlaps" = 0 ] && [ "$foreign" = 0 ] || die "INCREMENT BY 50 ranges: $n values, $overlaps overlap, $foreign not one millisecond of worker 31"
+[ "$plain_n" = 16000 ] && [ "$plain_distinct" = 16000 ] || die "the plain sequence repeated a value: $plain_n values, $plain_distinct distinct"
+
+log "3. a restart: the adoption and the switch hold"
+q -d app -c "SELECT snowflake_adopt_sequences()" >/dev/null
+cluster_stop "$DIR"; cluster_up "$DIR"
+[ "$(q -d app -c "SELECT snowflake_worker_id(nextval('orders_id_seq'))")" = 31 ] || die "after a restart orders_id_seq is not adopted"
+q -d app -c "CREATE TABLE after_restart (id bigserial PRIMARY KEY)" -c "INSERT INTO after_restart DEFAULT VALUES" >/dev/null
+[ "$(q -d app -c "SELECT snowflake_worker_id(id) FROM after_restart")" = 31 ] || die "after a restart the switch adopted no new table"
+
+log "4. pg_dump and a restore into a new database carry the switch and the adoptions"
+as_pg "$(pgbin)/pg_dump" -h "$DIR" -p "$PORT" -U postgres -Fc -f "$BASE/app.dump" app || die "pg_dump failed"
+q -c "CREATE DATABASE copy" >/dev/null
+as_pg "$(pgbin)/pg_restore" -h "$DIR" -p "$PORT" -U postgres -d copy "$BASE/app.dump" 2>"$BASE/restore.err" \
+    || { cat "$BASE/restore.err" >&2; die "pg_restore failed"; }
+adopted=$(q -d copy -c "SELECT string_agg(seq::text, ' ' ORDER BY seq::text) FROM snowflake_id_internal.snowflake_adopted")
+[ "$adopted" = "after_restart_id_seq orders_id_seq pooled" ] || die "the restored database adopted '$adopted'"
+[ "$(q -d copy -c "SELECT snowflake_worker_id(nextval('orders_id_seq'))")" = 31 ] || die "the restored orders_id_seq is not adopted"
+[ "$(q -c "SELECT string_agg(database, ' ' ORDER BY database) FROM snowflake_adopting_databases" -d copy)" = "app copy" ] \
+    || die "snowflake_adopting_databases does not list both databases: $(q -d copy -c "TABLE snowflake_adopting_databases")"
+q -d copy -c "CREATE TABLE fresh (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY)" -c "INSERT INTO fresh DEFAULT VALUES" >/dev/null
+[ "$(q -d copy -c "SELECT snowflake_worker_id(id) FROM fresh")" = 31 ] || die "the restored switch adopted no new table"
+log "adopt: ok"
