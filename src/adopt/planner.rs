@@ -58,6 +58,7 @@ thread_local! {
 
 static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
 static mut PREV_NEEDS_FMGR: pg_sys::needs_fmgr_hook_type = None;
+static mut PREV_UTILITY: pg_sys::ProcessUtility_hook_type = None;
 
 /// `pg_language` OID of SQL (fixed in the catalog's initial data).
 const SQL_LANGUAGE_ID: u32 = 14;
@@ -72,6 +73,8 @@ pub fn init() {
         pg_sys::planner_hook = Some(planner);
         PREV_NEEDS_FMGR = pg_sys::needs_fmgr_hook;
         pg_sys::needs_fmgr_hook = Some(needs_fmgr);
+        PREV_UTILITY = pg_sys::ProcessUtility_hook;
+        pg_sys::ProcessUtility_hook = Some(utility);
         pg_sys::CacheRegisterRelcacheCallback(Some(relcache_changed), pg_sys::Datum::from(0));
         pg_sys::CacheRegisterSyscacheCallback(
             pg_sys::SysCacheIdentifier::NAMESPACEOID as _,
@@ -223,6 +226,66 @@ unsafe extern "C-unwind" fn planner(
         match PREV_PLANNER {
             Some(prev) => prev(parse, query_string, cursor_options, bound_params),
             None => pg_sys::standard_planner(parse, query_string, cursor_options, bound_params),
+        }
+    }
+}
+
+/// `CALL p(nextval('s'))`: a procedure's arguments are evaluated without
+/// a plan, so the hook swaps them in the statement (in a copy where the
+/// tree is the plan cache's own).
+#[allow(clippy::too_many_arguments)]
+#[pg_guard]
+unsafe extern "C-unwind" fn utility(
+    pstmt: *mut pg_sys::PlannedStmt,
+    query_string: *const std::ffi::c_char,
+    read_only_tree: bool,
+    context: pg_sys::ProcessUtilityContext::Type,
+    params: pg_sys::ParamListInfo,
+    query_env: *mut pg_sys::QueryEnvironment,
+    dest: *mut pg_sys::DestReceiver,
+    qc: *mut pg_sys::QueryCompletion,
+) {
+    let mut pstmt = pstmt;
+    let mut read_only_tree = read_only_tree;
+    // SAFETY: the statement PostgreSQL passes; copied before any change
+    // where it is read-only, as utility.c itself does.
+    unsafe {
+        let stmt = (*pstmt).utilityStmt;
+        if !stmt.is_null()
+            && (*stmt).type_ == pg_sys::NodeTag::T_CallStmt
+            && !LOADING.with(|l| l.get())
+        {
+            if let Some(fns) = active() {
+                if read_only_tree {
+                    pstmt = pg_sys::copyObjectImpl(pstmt.cast()).cast();
+                    read_only_tree = false;
+                }
+                let call = (*pstmt).utilityStmt as *mut pg_sys::CallStmt;
+                let mut f = fns;
+                swap((*call).funcexpr.cast(), (&raw mut f).cast());
+            }
+        }
+        match PREV_UTILITY {
+            Some(prev) => prev(
+                pstmt,
+                query_string,
+                read_only_tree,
+                context,
+                params,
+                query_env,
+                dest,
+                qc,
+            ),
+            None => pg_sys::standard_ProcessUtility(
+                pstmt,
+                query_string,
+                read_only_tree,
+                context,
+                params,
+                query_env,
+                dest,
+                qc,
+            ),
         }
     }
 }

@@ -66,6 +66,11 @@ CREATE FUNCTION adopt.next_outer() RETURNS bigint LANGUAGE sql
     AS $$ SELECT adopt.next_sql() $$;
 SELECT snowflake_worker_id(adopt.next_atomic()) AS atomic, snowflake_worker_id(adopt.next_outer()) AS nested,
        snowflake_worker_id(v) AS from_clause FROM adopt.next_sql() AS v;
+-- A procedure's argument (CALL evaluates it without a plan).
+CREATE PROCEDURE adopt.take(v bigint) LANGUAGE plpgsql
+    AS $$ BEGIN RAISE NOTICE 'CALL got worker %', snowflake_worker_id(v); END $$;
+CALL adopt.take(nextval('adopt.orders_id_seq'));
+DO $$ BEGIN CALL adopt.take(nextval('adopt.orders_id_seq')); END $$;
 -- The argument as text, a parameter, an expression: decided per call.
 SELECT snowflake_worker_id(nextval('adopt.orders_id_seq'::text::regclass)) AS worker;
 PREPARE by_name(regclass) AS SELECT nextval($1);
