@@ -2842,6 +2842,36 @@ VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_lastval_wrapper';
 CREATE FUNCTION snowflake_id_internal.adopt_changed(require_preload boolean) RETURNS void
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_changed_wrapper';
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_changed(boolean) FROM PUBLIC;
+-- Every statement the adoption runs on a table or sequence runs through
+-- this one, as the relation's owner, called with exact types in this
+-- schema (no role but a superuser can create here, so no overload of
+-- another role's is ever picked; issue 57's review, F2).
+CREATE FUNCTION snowflake_id_internal.adopt_as_owner(rel pg_catalog.oid, stmt pg_catalog.text) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_as_owner_wrapper';
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_as_owner(pg_catalog.oid, pg_catalog.text) FROM PUBLIC;
+
+-- The fence: an adopted sequence's own counter may not go past where it
+-- is (MAXVALUE, set as its owner). A value drawn where the planner does
+-- not see the call (an aggregate, a CHECK constraint, EXECUTE's
+-- parameters) then fails, or stays below what the sequence handed out,
+-- and a setval() there cannot move it into the range of Snowflake IDs.
+CREATE FUNCTION snowflake_id_internal.adopt_fence(seq pg_catalog.regclass) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
+DECLARE
+    q   record;
+    top bigint;
+BEGIN
+    SELECT s.seqmin, s.seqmax, s.seqstart INTO q FROM pg_catalog.pg_sequence s
+     WHERE s.seqrelid OPERATOR(pg_catalog.=) seq;
+    top := GREATEST(COALESCE(pg_catalog.pg_sequence_last_value(seq), q.seqstart),
+                    q.seqmin OPERATOR(pg_catalog.+) 1::bigint);
+    IF top OPERATOR(pg_catalog.<) q.seqmax THEN
+        PERFORM snowflake_id_internal.adopt_as_owner(seq::pg_catalog.oid,
+            pg_catalog.format('ALTER SEQUENCE %s MAXVALUE %s', seq, top));
+    END IF;
+END
+$f$;
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_fence(pg_catalog.regclass) FROM PUBLIC;
 
 -- Which sequences of this database hand out Snowflake IDs. A
 -- configuration table of the extension, so that pg_dump of the database
@@ -2914,12 +2944,16 @@ BEGIN
     END IF;
     -- Refuses (55000) unless the library is preloaded.
     PERFORM snowflake_id_internal.adopt_changed(true);
-    SELECT c.relkind, c.relname, q.seqtypid::pg_catalog.regtype AS typ INTO s
+    SELECT c.relkind, c.relpersistence, c.relowner, q.seqtypid::pg_catalog.regtype AS typ INTO s
       FROM pg_catalog.pg_class c
       LEFT JOIN pg_catalog.pg_sequence q ON q.seqrelid OPERATOR(pg_catalog.=) c.oid
      WHERE c.oid OPERATOR(pg_catalog.=) seq;
     IF s.relkind IS DISTINCT FROM 'S' THEN
         RAISE EXCEPTION '"%" is not a sequence', seq USING ERRCODE = '42809';
+    END IF;
+    IF s.relpersistence OPERATOR(pg_catalog.=) 't' THEN
+        RAISE EXCEPTION 'temporary sequence "%" cannot be adopted', seq USING ERRCODE = '0A000',
+              DETAIL = 'It ends with its session, without a DROP that would take it off the list.';
     END IF;
     IF s.typ IS DISTINCT FROM 'bigint'::pg_catalog.regtype THEN
         RAISE EXCEPTION 'sequence "%" is of type %, which cannot hold a Snowflake ID', seq, s.typ
@@ -2940,34 +2974,50 @@ BEGIN
                     DETAIL = 'An identity column draws its values inside the server, where no extension can hand out Snowflake IDs instead (COPY among them).',
                     HINT = 'Convert the column with snowflake_convert_column(), which replaces the identity with DEFAULT snowflake_nextval().';
     END LOOP;
-    INSERT INTO snowflake_id_internal.snowflake_adopted (seq, adopted_by) VALUES (seq, 'superuser')
-        ON CONFLICT DO NOTHING;
-    -- Column defaults that call nextval() of it: COPY and the other paths
-    -- that evaluate a default without planning a statement get Snowflake
-    -- IDs too. Each is changed as its table's owner.
     SELECT e.extnamespace::pg_catalog.regnamespace::name INTO ext
       FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id';
+    -- Column defaults that are exactly nextval() of it, in tables of the
+    -- sequence's owner: COPY and the other paths that evaluate a default
+    -- without planning a statement get Snowflake IDs too. Each is changed
+    -- as its table's owner. Another expression that calls it (currval(),
+    -- nextval() * 10), or another role's table, is left as it is, with a
+    -- NOTICE: no role can stop the adoption with a table of its own.
     FOR col IN
-        SELECT ad.adrelid::pg_catalog.regclass AS tbl, a.attname, a.atttypid::pg_catalog.regtype AS typ
+        SELECT ad.adrelid::pg_catalog.regclass AS tbl, a.attname, a.atttypid::pg_catalog.regtype AS typ,
+               pg_catalog.pg_get_expr(ad.adbin, ad.adrelid) AS expr,
+               pg_catalog.pg_get_expr(ad.adbin, ad.adrelid)
+                   OPERATOR(pg_catalog.=) pg_catalog.format('nextval(%L::regclass)', seq::text) AS plain,
+               t.relowner OPERATOR(pg_catalog.=) s.relowner AS same_owner
           FROM pg_catalog.pg_depend d
           JOIN pg_catalog.pg_attrdef ad ON ad.oid OPERATOR(pg_catalog.=) d.objid
           JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) ad.adrelid
                                         AND a.attnum OPERATOR(pg_catalog.=) ad.adnum
+          JOIN pg_catalog.pg_class t ON t.oid OPERATOR(pg_catalog.=) ad.adrelid
          WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_attrdef'::pg_catalog.regclass
            AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
            AND d.refobjid OPERATOR(pg_catalog.=) seq
          ORDER BY 1, 2
     LOOP
+        IF NOT (col.plain AND col.same_owner) THEN
+            RAISE NOTICE 'column %.% keeps its default %', col.tbl, pg_catalog.quote_ident(col.attname), col.expr
+                  USING DETAIL = CASE WHEN col.same_owner
+                                      THEN 'Only a default that is nextval() of the sequence alone becomes snowflake_nextval(); the calls in this one return Snowflake IDs where a statement is planned.'
+                                      ELSE 'The table is not the sequence owner''s; the calls in its default return Snowflake IDs where a statement is planned.' END;
+            CONTINUE;
+        END IF;
         IF col.typ IS DISTINCT FROM 'bigint'::pg_catalog.regtype THEN
             RAISE EXCEPTION 'column %.% takes values of sequence "%" but is of type %, which cannot hold a Snowflake ID',
                             col.tbl, pg_catalog.quote_ident(col.attname), seq, col.typ
                   USING ERRCODE = '42804',
                         HINT = 'Widen the column to bigint first, or convert it with snowflake_convert_column().';
         END IF;
-        EXECUTE pg_catalog.format('SELECT %I.snowflake_convert_as_owner($1, $2)', ext)
-          USING col.tbl, pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.snowflake_nextval()',
-                                           col.tbl, col.attname, ext);
+        PERFORM snowflake_id_internal.adopt_as_owner(col.tbl::pg_catalog.oid,
+            pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.snowflake_nextval()',
+                              col.tbl, col.attname, ext));
     END LOOP;
+    INSERT INTO snowflake_id_internal.snowflake_adopted (seq, adopted_by) VALUES (seq, 'superuser')
+        ON CONFLICT DO NOTHING;
+    PERFORM snowflake_id_internal.adopt_fence(seq);
 END
 $adopt$;
 REVOKE ALL ON FUNCTION snowflake_adopt_sequence(regclass) FROM PUBLIC;
@@ -3070,9 +3120,11 @@ BEGIN
       FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id';
     FOREACH s IN ARRAY seqs LOOP
         SELECT q.seqrelid::pg_catalog.regclass AS seq, q.seqtypid::pg_catalog.regtype AS seqtyp, q.seqincrement,
-               d.refobjid::pg_catalog.regclass AS tbl, a.attname, a.atttypid::pg_catalog.regtype AS typ, d.deptype
+               d.refobjid::pg_catalog.regclass AS tbl, a.attname, a.atttypid::pg_catalog.regtype AS typ, d.deptype,
+               sc.relpersistence
           INTO c
           FROM pg_catalog.pg_sequence q
+          JOIN pg_catalog.pg_class sc ON sc.oid OPERATOR(pg_catalog.=) q.seqrelid
           LEFT JOIN pg_catalog.pg_depend d
                  ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
                 AND d.objid OPERATOR(pg_catalog.=) q.seqrelid
@@ -3083,6 +3135,9 @@ BEGIN
                  ON a.attrelid OPERATOR(pg_catalog.=) d.refobjid AND a.attnum OPERATOR(pg_catalog.=) d.refobjsubid
          WHERE q.seqrelid OPERATOR(pg_catalog.=) s;
         CONTINUE WHEN NOT FOUND;  -- dropped by the same command
+        -- A temporary one ends without a DROP that would take it off the
+        -- list: never adopted.
+        CONTINUE WHEN c.relpersistence OPERATOR(pg_catalog.=) 't';
         IF c.tbl IS NULL THEN
             -- A sequence of its own (CREATE SEQUENCE; SQLAlchemy's
             -- Sequence(), Hibernate's SEQUENCE strategy).
@@ -3093,6 +3148,7 @@ BEGIN
             END IF;
             INSERT INTO snowflake_id_internal.snowflake_adopted (seq, adopted_by) VALUES (c.seq, 'switch')
                 ON CONFLICT DO NOTHING;
+            PERFORM snowflake_id_internal.adopt_fence(c.seq);
             CONTINUE;
         END IF;
         IF c.typ IS DISTINCT FROM 'bigint'::pg_catalog.regtype THEN
@@ -3104,18 +3160,19 @@ BEGIN
         newseq := c.seq;
         IF c.deptype OPERATOR(pg_catalog.=) 'i' THEN
             seqname := c.seq::text;
-            EXECUTE pg_catalog.format('SELECT %I.snowflake_convert_as_owner($1, $2)', ext)
-              USING c.tbl, pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', c.tbl, c.attname);
-            EXECUTE pg_catalog.format('SELECT %I.snowflake_convert_as_owner($1, $2)', ext)
-              USING c.tbl, pg_catalog.format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s OWNED BY %s.%I',
-                                             seqname, c.seqincrement, c.tbl, c.attname);
+            PERFORM snowflake_id_internal.adopt_as_owner(c.tbl::pg_catalog.oid,
+                pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', c.tbl, c.attname));
+            PERFORM snowflake_id_internal.adopt_as_owner(c.tbl::pg_catalog.oid,
+                pg_catalog.format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s OWNED BY %s.%I',
+                                  seqname, c.seqincrement, c.tbl, c.attname));
             newseq := pg_catalog.to_regclass(seqname);
         END IF;
-        EXECUTE pg_catalog.format('SELECT %I.snowflake_convert_as_owner($1, $2)', ext)
-          USING c.tbl, pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.snowflake_nextval()',
-                                         c.tbl, c.attname, ext);
+        PERFORM snowflake_id_internal.adopt_as_owner(c.tbl::pg_catalog.oid,
+            pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.snowflake_nextval()',
+                              c.tbl, c.attname, ext));
         INSERT INTO snowflake_id_internal.snowflake_adopted (seq, adopted_by) VALUES (newseq, 'switch')
             ON CONFLICT DO NOTHING;
+        PERFORM snowflake_id_internal.adopt_fence(newseq);
     END LOOP;
 END
 $f$;

@@ -713,12 +713,13 @@ pub fn setval_ignored(seq: &str) {
     );
 }
 
-/// The list of adopted sequences could not be read.
-pub fn adopt_read_failed(why: &str) -> ! {
+/// The list of adopted sequences stayed locked (another session holds a
+/// lock on it while an exclusive one is queued).
+pub fn adopt_list_locked(ms: u64) -> ! {
     raise(
-        PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
-        "could not read snowflake_id_internal.snowflake_adopted",
-        Some(why.to_string()),
-        Some("The extension's objects in this database may have been changed by hand; ALTER EXTENSION snowflake_id UPDATE or a reinstall restores them."),
+        PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
+        "could not read the list of adopted sequences",
+        Some(format!("snowflake_id_internal.snowflake_adopted stayed locked for {ms} ms: a session holds a lock on it while another waits for an exclusive one.")),
+        Some("Look for both in pg_locks; the statement can be run again once either ends."),
     )
 }

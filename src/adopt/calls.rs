@@ -22,28 +22,11 @@
 //!   identity columns' and COPY's defaults, are PostgreSQL's: see
 //!   docs/converting.md).
 
-use super::planner;
+use super::{planner, session};
 use crate::errors;
 use crate::mint::nextval;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use std::cell::RefCell;
-use std::collections::HashMap;
-
-/// This session's values of adopted sequences.
-#[derive(Default)]
-struct Session {
-    /// The last `nextval` of each adopted sequence (for `currval`).
-    current: HashMap<pg_sys::Oid, i64>,
-    /// The adopted sequence and value of the session's latest tracked
-    /// `nextval`, or `None` when that was a sequence of PostgreSQL's own
-    /// (then `lastval()` is PostgreSQL's).
-    last: Option<(pg_sys::Oid, i64)>,
-}
-
-thread_local! {
-    static SESSION: RefCell<Session> = RefCell::new(Session::default());
-}
 
 fn name_of(seq: pg_sys::Oid) -> String {
     // SAFETY: a catalog look-up; NULL when the relation is gone.
@@ -151,7 +134,7 @@ fn pg_call(
 pub fn seq_nextval(seq: pg_sys::Oid) -> i64 {
     if !planner::is_adopted(seq) {
         let v = pg_call(builtin::nextval_oid, &[pg_sys::Datum::from(seq)]);
-        SESSION.with(|s| s.borrow_mut().last = None);
+        session::with(|s| s.last = None);
         return v;
     }
     require(seq, (pg_sys::ACL_USAGE | pg_sys::ACL_UPDATE) as u64);
@@ -175,8 +158,7 @@ pub fn seq_nextval(seq: pg_sys::Oid) -> i64 {
         }
         nextval::run_of(len) + n as i64
     };
-    SESSION.with(|s| {
-        let mut s = s.borrow_mut();
+    session::with(|s| {
         s.current.insert(seq, v);
         s.last = Some((seq, v));
     });
@@ -190,7 +172,7 @@ pub fn seq_currval(seq: pg_sys::Oid) -> i64 {
         return pg_call(builtin::currval_oid, &[pg_sys::Datum::from(seq)]);
     }
     require(seq, (pg_sys::ACL_SELECT | pg_sys::ACL_USAGE) as u64);
-    match SESSION.with(|s| s.borrow().current.get(&seq).copied()) {
+    match session::with(|s| s.current.get(&seq).copied()) {
         Some(v) => v,
         None => errors::currval_undefined(&name_of(seq)),
     }
@@ -239,7 +221,7 @@ fn setval_adopted(seq: pg_sys::Oid, v: i64) -> i64 {
 /// `lastval()` in a database with adopted sequences.
 #[pg_extern(sql = false)]
 pub fn seq_lastval() -> i64 {
-    let Some((seq, v)) = SESSION.with(|s| s.borrow().last) else {
+    let Some((seq, v)) = session::with(|s| s.last) else {
         return pg_call(builtin::lastval, &[]);
     };
     // As PostgreSQL: the sequence must still exist, and be readable.

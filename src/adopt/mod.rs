@@ -36,10 +36,11 @@
 
 pub mod calls;
 pub mod planner;
+pub mod session;
 
 #[allow(unused_imports)] // named in `requires` below
 use crate::convert::as_owner::snowflake_convert_as_owner;
-use crate::{errors, mint::shmem};
+use crate::{convert::as_owner, errors, mint::shmem};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -66,4 +67,13 @@ pub fn adopt_changed(require_preload: bool) {
             pg_sys::CacheInvalidateRelcacheByRelid(table);
         }
     }
+}
+
+/// Run `stmt` as the owner of `rel`, in a security-restricted operation
+/// (`snowflake_convert_as_owner`): the adoption's own door to it, in the
+/// extension's internal schema, where no role but a superuser can create
+/// an overload that a call by name would pick instead.
+#[pg_extern(sql = false)]
+pub fn adopt_as_owner(rel: pg_sys::Oid, stmt: &str) {
+    as_owner::snowflake_convert_as_owner(rel, stmt);
 }

@@ -13,13 +13,17 @@
 //! Cost: a database without adopted sequences (or without the extension)
 //! pays one backend-local flag test per planned statement; one with them
 //! a walk of the statement's tree. Which sequences are adopted is read
-//! once per backend from `snowflake_id_internal.snowflake_adopted`, as
-//! the table's owner, and read again after an invalidation of that table,
-//! which every change of it sends (`snowflake_id_internal.adopt_changed()`);
-//! the same invalidation drops every cached plan of the backend, so no
-//! plan made before an adoption outlives it.
+//! once per backend from `snowflake_id_internal.snowflake_adopted` (the
+//! extension's own table and functions only, checked by their extension
+//! membership, with a fresh snapshot and no SQL), and read again after an
+//! invalidation of that table, which every change of a row sends
+//! (`snowflake_id_internal.adopt_changed()`); the same invalidation drops
+//! every cached plan of the backend, so no plan made before an adoption
+//! outlives it. Operators whose function is one of the four are swapped
+//! too; `CALL`'s arguments, evaluated without a plan, are swapped in the
+//! utility hook, which also makes `DISCARD` forget the session's values.
 
-use crate::convert::as_owner;
+use super::session;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::{Cell, RefCell};
@@ -33,6 +37,20 @@ struct Fns {
     setval: pg_sys::Oid,
     setval3: pg_sys::Oid,
     lastval: pg_sys::Oid,
+}
+
+impl Fns {
+    /// The replacement of built-in function `f`, or `InvalidOid`.
+    fn swap_of(&self, f: pg_sys::Oid) -> pg_sys::Oid {
+        match f.to_u32() {
+            pg_sys::F_NEXTVAL => self.nextval,
+            pg_sys::F_CURRVAL => self.currval,
+            pg_sys::F_SETVAL_REGCLASS_INT8 => self.setval,
+            pg_sys::F_SETVAL_REGCLASS_INT8_BOOL => self.setval3,
+            pg_sys::F_LASTVAL => self.lastval,
+            _ => pg_sys::Oid::INVALID,
+        }
+    }
 }
 
 /// What this backend knows of its database's adopted sequences.
@@ -49,9 +67,6 @@ enum Known {
 
 thread_local! {
     static KNOWN: RefCell<Known> = const { RefCell::new(Known::Unknown) };
-    /// Set while the table is being read: its own statement is planned
-    /// without the hook's work.
-    static LOADING: Cell<bool> = const { Cell::new(false) };
     /// The table's OID once read, for the invalidation callback.
     static TABLE: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::Oid::INVALID) };
 }
@@ -110,82 +125,148 @@ unsafe extern "C-unwind" fn schema_changed(_arg: pg_sys::Datum, _cacheid: i32, _
     });
 }
 
-/// Read the table (as its owner) into [`KNOWN`].
-fn load() {
-    if LOADING.with(|l| l.get()) {
-        return;
+/// How long a backend waits for the lock on the list before it gives up
+/// with 55P03: a role that holds a lock on it while someone queues for an
+/// exclusive one (an ALTER EXTENSION) holds up statements this long at
+/// most, never without end.
+const LIST_LOCK_WAIT_MS: u64 = 1_000;
+
+/// The first column of a row of `snowflake_id_internal.snowflake_adopted`
+/// (`seq regclass`, NOT NULL, fixed-width).
+#[repr(C)]
+struct AdoptedRow {
+    seq: pg_sys::Oid,
+}
+
+/// The function `name(args)` of schema `ns` if it is a member of
+/// extension `ext`, else `InvalidOid`.
+///
+/// # Safety
+/// In a transaction.
+unsafe fn member_function(
+    ext: pg_sys::Oid,
+    ns: pg_sys::Oid,
+    name: &std::ffi::CStr,
+    args: &[pg_sys::Oid],
+) -> pg_sys::Oid {
+    // SAFETY: a syscache look-up by name, exact argument types and schema
+    // (no search path, no defaults, no privilege check: this runs for
+    // every role), released at once; then its extension membership.
+    unsafe {
+        let types = pg_sys::buildoidvector(args.as_ptr(), args.len() as _);
+        let tup = pg_sys::SearchSysCache3(
+            pg_sys::SysCacheIdentifier::PROCNAMEARGSNSP as _,
+            pg_sys::Datum::from(name.as_ptr()),
+            pg_sys::Datum::from(types),
+            pg_sys::Datum::from(ns),
+        );
+        pg_sys::pfree(types.cast());
+        if tup.is_null() {
+            return pg_sys::Oid::INVALID;
+        }
+        let f = (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(tup)).oid;
+        pg_sys::ReleaseSysCache(tup);
+        if pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, f) != ext {
+            return pg_sys::Oid::INVALID;
+        }
+        f
     }
-    // SAFETY: catalog look-ups by name, in a transaction.
-    let table = unsafe {
+}
+
+/// Read the list into [`KNOWN`]: only the extension's own objects (a
+/// schema, table or function of that name that is not a member of the
+/// installed extension is ignored: any role with CREATE on a database
+/// can make them), with a fresh snapshot (a session in REPEATABLE READ
+/// sees an adoption committed after its snapshot), and no SQL.
+fn load() {
+    // SAFETY: catalog look-ups, in a transaction; the list's table is
+    // scanned under its lock with a registered snapshot, and its rows'
+    // first column is a NOT NULL oid.
+    unsafe {
         if !pg_sys::IsTransactionState() {
             return;
         }
+        let absent = || KNOWN.with(|k| *k.borrow_mut() = Known::Absent);
+        let ext = pg_sys::get_extension_oid(c"snowflake_id".as_ptr(), true);
+        if ext == pg_sys::Oid::INVALID {
+            return absent();
+        }
         let ns = pg_sys::get_namespace_oid(c"snowflake_id_internal".as_ptr(), true);
-        if ns == pg_sys::Oid::INVALID {
-            pg_sys::Oid::INVALID
-        } else {
-            pg_sys::get_relname_relid(c"snowflake_adopted".as_ptr(), ns)
+        if ns == pg_sys::Oid::INVALID
+            || pg_sys::getExtensionOfObject(pg_sys::NamespaceRelationId, ns) != ext
+        {
+            return absent();
         }
-    };
-    if table == pg_sys::Oid::INVALID {
-        KNOWN.with(|k| *k.borrow_mut() = Known::Absent);
-        return;
+        let table = pg_sys::get_relname_relid(c"snowflake_adopted".as_ptr(), ns);
+        if table == pg_sys::Oid::INVALID
+            || pg_sys::getExtensionOfObject(pg_sys::RelationRelationId, table) != ext
+        {
+            return absent();
+        }
+        let regclass = pg_sys::REGCLASSOID;
+        let fns = Fns {
+            nextval: member_function(ext, ns, c"seq_nextval", &[regclass]),
+            currval: member_function(ext, ns, c"seq_currval", &[regclass]),
+            setval: member_function(ext, ns, c"seq_setval", &[regclass, pg_sys::INT8OID]),
+            setval3: member_function(
+                ext,
+                ns,
+                c"seq_setval",
+                &[regclass, pg_sys::INT8OID, pg_sys::BOOLOID],
+            ),
+            lastval: member_function(ext, ns, c"seq_lastval", &[]),
+        };
+        if [
+            fns.nextval,
+            fns.currval,
+            fns.setval,
+            fns.setval3,
+            fns.lastval,
+        ]
+        .contains(&pg_sys::Oid::INVALID)
+        {
+            return absent();
+        }
+        TABLE.with(|t| t.set(table));
+        let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+        let mut waited = 0;
+        while !pg_sys::ConditionalLockRelationOid(table, lock) {
+            if waited >= LIST_LOCK_WAIT_MS {
+                crate::errors::adopt_list_locked(LIST_LOCK_WAIT_MS);
+            }
+            pgrx::check_for_interrupts!();
+            pg_sys::pg_usleep(10_000);
+            waited += 10;
+        }
+        let rel = pg_sys::table_open(table, pg_sys::NoLock as _);
+        let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
+        let scan = pg_sys::systable_beginscan(
+            rel,
+            pg_sys::InvalidOid,
+            false,
+            snapshot,
+            0,
+            std::ptr::null_mut(),
+        );
+        let mut adopted = HashSet::new();
+        loop {
+            let tup = pg_sys::systable_getnext(scan);
+            if tup.is_null() {
+                break;
+            }
+            let seq = (*pg_sys::heap_tuple_get_struct::<AdoptedRow>(tup)).seq;
+            // A sequence that is gone without a DROP (a temporary one at
+            // the end of its session) leaves its OID: ignore anything that
+            // is not a sequence now.
+            if pg_sys::get_rel_relkind(seq) == pg_sys::RELKIND_SEQUENCE as std::ffi::c_char {
+                adopted.insert(seq);
+            }
+        }
+        pg_sys::systable_endscan(scan);
+        pg_sys::UnregisterSnapshot(snapshot);
+        pg_sys::table_close(rel, pg_sys::NoLock as _);
+        KNOWN.with(|k| *k.borrow_mut() = Known::Loaded { adopted, fns });
     }
-    TABLE.with(|t| t.set(table));
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            LOADING.with(|l| l.set(false));
-        }
-    }
-    LOADING.with(|l| l.set(true));
-    let _reset = Reset;
-    // The table's owner is the extension's: a superuser. Its statement
-    // names only the extension's own objects, with every name qualified.
-    let owner = as_owner::owner_of(table);
-    let row = as_owner::with_role(owner, || {
-        Spi::connect(|client| {
-            let t = client.select(
-                "SELECT (SELECT pg_catalog.array_agg(a.seq::pg_catalog.oid) FROM snowflake_id_internal.snowflake_adopted a),
-                        'snowflake_id_internal.seq_nextval(pg_catalog.regclass)'::pg_catalog.regprocedure::pg_catalog.oid,
-                        'snowflake_id_internal.seq_currval(pg_catalog.regclass)'::pg_catalog.regprocedure::pg_catalog.oid,
-                        'snowflake_id_internal.seq_setval(pg_catalog.regclass, bigint)'::pg_catalog.regprocedure::pg_catalog.oid,
-                        'snowflake_id_internal.seq_setval(pg_catalog.regclass, bigint, boolean)'::pg_catalog.regprocedure::pg_catalog.oid,
-                        'snowflake_id_internal.seq_lastval()'::pg_catalog.regprocedure::pg_catalog.oid",
-                None,
-                &[],
-            )?;
-            let r = t.first();
-            Ok::<_, pgrx::spi::Error>((
-                r.get::<Vec<pg_sys::Oid>>(1)?.unwrap_or_default(),
-                [
-                    r.get::<pg_sys::Oid>(2)?,
-                    r.get::<pg_sys::Oid>(3)?,
-                    r.get::<pg_sys::Oid>(4)?,
-                    r.get::<pg_sys::Oid>(5)?,
-                    r.get::<pg_sys::Oid>(6)?,
-                ],
-            ))
-        })
-    });
-    let (list, f) = match row {
-        Ok(x) => x,
-        Err(e) => crate::errors::adopt_read_failed(&e.to_string()),
-    };
-    let oid = |o: Option<pg_sys::Oid>| o.unwrap_or(pg_sys::Oid::INVALID);
-    let fns = Fns {
-        nextval: oid(f[0]),
-        currval: oid(f[1]),
-        setval: oid(f[2]),
-        setval3: oid(f[3]),
-        lastval: oid(f[4]),
-    };
-    KNOWN.with(|k| {
-        *k.borrow_mut() = Known::Loaded {
-            adopted: list.into_iter().collect(),
-            fns,
-        }
-    });
 }
 
 /// The swaps to make in this database's statements, if any.
@@ -214,12 +295,10 @@ unsafe extern "C-unwind" fn planner(
     cursor_options: std::ffi::c_int,
     bound_params: pg_sys::ParamListInfo,
 ) -> *mut pg_sys::PlannedStmt {
-    if !LOADING.with(|l| l.get()) {
-        if let Some(fns) = active() {
-            let mut f = fns;
-            // SAFETY: the planner's own input, which it may scribble on.
-            unsafe { swap(parse.cast(), (&raw mut f).cast()) };
-        }
+    if let Some(fns) = active() {
+        let mut f = fns;
+        // SAFETY: the planner's own input, which it may scribble on.
+        unsafe { swap(parse.cast(), (&raw mut f).cast()) };
     }
     // SAFETY: the next hook or the standard planner, with our arguments.
     unsafe {
@@ -251,10 +330,8 @@ unsafe extern "C-unwind" fn utility(
     // where it is read-only, as utility.c itself does.
     unsafe {
         let stmt = (*pstmt).utilityStmt;
-        if !stmt.is_null()
-            && (*stmt).type_ == pg_sys::NodeTag::T_CallStmt
-            && !LOADING.with(|l| l.get())
-        {
+        let mut discard = false;
+        if !stmt.is_null() && (*stmt).type_ == pg_sys::NodeTag::T_CallStmt {
             if let Some(fns) = active() {
                 if read_only_tree {
                     pstmt = pg_sys::copyObjectImpl(pstmt.cast()).cast();
@@ -264,6 +341,10 @@ unsafe extern "C-unwind" fn utility(
                 let mut f = fns;
                 swap((*call).funcexpr.cast(), (&raw mut f).cast());
             }
+        } else if !stmt.is_null() && (*stmt).type_ == pg_sys::NodeTag::T_DiscardStmt {
+            let target = (*(stmt as *mut pg_sys::DiscardStmt)).target;
+            discard = target == pg_sys::DiscardMode::DISCARD_ALL
+                || target == pg_sys::DiscardMode::DISCARD_SEQUENCES;
         }
         match PREV_UTILITY {
             Some(prev) => prev(
@@ -287,6 +368,10 @@ unsafe extern "C-unwind" fn utility(
                 qc,
             ),
         }
+        if discard {
+            // As PostgreSQL forgets its sequences' values (sequence.c).
+            session::discard();
+        }
     }
 }
 
@@ -306,7 +391,7 @@ unsafe extern "C-unwind" fn needs_fmgr(fn_oid: pg_sys::Oid) -> bool {
             return true;
         }
     }
-    if LOADING.with(|l| l.get()) || active().is_none() {
+    if active().is_none() {
         return false;
     }
     sql_body_may_call_sequences(fn_oid)
@@ -375,17 +460,22 @@ unsafe extern "C-unwind" fn swap(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_
             pg_sys::NodeTag::T_Query => {
                 return pg_sys::query_tree_walker(node.cast(), Some(swap), ctx, 0);
             }
+            pg_sys::NodeTag::T_OpExpr
+            | pg_sys::NodeTag::T_DistinctExpr
+            | pg_sys::NodeTag::T_NullIfExpr => {
+                // An operator whose function is one of them (CREATE
+                // OPERATOR ... FUNCTION = nextval).
+                let f = &*(ctx as *const Fns);
+                let e = node as *mut pg_sys::OpExpr;
+                let to = f.swap_of((*e).opfuncid);
+                if to != pg_sys::Oid::INVALID {
+                    (*e).opfuncid = to;
+                }
+            }
             pg_sys::NodeTag::T_FuncExpr => {
                 let f = &*(ctx as *const Fns);
                 let e = node as *mut pg_sys::FuncExpr;
-                let to = match (*e).funcid.to_u32() {
-                    pg_sys::F_NEXTVAL => f.nextval,
-                    pg_sys::F_CURRVAL => f.currval,
-                    pg_sys::F_SETVAL_REGCLASS_INT8 => f.setval,
-                    pg_sys::F_SETVAL_REGCLASS_INT8_BOOL => f.setval3,
-                    pg_sys::F_LASTVAL => f.lastval,
-                    _ => pg_sys::Oid::INVALID,
-                };
+                let to = f.swap_of((*e).funcid);
                 if to != pg_sys::Oid::INVALID {
                     (*e).funcid = to;
                 }

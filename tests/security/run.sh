@@ -63,6 +63,10 @@
 #                    EXTENSION, before an upgrade from 0.7.0, and before
 #                    every step of the online conversion never run as
 #                    another role (each in its own database, hostile_db.sql)
+#   adopt.sql        adopted sequences (issue 57): a planted list or
+#                    overload never runs as a superuser, defaults of
+#                    others are left alone, operators and paths around
+#                    the planner never repeat an ID, DISCARD forgets
 #   fleet.sql        the fleet check reads only servers owned by a superuser
 #                    (or by the non-superuser caller): mallory's server with
 #                    a mapping for PUBLIC as postgres never makes her
@@ -121,7 +125,7 @@ write_public_keys "$DIR/data" "1:$PUBLIC_KEY"
 cluster_up "$DIR" RUST_BACKTRACE=1
 section "$HERE/setup.sql" "$DIR" "$PORT"
 [ ${#failed[@]} = 0 ] || die "the security layer's setup failed"
-for s in progress owner_code collisions surface public_keys fk_validate hostile_install hostile_online fleet squat_schema; do
+for s in progress owner_code collisions surface public_keys fk_validate hostile_install hostile_online fleet squat_schema adopt; do
     section "$HERE/$s.sql" "$DIR" "$PORT"
 done
 

@@ -6,7 +6,8 @@
 // for the caller, so Hibernate's enhanced SequenceStyleGenerator hands
 // out 50 keys per call with the pooled optimizer (v-49 .. v) and the
 // pooled-lo optimizer (v .. v+49). 8 threads insert 100,000 entities of
-// each with JDBC batching on (hibernate.jdbc.batch_size 50): the pooled
+// each (the pooled entity: PooledOrder.java, the recipe docs/clients.md
+// shows) with JDBC batching on (hibernate.jdbc.batch_size 50): the pooled
 // ones through one SessionFactory, as an application does, the pooled-lo
 // ones through a SessionFactory per thread, since Hibernate 3.6's
 // PooledLoOptimizer.generate() is not synchronized (two threads of one
@@ -27,9 +28,7 @@ import java.util.List;
 import java.util.concurrent.atomic.AtomicLong;
 import javax.persistence.Entity;
 import javax.persistence.GeneratedValue;
-import javax.persistence.GenerationType;
 import javax.persistence.Id;
-import javax.persistence.SequenceGenerator;
 import javax.persistence.Table;
 import org.hibernate.Interceptor;
 import org.hibernate.Session;
@@ -46,17 +45,6 @@ import org.hibernate.jdbc.Expectation;
 
 public class HibernateAdopt {
     static final int WORKER = 21, THREADS = 8, PER_KIND = 100_000, PER_TX = 500, BATCH = 50;
-
-    /** JPA's SEQUENCE strategy: the pooled optimizer, allocationSize 50. */
-    @Entity
-    @Table(name = "hib_pooled")
-    public static class Pooled {
-        @Id
-        @GeneratedValue(strategy = GenerationType.SEQUENCE, generator = "pooled_gen")
-        @SequenceGenerator(name = "pooled_gen", sequenceName = "hib_pooled_seq", allocationSize = 50)
-        public Long id;
-        public String item;
-    }
 
     /** The same generator with the pooled-lo optimizer. */
     @Entity
@@ -103,7 +91,7 @@ public class HibernateAdopt {
 
     static SessionFactory factory(String url, String ddl) {
         return new Configuration()
-            .addAnnotatedClass(Pooled.class).addAnnotatedClass(PooledLo.class)
+            .addAnnotatedClass(PooledOrder.class).addAnnotatedClass(PooledLo.class)
             .setProperty("hibernate.dialect", "org.hibernate.dialect.PostgreSQLDialect")
             .setProperty("hibernate.connection.driver_class", "org.postgresql.Driver")
             .setProperty("hibernate.connection.url", url)
@@ -127,7 +115,7 @@ public class HibernateAdopt {
                 p.item = me + "/" + (done + i);
                 s.save(p);
             } else {
-                Pooled p = new Pooled();
+                PooledOrder p = new PooledOrder();
                 p.item = me + "/" + (done + i);
                 s.save(p);
             }

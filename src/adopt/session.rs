@@ -1,0 +1,31 @@
+//! This session's values of adopted sequences (for `currval()` and
+//! `lastval()`), which `DISCARD SEQUENCES` and `DISCARD ALL` forget as
+//! they forget PostgreSQL's own.
+
+use pgrx::pg_sys;
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+#[derive(Default)]
+pub struct Session {
+    /// The last `nextval` of each adopted sequence (for `currval`).
+    pub current: HashMap<pg_sys::Oid, i64>,
+    /// The adopted sequence and value of the session's latest tracked
+    /// `nextval`, or `None` when that was a sequence of PostgreSQL's own
+    /// (then `lastval()` is PostgreSQL's).
+    pub last: Option<(pg_sys::Oid, i64)>,
+}
+
+thread_local! {
+    static SESSION: RefCell<Session> = RefCell::new(Session::default());
+}
+
+/// Run `f` on the session's values.
+pub fn with<R>(f: impl FnOnce(&mut Session) -> R) -> R {
+    SESSION.with(|s| f(&mut s.borrow_mut()))
+}
+
+/// Forget every value (`DISCARD SEQUENCES`, `DISCARD ALL`).
+pub fn discard() {
+    with(|s| *s = Session::default());
+}

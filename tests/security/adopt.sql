@@ -1,0 +1,168 @@
+-- Adopted sequences (issue 57; src/adopt/): the red-team review of the
+-- first version (F1-F9 below) and what must hold for every role. Each
+-- part ran its attack on 447f0d9/fcb7ddd and got through there.
+-- Runs in databases of its own; a role that ever becomes a superuser is
+-- caught by sectest.never_super() at the end of each part.
+\set ON_ERROR_STOP 1
+SET client_min_messages = warning;
+CREATE ROLE adopt_carol LOGIN CREATEDB;
+CREATE ROLE adopt_dbo LOGIN;
+CREATE ROLE adopt_alice LOGIN;
+CREATE ROLE adopt_mallory LOGIN;
+CREATE FUNCTION sectest.never_super() RETURNS text LANGUAGE sql AS $$
+    SELECT sectest.check(NOT EXISTS (SELECT FROM pg_roles WHERE rolname LIKE 'adopt\_%' AND rolsuper),
+                         'no adopt_* role became a superuser');
+$$;
+RESET client_min_messages;
+
+-- F1. A role with CREATE on a database (here a CREATEDB role in her own)
+-- planted a schema snowflake_id_internal with a list and seq_* functions
+-- of her own: the planner hook called them in every statement, a
+-- superuser's included (she became one). Only the extension's own
+-- objects count now: in her database, which has no extension, nextval()
+-- is PostgreSQL's, and her functions never run.
+\c - adopt_carol
+CREATE DATABASE adopt_carol_db;
+\c adopt_carol_db adopt_carol
+CREATE SCHEMA snowflake_id_internal;
+CREATE FUNCTION snowflake_id_internal.seq_nextval(regclass) RETURNS bigint LANGUAGE plpgsql AS $$
+BEGIN
+    IF (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) THEN
+        EXECUTE 'ALTER ROLE adopt_carol SUPERUSER';
+    END IF;
+    RETURN 42;
+END $$;
+CREATE FUNCTION snowflake_id_internal.seq_currval(regclass) RETURNS bigint LANGUAGE sql AS 'SELECT 42::bigint';
+CREATE FUNCTION snowflake_id_internal.seq_setval(regclass, bigint) RETURNS bigint LANGUAGE sql AS 'SELECT 42::bigint';
+CREATE FUNCTION snowflake_id_internal.seq_setval(regclass, bigint, boolean) RETURNS bigint LANGUAGE sql AS 'SELECT 42::bigint';
+CREATE FUNCTION snowflake_id_internal.seq_lastval() RETURNS bigint LANGUAGE sql AS 'SELECT 42::bigint';
+CREATE TABLE snowflake_id_internal.snowflake_adopted (seq regclass);
+CREATE SEQUENCE public.s;
+INSERT INTO snowflake_id_internal.snowflake_adopted VALUES ('public.s');
+\c adopt_carol_db postgres
+\ir adopt_helpers.sql
+SELECT sectest.check(nextval('public.s') = 1, 'F1: her planted list and functions are not the extension''s: nextval() is the sequence''s');
+SELECT sectest.check(true, 'F1: a statement in her database plans without her functions');
+-- With the extension installed next to her objects (CREATE EXTENSION
+-- moves a squatted snowflake_id_internal aside), still only its own.
+SET client_min_messages = warning;
+CREATE EXTENSION snowflake_id;
+RESET client_min_messages;
+SELECT sectest.check(nextval('public.s') = 2, 'F1: with the extension installed beside them, still the sequence''s');
+\c postgres postgres
+SELECT sectest.never_super();
+
+-- F2. A database's owner (CREATE in its public schema, where the
+-- extension lives) planted an overload snowflake_convert_as_owner(regclass,
+-- text): the adoption called it by name, as a superuser (she became one),
+-- and so did the switch's event trigger on her own CREATE TABLE. The
+-- adoption now calls its own function in its internal schema, with exact
+-- types.
+CREATE DATABASE adopt_owned OWNER adopt_dbo;
+\c adopt_owned postgres
+\ir adopt_helpers.sql
+SET client_min_messages = warning;
+CREATE EXTENSION snowflake_id;
+RESET client_min_messages;
+\c adopt_owned adopt_dbo
+CREATE FUNCTION public.snowflake_convert_as_owner(rel regclass, stmt text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF (SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user) THEN
+        EXECUTE 'ALTER ROLE adopt_dbo SUPERUSER';
+    END IF;
+    RETURN public.snowflake_convert_as_owner(rel::oid, stmt);
+END $$;
+CREATE TABLE public.t (id bigserial PRIMARY KEY);
+\c adopt_owned postgres
+SELECT snowflake_adopt_sequence('public.t_id_seq');
+SELECT sectest.check(pg_get_expr(adbin, adrelid) = 'snowflake_nextval()', 'F2: the adoption still converted her default')
+  FROM pg_attrdef WHERE adrelid = 'public.t'::regclass;
+SELECT snowflake_adopt_sequences();
+\c adopt_owned adopt_dbo
+CREATE TABLE public.t2 (id bigserial PRIMARY KEY);
+CREATE TABLE public.t3 (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY);
+\c postgres postgres
+SELECT sectest.never_super();
+
+-- F3, F4. The adoption rewrote every default that mentions the sequence:
+-- alice's currval() default, and mallory's integer column on alice's
+-- sequence (which also stopped the adoption with 42804). Now only a
+-- default that is nextval() of it alone, in a table of the sequence's
+-- owner, becomes snowflake_nextval(); the rest keep theirs (NOTICE).
+CREATE DATABASE adopt_defaults;
+\c adopt_defaults postgres
+\ir adopt_helpers.sql
+SET client_min_messages = warning;
+CREATE EXTENSION snowflake_id;
+RESET client_min_messages;
+CREATE SCHEMA a AUTHORIZATION adopt_alice;
+CREATE SCHEMA m AUTHORIZATION adopt_mallory;
+GRANT USAGE ON SCHEMA a TO adopt_mallory;
+\c adopt_defaults adopt_alice
+CREATE TABLE a.orders (id bigserial PRIMARY KEY);
+CREATE TABLE a.lines (order_id bigint DEFAULT currval('a.orders_id_seq'), n bigint DEFAULT nextval('a.orders_id_seq') * 10);
+\c adopt_defaults adopt_mallory
+CREATE TABLE m.blocker (x integer DEFAULT nextval('a.orders_id_seq'));
+\c adopt_defaults postgres
+SELECT snowflake_adopt_sequence('a.orders_id_seq');
+SELECT c.relname, a.attname, pg_get_expr(d.adbin, d.adrelid) AS default_now
+  FROM pg_attrdef d JOIN pg_class c ON c.oid = d.adrelid
+  JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
+ WHERE c.relnamespace IN ('a'::regnamespace, 'm'::regnamespace) ORDER BY 1, 2;
+
+-- F6. An operator or aggregate over nextval()/setval() went around the
+-- swap; with UPDATE on the sequence, mallory moved its counter onto an ID
+-- just minted and drew it again. Operators are swapped now, and the
+-- sequence's own counter is fenced (MAXVALUE where it was adopted), so a
+-- path the planner does not see can neither reach the IDs nor move.
+GRANT USAGE, UPDATE ON SEQUENCE a.orders_id_seq TO adopt_mallory;
+\c adopt_defaults adopt_mallory
+CREATE OPERATOR m.!# (RIGHTARG = regclass, FUNCTION = pg_catalog.nextval);
+CREATE OPERATOR m.<<= (LEFTARG = regclass, RIGHTARG = bigint, FUNCTION = pg_catalog.setval);
+SELECT snowflake_nextval() AS minted \gset
+SELECT sectest.check(snowflake_worker_id(OPERATOR(m.!#) 'a.orders_id_seq') = 11, 'F6: an operator over nextval() returns a Snowflake ID');
+SELECT 'a.orders_id_seq'::regclass OPERATOR(m.<<=) (:minted - 1);
+SELECT sectest.check(OPERATOR(m.!#) 'a.orders_id_seq' > :minted, 'F6: setval() through an operator moved nothing');
+-- EXECUTE's parameters are evaluated without a plan: the built-ins run,
+-- on the fenced counter (MAXVALUE 2 here: it was never called).
+PREPARE q(bigint) AS SELECT $1;
+SELECT sectest.refused($$EXECUTE q(pg_catalog.setval('a.orders_id_seq', $$ || (:minted - 1) || $$))$$, '22003');
+CREATE TEMP TABLE drawn (v bigint);
+PREPARE keep(bigint) AS INSERT INTO drawn VALUES ($1);
+EXECUTE keep(pg_catalog.nextval('a.orders_id_seq'));
+EXECUTE keep(pg_catalog.nextval('a.orders_id_seq'));
+SELECT sectest.refused($$EXECUTE keep(pg_catalog.nextval('a.orders_id_seq'))$$, '2200H');
+SELECT sectest.check(max(v) <= 2, 'F6: values drawn around the planner stay below the fence: ' || string_agg(v::text, ', ')) FROM drawn;
+\c adopt_defaults postgres
+SELECT sectest.check(max(last_value) < 1000, 'the sequence''s own counter stays where it was: ' || max(last_value))
+  FROM pg_sequences WHERE schemaname = 'a' AND sequencename = 'orders_id_seq';
+
+-- F7. DISCARD ALL left the adopted sequences' currval() and lastval().
+\c adopt_defaults adopt_mallory
+SELECT OPERATOR(m.!#) 'a.orders_id_seq' > 0 AS drew;
+DISCARD ALL;
+SELECT sectest.refused('SELECT currval(''a.orders_id_seq'')', '55000');
+SELECT sectest.refused('SELECT lastval()', '55000');
+SELECT nextval('a.orders_id_seq') > 0 AS drew;
+DISCARD SEQUENCES;
+SELECT sectest.refused('SELECT currval(''a.orders_id_seq'')', '55000');
+
+-- F9. A temporary sequence ends without a DROP: never adopted.
+\c adopt_defaults postgres
+CREATE TEMP SEQUENCE tmp_s;
+SELECT sectest.refused('SELECT snowflake_adopt_sequence(''tmp_s'')', '0A000');
+-- No plain role adopts, switches, or writes the list.
+\c adopt_defaults adopt_mallory
+SELECT sectest.refused('SELECT snowflake_adopt_sequence(''a.orders_id_seq'')', '42501');
+SELECT sectest.refused('SELECT snowflake_adopt_sequences(false)', '42501');
+SELECT sectest.refused('DELETE FROM snowflake_id_internal.snowflake_adopted', '42501');
+SELECT sectest.refused('SELECT snowflake_id_internal.adopt_as_owner(''a.orders''::regclass::oid, ''SELECT 1'')', '42501');
+\c postgres postgres
+SELECT sectest.never_super();
+SET client_min_messages = warning;
+DROP DATABASE adopt_carol_db;
+DROP DATABASE adopt_owned;
+DROP DATABASE adopt_defaults;
+RESET client_min_messages;
+SELECT 'ok: adopted sequences held against every attack' AS result;
