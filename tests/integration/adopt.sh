@@ -13,7 +13,13 @@
 #  4. pg_dump of the database, restored into a new one, carries the
 #     switch (on, and listed by snowflake_adopting_databases) and the
 #     adopted sequences (by name): nextval() of them, and of a table
-#     created after the restore, returns Snowflake IDs.
+#     created after the restore, returns Snowflake IDs;
+#  5. a session in REPEATABLE READ while another adopts a sequence gets
+#     Snowflake IDs from it once its transaction ends (the review's F5:
+#     it kept the list of its old snapshot for good);
+#  6. a session holding a lock on the list while another queues for an
+#     exclusive one holds up a new session's first statement 1 s at most
+#     (55P03), not until it lets go (the review's F9).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 [ "$PG_MAJOR" = 18 ] || skip_test "runs on 18"
@@ -92,4 +98,44 @@ adopted=$(q -d copy -c "SELECT string_agg(seq::text, ' ' ORDER BY seq::text) FRO
     || die "snowflake_adopting_databases does not list both databases: $(q -d copy -c "TABLE snowflake_adopting_databases")"
 q -d copy -c "CREATE TABLE fresh (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY)" -c "INSERT INTO fresh DEFAULT VALUES" >/dev/null
 [ "$(q -d copy -c "SELECT snowflake_worker_id(id) FROM fresh")" = 31 ] || die "the restored switch adopted no new table"
+log "5. REPEATABLE READ across another session's adoption"
+q -d app -c "CREATE SEQUENCE rr_s" >/dev/null
+fifo="$BASE/rr.in"; rm -f "$fifo"; mkfifo "$fifo"; is_root && chown postgres:postgres "$fifo"
+"$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app <"$fifo" >"$BASE/rr.out" 2>&1 &
+SESSION=$!
+exec 3>"$fifo"
+echo "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 'ready';" >&3
+rr_ready() { grep -q '^ready$' "$BASE/rr.out"; }
+poll_until 60 rr_ready || die "the REPEATABLE READ session did not answer: $(cat "$BASE/rr.out")"
+q -d app -c "SELECT snowflake_adopt_sequence('rr_s')" >/dev/null
+echo "SELECT nextval('rr_s'); COMMIT;" >&3
+echo "SELECT 'after ' || snowflake_worker_id(nextval('rr_s'));" >&3
+exec 3>&-
+wait "$SESSION" || true
+grep -q '^after 31$' "$BASE/rr.out" || die "a session in REPEATABLE READ during the adoption still got the sequence's values after it: $(cat "$BASE/rr.out")"
+
+log "6. a lock held on the list, an exclusive one queued: a new session waits 1 s at most"
+list_oid=$(q -d app -c "SELECT 'snowflake_id_internal.snowflake_adopted'::regclass::oid")
+fifo="$BASE/hold.in"; rm -f "$fifo"; mkfifo "$fifo"; is_root && chown postgres:postgres "$fifo"
+"$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app <"$fifo" >"$BASE/hold.out" 2>&1 &
+HOLDER=$!
+exec 3>"$fifo"
+echo "BEGIN; LOCK snowflake_id_internal.snowflake_adopted IN ACCESS SHARE MODE; SELECT 'held';" >&3
+held() { grep -q '^held$' "$BASE/hold.out"; }
+poll_until 60 held || die "the lock holder did not answer: $(cat "$BASE/hold.out")"
+"$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app \
+    -c "SET lock_timeout = '60s'" -c "BEGIN; LOCK snowflake_id_internal.snowflake_adopted IN ACCESS EXCLUSIVE MODE; COMMIT;" >"$BASE/queue.out" 2>&1 &
+QUEUED=$!
+# Watched from the database postgres, which has no list to read.
+queued() { [ "$(q -d postgres -c "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = $list_oid")" = 1 ]; }
+poll_until 60 queued || die "the exclusive lock did not queue"
+t0=$(date +%s%N)
+out=$("$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app -c "SELECT 'planned'" 2>&1 || true)
+ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+echo "COMMIT;" >&3
+exec 3>&-
+wait "$HOLDER" || true; wait "$QUEUED" || true
+log "   a new session's first statement: ${ms} ms: $out"
+grep -qE "^planned$|could not read the list of adopted sequences" <<<"$out" || die "a new session's first statement: $out"
+[ "$ms" -lt 30000 ] || die "a new session's first statement waited ${ms} ms behind the queued lock, expected about 1 s (55P03)"
 log "adopt: ok"
