@@ -132,6 +132,12 @@ LANGUAGE c
 AS 'MODULE_PATHNAME', 'snowflake_raise_floor_from_data_wrapper';
 REVOKE ALL ON FUNCTION snowflake_raise_floor_from_data(boolean) FROM PUBLIC;
 
+-- Issue 57: the conversion keeps and adopts its column's sequence
+-- (src/adopt/mod.rs).
+CREATE FUNCTION snowflake_convert_adopt_sequence(seq regclass) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE
+LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_convert_adopt_sequence_wrapper';
+
 -- snowflake_nextval()'s C entry point takes the common case before pgrx's
 -- call machinery (issue 48; src/mint/nextval.rs). Replaced in place: the
 -- defaults that call it, and its grants, stay.
@@ -1435,6 +1441,8 @@ DECLARE
     seq        regclass;
     seq_name   text;
     seq_owned  boolean := false;
+    adopt_seq  boolean := false;  -- keep the sequence, adopted (issue 57)
+    seq_inc    bigint;
     ch_rel     oid[] := '{}';
     ch_att     name[] := '{}';
     ch_type    regtype[] := '{}';
@@ -1708,12 +1716,21 @@ BEGIN
 
     IF kind = 'identity' THEN
         seq_name := seq::text;
+        SELECT q.seqincrement INTO seq_inc FROM pg_sequence q WHERE q.seqrelid = seq;
         IF NOT dry_run THEN
             EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
+            -- A sequence of its name and increment stays, owned by the
+            -- column and adopted below: code that looks it up
+            -- (pg_get_serial_sequence) or calls nextval() of it gets
+            -- Snowflake IDs.
+            PERFORM @extschema@.snowflake_convert_as_owner(tbl,
+                format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s OWNED BY %s.%I', seq_name, seq_inc, tbl, col));
+            seq := to_regclass(seq_name);
         END IF;
+        adopt_seq := true;
         n := n + 1;
         RETURN QUERY SELECT n, 'drop identity'::text, colname,
-            format('GENERATED %s AS IDENTITY (sequence %s dropped with it)%s',
+            format('GENERATED %s AS IDENTITY (a sequence %s stays, adopted below)%s',
                    CASE att.attidentity WHEN 'a' THEN 'ALWAYS' ELSE 'BY DEFAULT' END, seq_name,
                    CASE att.attidentity WHEN 'a' THEN '; explicit values are no longer rejected' ELSE '' END),
             tbl::oid;
@@ -1747,12 +1764,9 @@ BEGIN
             n := n + 1;
             RETURN QUERY SELECT n, 'keep sequence'::text, seq::text, 'other objects still use it'::text, seq::oid;
         ELSIF seq_owned THEN
+            -- Only this column uses it: it stays, widened and adopted below.
             seq_name := seq::text;
-            IF NOT dry_run THEN
-                EXECUTE format('DROP SEQUENCE %s', seq_name);
-            END IF;
-            n := n + 1;
-            RETURN QUERY SELECT n, 'drop sequence'::text, seq_name, format('was owned by %s', colname), seq::oid;
+            adopt_seq := true;
         ELSE
             n := n + 1;
             RETURN QUERY SELECT n, 'keep sequence'::text, seq::text, format('not owned by %s', colname), seq::oid;
@@ -1778,6 +1792,18 @@ BEGIN
         END IF;
         n := n + 1;
         RETURN QUERY SELECT n, 'set default'::text, colname, format('%s()', target::regproc), tbl::oid;
+    END IF;
+
+    IF adopt_seq THEN
+        IF NOT dry_run THEN
+            IF (SELECT q.seqtypid FROM pg_sequence q WHERE q.seqrelid = seq) <> 'bigint'::regtype THEN
+                PERFORM @extschema@.snowflake_convert_as_owner(seq, format('ALTER SEQUENCE %s AS bigint', seq));
+            END IF;
+            PERFORM @extschema@.snowflake_convert_adopt_sequence(seq);
+        END IF;
+        n := n + 1;
+        RETURN QUERY SELECT n, 'adopt sequence'::text, seq_name,
+            format('owned by %s; nextval() of it returns Snowflake IDs', colname), seq::oid;
     END IF;
 
     FOREACH s IN ARRAY creates LOOP

@@ -723,3 +723,24 @@ pub fn adopt_list_locked(ms: u64) -> ! {
         Some("Look for both in pg_locks; the statement can be run again once either ends."),
     )
 }
+
+/// `snowflake_convert_adopt_sequence()` on a sequence whose column is not
+/// converted.
+pub fn adopt_not_converted(seq: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("sequence \"{seq}\" is not the sequence of a converted column"),
+        Some("It must be a permanent bigint sequence owned by a bigint column whose default is snowflake_nextval().".into()),
+        Some("Convert the column with snowflake_convert_column(), or have a superuser adopt the sequence with snowflake_adopt_sequence()."),
+    )
+}
+
+/// The catalog read or the list's write of a conversion's adoption failed.
+pub fn adopt_convert_failed(why: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "could not adopt the converted column's sequence",
+        Some(why.to_string()),
+        None,
+    )
+}

@@ -77,3 +77,126 @@ pub fn adopt_changed(require_preload: bool) {
 pub fn adopt_as_owner(rel: pg_sys::Oid, stmt: &str) {
     as_owner::snowflake_convert_as_owner(rel, stmt);
 }
+
+/// Adopts the sequence of a column that `snowflake_convert_column()`
+/// just converted: the sequence is owned by a `bigint` column whose
+/// default is `snowflake_nextval()`, and the caller has the privileges of
+/// its owner (42501 otherwise; 55000 where the column is not converted).
+/// Called by the conversion, which keeps the sequence for
+/// `pg_get_serial_sequence()` and code that calls `nextval()` of it; the
+/// entry in the list is written as the list's owner, the fence as the
+/// sequence's. Needs the library preloaded. VOLATILE, STRICT, PARALLEL
+/// UNSAFE.
+///
+/// ```sql
+/// SELECT * FROM snowflake_convert_column('orders', 'id');
+/// -- ... | adopt sequence | public.orders_id_seq | ...
+/// SELECT snowflake_worker_id(nextval('orders_id_seq'));
+/// ```
+#[pg_extern(
+    volatile,
+    strict,
+    parallel_unsafe,
+    sql = "CREATE FUNCTION snowflake_convert_adopt_sequence(seq regclass) RETURNS void\nSTRICT VOLATILE PARALLEL UNSAFE\nLANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_convert_adopt_sequence_wrapper';"
+)]
+pub fn snowflake_convert_adopt_sequence(seq: pg_sys::Oid) {
+    if shmem::state().is_none() {
+        errors::adopt_not_preloaded();
+    }
+    // As the caller: the catalog rows (only pg_catalog objects, every
+    // name and operator qualified: nothing a role wrote runs).
+    let row = Spi::connect(|c| {
+        let t = c.select(
+            "SELECT c.relowner, c.relpersistence OPERATOR(pg_catalog.=) 't' AS temp,
+                    q.seqtypid OPERATOR(pg_catalog.=) 'pg_catalog.int8'::pg_catalog.regtype AS wide,
+                    EXISTS (SELECT FROM pg_catalog.pg_depend d
+                              JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) d.refobjid
+                                                             AND a.attnum OPERATOR(pg_catalog.=) d.refobjsubid
+                              JOIN pg_catalog.pg_attrdef ad ON ad.adrelid OPERATOR(pg_catalog.=) a.attrelid
+                                                           AND ad.adnum OPERATOR(pg_catalog.=) a.attnum
+                              JOIN pg_catalog.pg_depend fd
+                                ON fd.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_attrdef'::pg_catalog.regclass
+                               AND fd.objid OPERATOR(pg_catalog.=) ad.oid
+                               AND fd.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+                              JOIN pg_catalog.pg_depend ed
+                                ON ed.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+                               AND ed.objid OPERATOR(pg_catalog.=) fd.refobjid
+                               AND ed.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+                               AND ed.deptype OPERATOR(pg_catalog.=) 'e'
+                              JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) ed.refobjid
+                                                           AND e.extname OPERATOR(pg_catalog.=) 'snowflake_id'
+                              JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) fd.refobjid
+                                                       AND p.proname OPERATOR(pg_catalog.=) 'snowflake_nextval'
+                                                       AND p.pronargs OPERATOR(pg_catalog.=) 0
+                             WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+                               AND d.objid OPERATOR(pg_catalog.=) c.oid
+                               AND d.deptype OPERATOR(pg_catalog.=) 'a'
+                               AND a.atttypid OPERATOR(pg_catalog.=) 'pg_catalog.int8'::pg_catalog.regtype
+                               AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend od
+                                                WHERE od.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_attrdef'::pg_catalog.regclass
+                                                  AND od.objid OPERATOR(pg_catalog.=) ad.oid
+                                                  AND od.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+                                                  AND od.refobjid OPERATOR(pg_catalog.<>) fd.refobjid)) AS converted
+               FROM pg_catalog.pg_class c
+               JOIN pg_catalog.pg_sequence q ON q.seqrelid OPERATOR(pg_catalog.=) c.oid
+              WHERE c.oid OPERATOR(pg_catalog.=) $1",
+            None,
+            &[seq.into()],
+        )?;
+        if t.is_empty() {
+            return Ok::<_, pgrx::spi::Error>(None);
+        }
+        let r = t.first();
+        Ok(Some((
+            r.get::<pg_sys::Oid>(1)?.unwrap_or_default(),
+            r.get::<bool>(2)?.unwrap_or(true),
+            r.get::<bool>(3)?.unwrap_or(false),
+            r.get::<bool>(4)?.unwrap_or(false),
+        )))
+    })
+    .unwrap_or_else(|e| errors::adopt_convert_failed(&e.to_string()));
+    let name = || {
+        // SAFETY: a name look-up of an existing relation.
+        unsafe {
+            let p = pg_sys::get_rel_name(seq);
+            if p.is_null() {
+                seq.to_u32().to_string()
+            } else {
+                std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+            }
+        }
+    };
+    let Some((owner, temp, wide, converted)) = row else {
+        errors::not_a_sequence(&name());
+    };
+    // SAFETY: a catalog check of this backend's current user.
+    if !unsafe { pg_sys::has_privs_of_role(pg_sys::GetUserId(), owner) } {
+        errors::not_owner(&name());
+    }
+    if temp || !wide || !converted {
+        errors::adopt_not_converted(&name());
+    }
+    // The list and the fence: as the list's owner (the extension's), in a
+    // security-restricted operation; the fence itself then runs as the
+    // sequence's owner.
+    let list = {
+        // SAFETY: catalog look-ups by name in the extension's schema.
+        unsafe {
+            let ns = pg_sys::get_namespace_oid(c"snowflake_id_internal".as_ptr(), false);
+            pg_sys::get_relname_relid(c"snowflake_adopted".as_ptr(), ns)
+        }
+    };
+    as_owner::with_role(as_owner::owner_of(list), || {
+        Spi::connect_mut(|c| {
+            c.update(
+                "INSERT INTO snowflake_id_internal.snowflake_adopted (seq, adopted_by)
+                 VALUES ($1::pg_catalog.oid::pg_catalog.regclass, 'convert') ON CONFLICT DO NOTHING",
+                None,
+                &[seq.into()],
+            )?;
+            c.update("SELECT snowflake_id_internal.adopt_fence($1::pg_catalog.oid::pg_catalog.regclass)", None, &[seq.into()])?;
+            Ok::<_, pgrx::spi::Error>(())
+        })
+        .unwrap_or_else(|e| errors::adopt_convert_failed(&e.to_string()))
+    });
+}

@@ -288,32 +288,75 @@ pub fn is_adopted(seq: pg_sys::Oid) -> bool {
     KNOWN.with(|k| matches!(&*k.borrow(), Known::Loaded { adopted, .. } if adopted.contains(&seq)))
 }
 
-#[pg_guard]
+/// PostgreSQL's own planner and utility processor, called without pgrx's
+/// guard: an ERROR inside them (any statement's, a DO block's with its
+/// PL/pgSQL CONTEXT) must reach the caller as PostgreSQL raised it, not
+/// re-raised by pgrx at our frame without its CONTEXT. The hooks' frames
+/// hold nothing to drop, so the error's longjmp passes over them; the
+/// hooks' own work runs in guarded functions.
+mod raw {
+    use pgrx::pg_sys::{
+        DestReceiver, ParamListInfo, PlannedStmt, ProcessUtilityContext, Query, QueryCompletion,
+        QueryEnvironment,
+    };
+    use std::ffi::{c_char, c_int};
+    unsafe extern "C-unwind" {
+        pub fn standard_planner(
+            parse: *mut Query,
+            query_string: *const c_char,
+            cursor_options: c_int,
+            bound_params: ParamListInfo,
+        ) -> *mut PlannedStmt;
+        #[allow(clippy::too_many_arguments)]
+        pub fn standard_ProcessUtility(
+            pstmt: *mut PlannedStmt,
+            query_string: *const c_char,
+            read_only_tree: bool,
+            context: ProcessUtilityContext::Type,
+            params: ParamListInfo,
+            query_env: *mut QueryEnvironment,
+            dest: *mut DestReceiver,
+            qc: *mut QueryCompletion,
+        );
+    }
+}
+
+/// The planner hook: our swap (guarded), then the next planner, unguarded
+/// (see [`raw`]).
 unsafe extern "C-unwind" fn planner(
     parse: *mut pg_sys::Query,
     query_string: *const std::ffi::c_char,
     cursor_options: std::ffi::c_int,
     bound_params: pg_sys::ParamListInfo,
 ) -> *mut pg_sys::PlannedStmt {
+    // SAFETY: the planner's own input, which it may scribble on; then the
+    // next hook or the standard planner, with our arguments.
+    unsafe {
+        swap_query(parse);
+        match PREV_PLANNER {
+            Some(prev) => prev(parse, query_string, cursor_options, bound_params),
+            None => raw::standard_planner(parse, query_string, cursor_options, bound_params),
+        }
+    }
+}
+
+/// Swap the calls in a statement about to be planned, if this database
+/// has adopted sequences.
+#[pg_guard]
+unsafe extern "C-unwind" fn swap_query(parse: *mut pg_sys::Query) {
     if let Some(fns) = active() {
         let mut f = fns;
         // SAFETY: the planner's own input, which it may scribble on.
         unsafe { swap(parse.cast(), (&raw mut f).cast()) };
     }
-    // SAFETY: the next hook or the standard planner, with our arguments.
-    unsafe {
-        match PREV_PLANNER {
-            Some(prev) => prev(parse, query_string, cursor_options, bound_params),
-            None => pg_sys::standard_planner(parse, query_string, cursor_options, bound_params),
-        }
-    }
 }
 
 /// `CALL p(nextval('s'))`: a procedure's arguments are evaluated without
 /// a plan, so the hook swaps them in the statement (in a copy where the
-/// tree is the plan cache's own).
+/// tree is the plan cache's own); `DISCARD ALL` and `DISCARD SEQUENCES`
+/// forget the session's values. The statement itself runs unguarded
+/// (see [`raw`]).
 #[allow(clippy::too_many_arguments)]
-#[pg_guard]
 unsafe extern "C-unwind" fn utility(
     pstmt: *mut pg_sys::PlannedStmt,
     query_string: *const std::ffi::c_char,
@@ -326,26 +369,10 @@ unsafe extern "C-unwind" fn utility(
 ) {
     let mut pstmt = pstmt;
     let mut read_only_tree = read_only_tree;
-    // SAFETY: the statement PostgreSQL passes; copied before any change
-    // where it is read-only, as utility.c itself does.
+    // SAFETY: the statement PostgreSQL passes (copied before any change
+    // where it is read-only); then the next hook or the standard one.
     unsafe {
-        let stmt = (*pstmt).utilityStmt;
-        let mut discard = false;
-        if !stmt.is_null() && (*stmt).type_ == pg_sys::NodeTag::T_CallStmt {
-            if let Some(fns) = active() {
-                if read_only_tree {
-                    pstmt = pg_sys::copyObjectImpl(pstmt.cast()).cast();
-                    read_only_tree = false;
-                }
-                let call = (*pstmt).utilityStmt as *mut pg_sys::CallStmt;
-                let mut f = fns;
-                swap((*call).funcexpr.cast(), (&raw mut f).cast());
-            }
-        } else if !stmt.is_null() && (*stmt).type_ == pg_sys::NodeTag::T_DiscardStmt {
-            let target = (*(stmt as *mut pg_sys::DiscardStmt)).target;
-            discard = target == pg_sys::DiscardMode::DISCARD_ALL
-                || target == pg_sys::DiscardMode::DISCARD_SEQUENCES;
-        }
+        let discard = prepare_utility(&raw mut pstmt, &raw mut read_only_tree);
         match PREV_UTILITY {
             Some(prev) => prev(
                 pstmt,
@@ -357,7 +384,7 @@ unsafe extern "C-unwind" fn utility(
                 dest,
                 qc,
             ),
-            None => pg_sys::standard_ProcessUtility(
+            None => raw::standard_ProcessUtility(
                 pstmt,
                 query_string,
                 read_only_tree,
@@ -372,6 +399,42 @@ unsafe extern "C-unwind" fn utility(
             // As PostgreSQL forgets its sequences' values (sequence.c).
             session::discard();
         }
+    }
+}
+
+/// The utility hook's own work: swap a `CALL`'s arguments (copying a
+/// read-only statement first); whether the statement is a `DISCARD` that
+/// forgets sequence values.
+#[pg_guard]
+unsafe extern "C-unwind" fn prepare_utility(
+    pstmt: *mut *mut pg_sys::PlannedStmt,
+    read_only_tree: *mut bool,
+) -> bool {
+    // SAFETY: the statement PostgreSQL passes, copied before any change
+    // where it is read-only, as utility.c itself does.
+    unsafe {
+        let stmt = (**pstmt).utilityStmt;
+        if stmt.is_null() {
+            return false;
+        }
+        if (*stmt).type_ == pg_sys::NodeTag::T_CallStmt {
+            if let Some(fns) = active() {
+                if *read_only_tree {
+                    *pstmt = pg_sys::copyObjectImpl((*pstmt).cast()).cast();
+                    *read_only_tree = false;
+                }
+                let call = (**pstmt).utilityStmt as *mut pg_sys::CallStmt;
+                let mut f = fns;
+                swap((*call).funcexpr.cast(), (&raw mut f).cast());
+            }
+            return false;
+        }
+        if (*stmt).type_ == pg_sys::NodeTag::T_DiscardStmt {
+            let target = (*(stmt as *mut pg_sys::DiscardStmt)).target;
+            return target == pg_sys::DiscardMode::DISCARD_ALL
+                || target == pg_sys::DiscardMode::DISCARD_SEQUENCES;
+        }
+        false
     }
 }
 

@@ -14,8 +14,11 @@
 //! 2. drop the views that depend on the columns being widened (PostgreSQL
 //!    cannot change a column's type under a view), remembering their
 //!    definition, options, owner, grants, comments, triggers and defaults;
-//! 3. drop the IDENTITY or the `nextval()` default, and the sequence the
-//!    column owned (a shared sequence is kept);
+//! 3. drop the IDENTITY or the `nextval()` default; the sequence the
+//!    column owned stays (an identity's is made again under its name),
+//!    and is adopted after step 5 (`snowflake_convert_adopt_sequence`:
+//!    `nextval()` of it returns Snowflake IDs); a shared one is kept as
+//!    it is;
 //! 4. widen `smallint`/`integer` to `bigint`: the column and every
 //!    foreign-key column that references it, transitively;
 //! 5. `SET DEFAULT snowflake_nextval()` (partitions follow the parent);
@@ -54,5 +57,5 @@ use pgrx::prelude::*;
 extension_sql_file!(
     "sql/convert_column.sql",
     name = "convert_column",
-    requires = [snowflake_nextval, snowflake_convert_as_owner]
+    requires = [snowflake_nextval, snowflake_convert_as_owner, "adopt"]
 );

@@ -66,6 +66,11 @@ CREATE FUNCTION adopt.next_outer() RETURNS bigint LANGUAGE sql
     AS $$ SELECT adopt.next_sql() $$;
 SELECT snowflake_worker_id(adopt.next_atomic()) AS atomic, snowflake_worker_id(adopt.next_outer()) AS nested,
        snowflake_worker_id(v) AS from_clause FROM adopt.next_sql() AS v;
+-- An error passes the hooks as PostgreSQL raised it: a DO block's keeps
+-- its PL/pgSQL CONTEXT (re-raised by pgrx at the hook, it lost it).
+\set VERBOSITY default
+DO $$ BEGIN RAISE EXCEPTION 'raised in a DO block' USING ERRCODE = 'P0001'; END $$;
+\set VERBOSITY terse
 -- A procedure's argument (CALL evaluates it without a plan).
 CREATE PROCEDURE adopt.take(v bigint) LANGUAGE plpgsql
     AS $$ BEGIN RAISE NOTICE 'CALL got worker %', snowflake_worker_id(v); END $$;

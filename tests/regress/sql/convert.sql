@@ -88,8 +88,13 @@ SELECT c.oid::regclass AS relation, a.attname, format_type(a.atttypid, a.atttypm
  WHERE c.relnamespace = 'shop'::regnamespace AND c.relkind IN ('r', 'v')
    AND a.attnum > 0 AND a.attname IN ('id', 'customer_id', 'order_id', 'parent_id', 'line')
  ORDER BY c.oid::regclass::text, 2;
--- The owned sequences are gone; the FKs are intact and validated.
-SELECT relname FROM pg_class WHERE relnamespace = 'shop'::regnamespace AND relkind = 'S';
+-- The owned sequences stay, bigint and adopted (issue 57): nextval() of
+-- them returns Snowflake IDs. The FKs are intact and validated.
+SELECT c.relname, q.seqtypid::regtype AS type, ad.adopted_by,
+       CASE WHEN ad.seq IS NOT NULL THEN snowflake_worker_id(nextval(c.oid::regclass)) END AS worker
+  FROM pg_class c JOIN pg_sequence q ON q.seqrelid = c.oid
+  LEFT JOIN snowflake_id_internal.snowflake_adopted ad ON ad.seq = c.oid
+ WHERE c.relnamespace = 'shop'::regnamespace AND c.relkind = 'S' ORDER BY 1;
 SELECT conrelid::regclass, conname, convalidated FROM pg_constraint
  WHERE connamespace = 'shop'::regnamespace AND contype = 'f' ORDER BY conrelid::regclass::text, 2;
 -- The views are back with their options, grants and comments.
