@@ -2875,6 +2875,9 @@ REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_changed(boolean) FROM PUBLIC;
 CREATE FUNCTION snowflake_id_internal.adopt_as_owner(rel pg_catalog.oid, stmt pg_catalog.text) RETURNS void
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_as_owner_wrapper';
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_as_owner(pg_catalog.oid, pg_catalog.text) FROM PUBLIC;
+CREATE FUNCTION snowflake_id_internal.adopt_listed_now(oids pg_catalog.oid[]) RETURNS boolean
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_listed_now_wrapper';
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_listed_now(pg_catalog.oid[]) FROM PUBLIC;
 
 -- The fence: an adopted sequence's own counter may not go past where it
 -- is (MAXVALUE, set as its owner). A value drawn where the planner does
@@ -2887,13 +2890,14 @@ DECLARE
     q   record;
     top bigint;
 BEGIN
-    SELECT s.seqmin, s.seqmax, s.seqstart INTO q FROM pg_catalog.pg_sequence s
+    SELECT s.seqmin, s.seqmax, s.seqstart, s.seqcycle INTO q FROM pg_catalog.pg_sequence s
      WHERE s.seqrelid OPERATOR(pg_catalog.=) seq;
     top := GREATEST(COALESCE(pg_catalog.pg_sequence_last_value(seq), q.seqstart),
                     q.seqmin OPERATOR(pg_catalog.+) 1::bigint);
-    IF top OPERATOR(pg_catalog.<) q.seqmax THEN
+    -- NO CYCLE: a cycling counter would come back to values it gave out.
+    IF top OPERATOR(pg_catalog.<) q.seqmax OR q.seqcycle THEN
         PERFORM snowflake_id_internal.adopt_as_owner(seq::pg_catalog.oid,
-            pg_catalog.format('ALTER SEQUENCE %s MAXVALUE %s', seq, top));
+            pg_catalog.format('ALTER SEQUENCE %s MAXVALUE %s NO CYCLE', seq, LEAST(top, q.seqmax)));
     END IF;
 END
 $f$;
@@ -2916,6 +2920,25 @@ REVOKE ALL ON snowflake_id_internal.snowflake_adopted FROM PUBLIC;
 GRANT SELECT ON snowflake_id_internal.snowflake_adopted TO pg_database_owner;
 COMMENT ON TABLE snowflake_id_internal.snowflake_adopted IS
 'snowflake_id''s adopted sequences: their nextval() returns Snowflake IDs';
+
+-- Only existing permanent sequences: a restore, or a superuser by hand,
+-- cannot list a number that some other relation may carry one day.
+CREATE FUNCTION snowflake_id_internal.adopt_check_row() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $t$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_class c
+                    WHERE c.oid OPERATOR(pg_catalog.=) NEW.seq::pg_catalog.oid
+                      AND c.relkind OPERATOR(pg_catalog.=) 'S'
+                      AND c.relpersistence OPERATOR(pg_catalog.<>) 't') THEN
+        RAISE EXCEPTION '% is not a permanent sequence', NEW.seq USING ERRCODE = '42809';
+    END IF;
+    RETURN NEW;
+END
+$t$;
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_check_row() FROM PUBLIC;
+CREATE TRIGGER snowflake_adopted_check
+    BEFORE INSERT OR UPDATE ON snowflake_id_internal.snowflake_adopted
+    FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.adopt_check_row();
 
 -- Any change, by the functions below, by hand or by a restore: every
 -- backend of the database reads the table again and drops its plans.
@@ -2942,12 +2965,25 @@ CREATE TRIGGER snowflake_adopted_truncated
 -- drops its own adopted sequence), on the extension's table only.
 CREATE FUNCTION snowflake_id_internal.adopt_forget_dropped() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+DECLARE
+    dropped pg_catalog.oid[];
 BEGIN
-    DELETE FROM snowflake_id_internal.snowflake_adopted a
-     USING pg_catalog.pg_event_trigger_dropped_objects() d
+    SELECT pg_catalog.array_agg(d.objid) INTO dropped
+      FROM pg_catalog.pg_event_trigger_dropped_objects() d
      WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
        AND d.objsubid OPERATOR(pg_catalog.=) 0
-       AND a.seq::pg_catalog.oid OPERATOR(pg_catalog.=) d.objid;
+       AND d.object_type OPERATOR(pg_catalog.=) 'sequence';
+    IF dropped IS NULL THEN
+        RETURN;
+    END IF;
+    DELETE FROM snowflake_id_internal.snowflake_adopted a
+     WHERE a.seq::pg_catalog.oid OPERATOR(pg_catalog.=) ANY (dropped);
+    -- In REPEATABLE READ the DELETE cannot see an adoption committed after
+    -- this transaction's snapshot: fail rather than leave its OID listed.
+    IF snowflake_id_internal.adopt_listed_now(dropped) THEN
+        RAISE EXCEPTION 'could not serialize access due to a concurrent adoption of a sequence this statement drops'
+              USING ERRCODE = '40001', HINT = 'Run the statement again in a new transaction.';
+    END IF;
 END
 $f$;
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_forget_dropped() FROM PUBLIC;

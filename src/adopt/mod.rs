@@ -200,3 +200,22 @@ pub fn snowflake_convert_adopt_sequence(seq: pg_sys::Oid) {
         .unwrap_or_else(|e| errors::adopt_convert_failed(&e.to_string()))
     });
 }
+
+/// Whether any of `oids` is in the list of adopted sequences as of now (a
+/// fresh snapshot): the event trigger that forgets dropped sequences asks
+/// it after its DELETE, which in REPEATABLE READ cannot see an adoption
+/// committed after the transaction's snapshot; then the DROP fails
+/// (40001) rather than leave an OID that another relation may take.
+#[pg_extern(sql = false)]
+pub fn adopt_listed_now(oids: Vec<pg_sys::Oid>) -> bool {
+    // SAFETY: catalog look-ups by name in the extension's own schema; the
+    // list read as `planner::read_list` reads it.
+    unsafe {
+        let ns = pg_sys::get_namespace_oid(c"snowflake_id_internal".as_ptr(), false);
+        let table = pg_sys::get_relname_relid(c"snowflake_adopted".as_ptr(), ns);
+        if table == pg_sys::Oid::INVALID {
+            return false;
+        }
+        planner::read_list(table).iter().any(|o| oids.contains(o))
+    }
+}

@@ -31,6 +31,7 @@ use std::collections::HashSet;
 
 /// The functions that take the built-ins' places.
 #[derive(Clone, Copy)]
+#[repr(C)]
 struct Fns {
     nextval: pg_sys::Oid,
     currval: pg_sys::Oid,
@@ -40,6 +41,27 @@ struct Fns {
 }
 
 impl Fns {
+    /// No swaps.
+    const NONE: Fns = Fns {
+        nextval: pg_sys::Oid::INVALID,
+        currval: pg_sys::Oid::INVALID,
+        setval: pg_sys::Oid::INVALID,
+        setval3: pg_sys::Oid::INVALID,
+        lastval: pg_sys::Oid::INVALID,
+    };
+
+    /// Whether `f` is one of the four built-ins.
+    fn is_builtin(&self, f: pg_sys::Oid) -> bool {
+        matches!(
+            f.to_u32(),
+            pg_sys::F_NEXTVAL
+                | pg_sys::F_CURRVAL
+                | pg_sys::F_SETVAL_REGCLASS_INT8
+                | pg_sys::F_SETVAL_REGCLASS_INT8_BOOL
+                | pg_sys::F_LASTVAL
+        )
+    }
+
     /// The replacement of built-in function `f`, or `InvalidOid`.
     fn swap_of(&self, f: pg_sys::Oid) -> pg_sys::Oid {
         match f.to_u32() {
@@ -94,6 +116,11 @@ pub fn init() {
         pg_sys::CacheRegisterSyscacheCallback(
             pg_sys::SysCacheIdentifier::NAMESPACEOID as _,
             Some(schema_changed),
+            pg_sys::Datum::from(0),
+        );
+        pg_sys::CacheRegisterSyscacheCallback(
+            pg_sys::SysCacheIdentifier::PROCOID as _,
+            Some(proc_changed),
             pg_sys::Datum::from(0),
         );
     }
@@ -183,7 +210,13 @@ fn load() {
     // scanned under its lock with a registered snapshot, and its rows'
     // first column is a NOT NULL oid.
     unsafe {
-        if !pg_sys::IsTransactionState() {
+        // Not in a parallel worker or a parallel query (no new snapshot may
+        // be taken there, and nothing is planned there), nor under logical
+        // decoding's historic snapshot: the list stays unknown, no swap.
+        if !pg_sys::IsTransactionState()
+            || pg_sys::IsInParallelMode()
+            || pg_sys::HistoricSnapshotActive()
+        {
             return;
         }
         let absent = || KNOWN.with(|k| *k.borrow_mut() = Known::Absent);
@@ -228,6 +261,31 @@ fn load() {
             return absent();
         }
         TABLE.with(|t| t.set(table));
+        let mut adopted = HashSet::new();
+        for seq in read_list(table) {
+            // A sequence that is gone without a DROP (a temporary one at
+            // the end of its session) leaves its OID: ignore anything that
+            // is not a sequence now.
+            if pg_sys::get_rel_relkind(seq) == pg_sys::RELKIND_SEQUENCE as std::ffi::c_char {
+                adopted.insert(seq);
+            }
+        }
+        KNOWN.with(|k| *k.borrow_mut() = Known::Loaded { adopted, fns });
+    }
+}
+
+/// The OIDs in the list `table`, read with a fresh snapshot under a lock
+/// taken without queueing (at most [`LIST_LOCK_WAIT_MS`], then 55P03) and
+/// let go at once: a transaction that planned a statement does not hold
+/// the list to its end (an exclusive lock queued behind it would hold up
+/// every new session of the database).
+///
+/// # Safety
+/// In a transaction, not in parallel mode; `table` is the list.
+pub(super) unsafe fn read_list(table: pg_sys::Oid) -> Vec<pg_sys::Oid> {
+    // SAFETY: the list's table scanned under its lock with a registered
+    // snapshot; its rows' first column is a NOT NULL oid.
+    unsafe {
         let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
         let mut waited = 0;
         while !pg_sys::ConditionalLockRelationOid(table, lock) {
@@ -248,24 +306,18 @@ fn load() {
             0,
             std::ptr::null_mut(),
         );
-        let mut adopted = HashSet::new();
+        let mut list = Vec::new();
         loop {
             let tup = pg_sys::systable_getnext(scan);
             if tup.is_null() {
                 break;
             }
-            let seq = (*pg_sys::heap_tuple_get_struct::<AdoptedRow>(tup)).seq;
-            // A sequence that is gone without a DROP (a temporary one at
-            // the end of its session) leaves its OID: ignore anything that
-            // is not a sequence now.
-            if pg_sys::get_rel_relkind(seq) == pg_sys::RELKIND_SEQUENCE as std::ffi::c_char {
-                adopted.insert(seq);
-            }
+            list.push((*pg_sys::heap_tuple_get_struct::<AdoptedRow>(tup)).seq);
         }
         pg_sys::systable_endscan(scan);
         pg_sys::UnregisterSnapshot(snapshot);
-        pg_sys::table_close(rel, pg_sys::NoLock as _);
-        KNOWN.with(|k| *k.borrow_mut() = Known::Loaded { adopted, fns });
+        pg_sys::table_close(rel, lock);
+        list
     }
 }
 
@@ -295,12 +347,28 @@ pub fn is_adopted(seq: pg_sys::Oid) -> bool {
 /// hold nothing to drop, so the error's longjmp passes over them; the
 /// hooks' own work runs in guarded functions.
 mod raw {
+    use pgrx::pg_sys::Node;
     use pgrx::pg_sys::{
         DestReceiver, ParamListInfo, PlannedStmt, ProcessUtilityContext, Query, QueryCompletion,
         QueryEnvironment,
     };
-    use std::ffi::{c_char, c_int};
+    use std::ffi::{c_char, c_int, c_void};
+    /// A tree walker's callback.
+    pub type Walker = Option<unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> bool>;
     unsafe extern "C-unwind" {
+        #[cfg_attr(not(feature = "pg15"), link_name = "expression_tree_walker_impl")]
+        pub fn expression_tree_walker(
+            node: *mut Node,
+            walker: Walker,
+            context: *mut c_void,
+        ) -> bool;
+        #[cfg_attr(not(feature = "pg15"), link_name = "query_tree_walker_impl")]
+        pub fn query_tree_walker(
+            query: *mut Query,
+            walker: Walker,
+            context: *mut c_void,
+            flags: c_int,
+        ) -> bool;
         pub fn standard_planner(
             parse: *mut Query,
             query_string: *const c_char,
@@ -332,7 +400,10 @@ unsafe extern "C-unwind" fn planner(
     // SAFETY: the planner's own input, which it may scribble on; then the
     // next hook or the standard planner, with our arguments.
     unsafe {
-        swap_query(parse);
+        let mut f = swaps();
+        if f.nextval != pg_sys::Oid::INVALID {
+            swap(parse.cast(), (&raw mut f).cast());
+        }
         match PREV_PLANNER {
             Some(prev) => prev(parse, query_string, cursor_options, bound_params),
             None => raw::standard_planner(parse, query_string, cursor_options, bound_params),
@@ -340,15 +411,13 @@ unsafe extern "C-unwind" fn planner(
     }
 }
 
-/// Swap the calls in a statement about to be planned, if this database
-/// has adopted sequences.
+/// The swaps to make in this database's statements, if any: [`active`]
+/// behind pgrx's guard (it reads the catalogs, which may raise an ERROR),
+/// called once per statement; the walk itself runs unguarded (see
+/// [`raw`]), for its callback runs once per node.
 #[pg_guard]
-unsafe extern "C-unwind" fn swap_query(parse: *mut pg_sys::Query) {
-    if let Some(fns) = active() {
-        let mut f = fns;
-        // SAFETY: the planner's own input, which it may scribble on.
-        unsafe { swap(parse.cast(), (&raw mut f).cast()) };
-    }
+unsafe extern "C-unwind" fn swaps() -> Fns {
+    active().unwrap_or(Fns::NONE)
 }
 
 /// `CALL p(nextval('s'))`: a procedure's arguments are evaluated without
@@ -372,7 +441,12 @@ unsafe extern "C-unwind" fn utility(
     // SAFETY: the statement PostgreSQL passes (copied before any change
     // where it is read-only); then the next hook or the standard one.
     unsafe {
-        let discard = prepare_utility(&raw mut pstmt, &raw mut read_only_tree);
+        let mut f = Fns::NONE;
+        let discard = prepare_utility(&raw mut pstmt, &raw mut read_only_tree, &raw mut f);
+        if f.nextval != pg_sys::Oid::INVALID {
+            let call = (*pstmt).utilityStmt as *mut pg_sys::CallStmt;
+            swap((*call).funcexpr.cast(), (&raw mut f).cast());
+        }
         match PREV_UTILITY {
             Some(prev) => prev(
                 pstmt,
@@ -402,13 +476,15 @@ unsafe extern "C-unwind" fn utility(
     }
 }
 
-/// The utility hook's own work: swap a `CALL`'s arguments (copying a
-/// read-only statement first); whether the statement is a `DISCARD` that
+/// The utility hook's own work: for a `CALL` in a database with adopted
+/// sequences, the swaps to make in its arguments (in `fns`; a read-only
+/// statement copied first); whether the statement is a `DISCARD` that
 /// forgets sequence values.
 #[pg_guard]
 unsafe extern "C-unwind" fn prepare_utility(
     pstmt: *mut *mut pg_sys::PlannedStmt,
     read_only_tree: *mut bool,
+    fns: *mut Fns,
 ) -> bool {
     // SAFETY: the statement PostgreSQL passes, copied before any change
     // where it is read-only, as utility.c itself does.
@@ -418,14 +494,12 @@ unsafe extern "C-unwind" fn prepare_utility(
             return false;
         }
         if (*stmt).type_ == pg_sys::NodeTag::T_CallStmt {
-            if let Some(fns) = active() {
+            if let Some(f) = active() {
                 if *read_only_tree {
                     *pstmt = pg_sys::copyObjectImpl((*pstmt).cast()).cast();
                     *read_only_tree = false;
                 }
-                let call = (**pstmt).utilityStmt as *mut pg_sys::CallStmt;
-                let mut f = fns;
-                swap((*call).funcexpr.cast(), (&raw mut f).cast());
+                *fns = f;
             }
             return false;
         }
@@ -454,15 +528,66 @@ unsafe extern "C-unwind" fn needs_fmgr(fn_oid: pg_sys::Oid) -> bool {
             return true;
         }
     }
-    if active().is_none() {
+    // PostgreSQL's own functions (below FirstNormalObjectId) name no
+    // sequence of a database: most lookups stop here, at no cost.
+    if fn_oid.to_u32() < pg_sys::FirstNormalObjectId || active().is_none() {
         return false;
     }
     sql_body_may_call_sequences(fn_oid)
 }
 
-/// Whether `f` is an SQL function whose body names `nextval`, `currval`,
-/// `setval` or `lastval` (a `BEGIN ATOMIC` body: always, conservatively).
+/// Whether a parsed tree calls one of the four built-ins (as a function
+/// or through an operator).
+#[pg_guard]
+unsafe extern "C-unwind" fn mentions(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    let none = Fns::NONE;
+    // SAFETY: nodes of a parsed tree.
+    unsafe {
+        let called = match (*node).type_ {
+            pg_sys::NodeTag::T_Query => {
+                return pg_sys::query_tree_walker(node.cast(), Some(mentions), ctx, 0);
+            }
+            pg_sys::NodeTag::T_FuncExpr => (*(node as *mut pg_sys::FuncExpr)).funcid,
+            pg_sys::NodeTag::T_OpExpr
+            | pg_sys::NodeTag::T_DistinctExpr
+            | pg_sys::NodeTag::T_NullIfExpr => (*(node as *mut pg_sys::OpExpr)).opfuncid,
+            _ => pg_sys::Oid::INVALID,
+        };
+        if none.is_builtin(called) {
+            return true;
+        }
+        pg_sys::expression_tree_walker(node, Some(mentions), ctx)
+    }
+}
+
+thread_local! {
+    /// [`sql_body_may_call_sequences`] per function, forgotten when any
+    /// function changes (a syscache invalidation of pg_proc).
+    static BODIES: RefCell<std::collections::HashMap<pg_sys::Oid, bool>> = RefCell::new(Default::default());
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn proc_changed(_arg: pg_sys::Datum, _cacheid: i32, _hash: u32) {
+    BODIES.with(|b| b.borrow_mut().clear());
+}
+
+/// Whether `f` is an SQL function whose body calls `nextval`, `currval`,
+/// `setval` or `lastval`: a `BEGIN ATOMIC` body's parsed statements are
+/// walked; a string body is searched for the names (an operator over
+/// them in such a body escapes: docs/adopting.md). Cached per backend.
 fn sql_body_may_call_sequences(f: pg_sys::Oid) -> bool {
+    if let Some(v) = BODIES.with(|b| b.borrow().get(&f).copied()) {
+        return v;
+    }
+    let v = body_calls_sequences(f);
+    BODIES.with(|b| b.borrow_mut().insert(f, v));
+    v
+}
+
+fn body_calls_sequences(f: pg_sys::Oid) -> bool {
     // SAFETY: a syscache look-up and release; the tuple is a pg_proc row
     // and its attributes are read while it is held.
     unsafe {
@@ -484,7 +609,18 @@ fn sql_body_may_call_sequences(f: pg_sys::Oid) -> bool {
                 &mut isnull,
             );
             if !isnull {
-                found = true;
+                // A BEGIN ATOMIC body: its parsed statements, walked for
+                // calls of the four (functions or operators).
+                let body = pg_sys::SysCacheGetAttr(
+                    pg_sys::SysCacheIdentifier::PROCOID as _,
+                    tup,
+                    pg_sys::Anum_pg_proc_prosqlbody as _,
+                    &mut isnull,
+                );
+                let c = pg_sys::text_to_cstring(body.cast_mut_ptr());
+                let tree = pg_sys::stringToNode(c) as *mut pg_sys::Node;
+                pg_sys::pfree(c.cast());
+                found = mentions(tree, std::ptr::null_mut());
             } else {
                 let src = pg_sys::SysCacheGetAttr(
                     pg_sys::SysCacheIdentifier::PROCOID as _,
@@ -511,8 +647,9 @@ fn sql_body_may_call_sequences(f: pg_sys::Oid) -> bool {
 
 /// The walker: every query and expression of the statement, subqueries,
 /// CTEs and sublinks included; each `FuncExpr` of the four functions gets
-/// its replacement's OID.
-#[pg_guard]
+/// its replacement's OID. Unguarded, and calling PostgreSQL's walkers
+/// unguarded (see [`raw`]): it is called once per node, and holds
+/// nothing to drop.
 unsafe extern "C-unwind" fn swap(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
     if node.is_null() {
         return false;
@@ -521,7 +658,7 @@ unsafe extern "C-unwind" fn swap(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_
     unsafe {
         match (*node).type_ {
             pg_sys::NodeTag::T_Query => {
-                return pg_sys::query_tree_walker(node.cast(), Some(swap), ctx, 0);
+                return raw::query_tree_walker(node.cast(), Some(swap), ctx, 0);
             }
             pg_sys::NodeTag::T_OpExpr
             | pg_sys::NodeTag::T_DistinctExpr
@@ -545,6 +682,6 @@ unsafe extern "C-unwind" fn swap(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_
             }
             _ => {}
         }
-        pg_sys::expression_tree_walker(node, Some(swap), ctx)
+        raw::expression_tree_walker(node, Some(swap), ctx)
     }
 }

@@ -19,7 +19,12 @@
 #     it kept the list of its old snapshot for good);
 #  6. a session holding a lock on the list while another queues for an
 #     exclusive one holds up a new session's first statement 1 s at most
-#     (55P03), not until it lets go (the review's F9).
+#     (55P03), not until it lets go (the review's F9); a session that
+#     only planned a statement in an open transaction holds no lock on it
+#     (round 2: an exclusive lock waited for its end);
+#  7. a DROP in REPEATABLE READ of a sequence another session adopted
+#     after its snapshot fails with 40001 rather than leave the OID listed
+#     (round 2: another relation could take it), and succeeds when retried.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 [ "$PG_MAJOR" = 18 ] || skip_test "runs on 18"
@@ -138,4 +143,40 @@ wait "$HOLDER" || true; wait "$QUEUED" || true
 log "   a new session's first statement: ${ms} ms: $out"
 grep -qE "^planned$|could not read the list of adopted sequences" <<<"$out" || die "a new session's first statement: $out"
 [ "$ms" -lt 30000 ] || die "a new session's first statement waited ${ms} ms behind the queued lock, expected about 1 s (55P03)"
+log "   a session that planned a statement in an open transaction holds no lock on the list"
+fifo="$BASE/plan.in"; rm -f "$fifo"; mkfifo "$fifo"; is_root && chown postgres:postgres "$fifo"
+"$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app <"$fifo" >"$BASE/plan.out" 2>&1 &
+HOLDER=$!
+exec 3>"$fifo"
+echo "BEGIN; SELECT 'planned ' || snowflake_worker_id(nextval('orders_id_seq'));" >&3
+planned() { grep -q '^planned 31$' "$BASE/plan.out"; }
+poll_until 60 planned || die "the planning session did not answer: $(cat "$BASE/plan.out")"
+out=$("$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app -c "SET lock_timeout = '5s'" \
+        -c "BEGIN; LOCK snowflake_id_internal.snowflake_adopted IN ACCESS EXCLUSIVE MODE; COMMIT;" 2>&1) \
+    || die "an exclusive lock on the list waited for a transaction that only planned a statement: $out"
+echo "COMMIT;" >&3
+exec 3>&-
+wait "$HOLDER" || true
+
+log "7. a DROP in REPEATABLE READ of a sequence adopted after its snapshot"
+q -d app -c "SELECT snowflake_adopt_sequences(false)" -c "CREATE TABLE t7 (id bigint DEFAULT snowflake_nextval())" \
+  -c "CREATE SEQUENCE s7 OWNED BY t7.id" >/dev/null   # the switch off: s7 is adopted only below
+fifo="$BASE/rr7.in"; rm -f "$fifo"; mkfifo "$fifo"; is_root && chown postgres:postgres "$fifo"
+"$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app <"$fifo" >"$BASE/rr7.out" 2>&1 &
+SESSION=$!
+exec 3>"$fifo"
+echo "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 'ready';" >&3
+rr7_ready() { grep -q '^ready$' "$BASE/rr7.out"; }
+poll_until 60 rr7_ready || die "the REPEATABLE READ session did not answer: $(cat "$BASE/rr7.out")"
+q -d app -c "SELECT snowflake_adopt_sequence('s7')" >/dev/null
+echo "DROP TABLE t7; COMMIT;" >&3
+exec 3>&-
+wait "$SESSION" || true
+grep -q "could not serialize access due to a concurrent adoption" "$BASE/rr7.out" \
+    || die "a DROP in REPEATABLE READ of a sequence adopted after its snapshot: $(cat "$BASE/rr7.out")"
+[ "$(q -d app -c "SELECT count(*) FROM snowflake_id_internal.snowflake_adopted WHERE seq = 's7'::regclass")" = 1 ] \
+    || die "the failed DROP took s7 off the list"
+q -d app -c "DROP TABLE t7" >/dev/null
+[ "$(q -d app -c "SELECT count(*) FROM snowflake_id_internal.snowflake_adopted a LEFT JOIN pg_class c ON c.oid = a.seq WHERE c.oid IS NULL")" = 0 ] \
+    || die "the list holds the OID of a dropped relation"
 log "adopt: ok"

@@ -125,6 +125,34 @@ SELECT nextval('adopt.hib');
 ALTER SEQUENCE adopt.hib INCREMENT BY -50;
 SELECT snowflake_sequence(nextval('adopt.hib') + 49) - snowflake_sequence(currval('adopt.hib') - 50) AS span;
 
+-- A parallel query over a function of this database: its workers read
+-- no list (no new snapshot may be taken there; before the review's
+-- round 2: "cannot update SecondarySnapshot during a parallel operation").
+CREATE TABLE adopt.big AS SELECT g AS x FROM generate_series(1, 20000) g;
+ANALYZE adopt.big;
+CREATE FUNCTION adopt.f(x integer) RETURNS integer LANGUAGE plpgsql PARALLEL SAFE AS $$ BEGIN RETURN x; END $$;
+BEGIN;
+SET LOCAL parallel_setup_cost = 0;
+SET LOCAL parallel_tuple_cost = 0;
+SET LOCAL min_parallel_table_scan_size = 0;
+SET LOCAL max_parallel_workers_per_gather = 2;
+SELECT count(*) FROM adopt.big WHERE adopt.f(x) > 5;
+COMMIT;
+-- A BEGIN ATOMIC function that calls none of the four is still inlined:
+-- its plan scans the table's index, not a function.
+CREATE INDEX ON adopt.big (x);
+CREATE FUNCTION adopt.all_big() RETURNS SETOF adopt.big LANGUAGE sql STABLE
+    BEGIN ATOMIC SELECT * FROM adopt.big; END;
+CREATE FUNCTION pg_temp.plan(q text) RETURNS SETOF text LANGUAGE plpgsql
+    AS $$ BEGIN RETURN QUERY EXECUTE 'EXPLAIN (COSTS OFF) ' || q; END $$;
+SELECT count(*) FILTER (WHERE p ~ 'Function Scan') AS function_scans, bool_or(p ~ 'Index') AS uses_the_index
+  FROM pg_temp.plan('SELECT * FROM adopt.all_big() WHERE x = 5') p;
+-- A CYCLE sequence is fenced NO CYCLE: its own counter never comes back.
+CREATE SEQUENCE adopt.cyc CYCLE;
+SELECT snowflake_adopt_sequence('adopt.cyc');
+SELECT seqcycle, seqmax FROM pg_sequence WHERE seqrelid = 'adopt.cyc'::regclass;
+DROP SEQUENCE adopt.cyc;
+
 -- PostgreSQL's checks, for an adopted sequence as for any.
 SET ROLE adopt_plain;
 SELECT nextval('adopt.orders_id_seq');
