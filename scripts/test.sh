@@ -21,7 +21,7 @@
 #      once, on PostgreSQL 18 (or the last major requested)
 #  10. bench smoke: bench/run.sh --smoke, bench/profile.sh,
 #      bench/inserts.sh --smoke, bench/public.sh --smoke,
-#      bench/databases.sh --smoke (on 18) and
+#      bench/adopt.sh --smoke, bench/databases.sh --smoke (on 18) and
 #      bench/device.sh selftest at toy sizes,
 #      once, on PostgreSQL 18 (or the last major requested), so the
 #      benchmark runner cannot rot; its numbers are not checked
@@ -296,7 +296,7 @@ clients_layer() {
 
 bench_layer() {
     local bench_pg=$PG_MAJOR
-    log "bench smoke on PostgreSQL $bench_pg: bench/run.sh --smoke, bench/profile.sh, bench/inserts.sh --smoke, bench/public.sh --smoke"
+    log "bench smoke on PostgreSQL $bench_pg: bench/run.sh --smoke, bench/profile.sh, bench/inserts.sh --smoke, bench/public.sh --smoke, bench/adopt.sh --smoke"
     SNOWFLAKE_PREREQS_DONE=1 PG_VERSION=$bench_pg BENCH_OUT="$ROOT/.run/bench-smoke.md" \
         bash "$ROOT/bench/run.sh" --smoke > "$ROOT/.run/bench-smoke.log" 2>&1 \
         || { tail -40 "$ROOT/.run/bench-smoke.log" >&2; die "bench/run.sh --smoke failed; see .run/bench-smoke.log"; }
@@ -321,6 +321,12 @@ bench_layer() {
         || { tail -40 "$ROOT/.run/public-smoke.log" >&2; die "bench/public.sh --smoke failed; see .run/public-smoke.log"; }
     grep -qE "^\| snowflake_to_public\(id, 'orders'\) \| [0-9.]+ \| [+-][0-9.]+ \|" "$ROOT/.run/public-smoke.md" \
         || die "bench/public.sh reported no cost per call for snowflake_to_public()"
+    # What adopted sequences cost a statement that calls no nextval().
+    SNOWFLAKE_PREREQS_DONE=1 PG_VERSION=$bench_pg BENCH_NO_INSTALL=1 \
+        bash "$ROOT/bench/adopt.sh" --smoke > "$ROOT/.run/adopt-smoke.log" 2>&1 \
+        || { tail -40 "$ROOT/.run/adopt-smoke.log" >&2; die "bench/adopt.sh --smoke failed; see .run/adopt-smoke.log"; }
+    grep -qE '^\| preloaded, switch on and a sequence adopted .*\| [0-9]+ \| [0-9.]+ \|' "$ROOT/.run/adopt-smoke.log" \
+        || die "bench/adopt.sh reported no instructions per transaction for the adopting database"
     # The high-water mark by number of databases (PostgreSQL 18 only).
     if [ "$bench_pg" = 18 ]; then
         SNOWFLAKE_PREREQS_DONE=1 BENCH_NO_INSTALL=1 DBS_OUT="$ROOT/.run/databases-smoke.md" \
