@@ -152,10 +152,11 @@ pub fn seq_nextval(seq: pg_sys::Oid) -> i64 {
         // at v, and the one below those (Hibernate 3.6's pooled optimizer
         // takes `v - n .. v - 1`; later ones `v - n + 1 .. v`).
         let limit = nextval::run_limit();
-        let len = 2 * n;
-        if len > limit {
-            errors::increment_too_large(&name_of(seq), n as i64, limit / 2);
+        // Compared before doubling: |i64::MIN| doubled wraps to 0.
+        if n > limit / 2 {
+            errors::increment_too_large(&name_of(seq), increment_of(seq), limit / 2);
         }
+        let len = 2 * n;
         nextval::run_of(len) + n as i64
     };
     session::with(|s| {

@@ -216,6 +216,9 @@ pub fn adopt_listed_now(oids: Vec<pg_sys::Oid>) -> bool {
         if table == pg_sys::Oid::INVALID {
             return false;
         }
-        planner::read_list(table).iter().any(|o| oids.contains(o))
+        planner::read_list(table, false)
+            .unwrap_or_default()
+            .iter()
+            .any(|o| oids.contains(o))
     }
 }

@@ -91,6 +91,22 @@ thread_local! {
     static KNOWN: RefCell<Known> = const { RefCell::new(Known::Unknown) };
     /// The table's OID once read, for the invalidation callback.
     static TABLE: Cell<pg_sys::Oid> = const { Cell::new(pg_sys::Oid::INVALID) };
+    /// The swaps of the last list this backend read (`Fns::NONE` where it
+    /// was empty, or none was read): used while the list cannot be read
+    /// (in parallel mode; while its lock is held up), so that a statement
+    /// planned then is swapped as the last list said (a swap of a sequence
+    /// that is not adopted calls the built-in: harmless).
+    static LAST_SWAPS: Cell<Fns> = const { Cell::new(Fns::NONE) };
+    /// Whether this backend has read the list since it started.
+    static EVER_READ: Cell<bool> = const { Cell::new(false) };
+    /// Whether a read was skipped since the last plan-cache reset: the
+    /// next read resets the plan cache again, for the plans made meanwhile.
+    static SKIPPED: Cell<bool> = const { Cell::new(false) };
+    /// Whether the last attempt to read the list was held up by a lock
+    /// (on the list, or on the catalogs its membership is checked in) in
+    /// a backend that never read it: a statement that calls one of the
+    /// four is then refused (55P03); any other is planned as it is.
+    static UNREADABLE: Cell<bool> = const { Cell::new(false) };
 }
 
 static mut PREV_PLANNER: pg_sys::planner_hook_type = None;
@@ -200,6 +216,64 @@ unsafe fn member_function(
     }
 }
 
+/// pg_extension and pg_depend.
+const EXTENSION_RELATION: pg_sys::Oid = pg_sys::ExtensionRelationId;
+const DEPEND_RELATION: pg_sys::Oid = pg_sys::Oid::from_u32(2608);
+
+/// Take ACCESS SHARE on each of `rels` without queueing behind anyone,
+/// trying for at most [`LIST_LOCK_WAIT_MS`]; false (and none held) if not.
+///
+/// # Safety
+/// In a transaction.
+unsafe fn lock_without_queueing(rels: &[pg_sys::Oid]) -> bool {
+    let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+    let mut waited = 0;
+    // SAFETY: lock calls of this backend; each one taken is released on
+    // failure.
+    unsafe {
+        loop {
+            let mut got = 0;
+            while got < rels.len() && pg_sys::ConditionalLockRelationOid(rels[got], lock) {
+                got += 1;
+            }
+            if got == rels.len() {
+                return true;
+            }
+            for r in &rels[..got] {
+                pg_sys::UnlockRelationOid(*r, lock);
+            }
+            if waited >= LIST_LOCK_WAIT_MS {
+                return false;
+            }
+            pgrx::check_for_interrupts!();
+            pg_sys::pg_usleep(10_000);
+            waited += 10;
+        }
+    }
+}
+
+/// Releases ACCESS SHARE on the relations when dropped (taken by
+/// [`lock_without_queueing`]).
+struct UnlockOnDrop(&'static [pg_sys::Oid]);
+impl Drop for UnlockOnDrop {
+    fn drop(&mut self) {
+        for r in self.0 {
+            // SAFETY: a lock this backend took.
+            unsafe { pg_sys::UnlockRelationOid(*r, pg_sys::AccessShareLock as pg_sys::LOCKMODE) };
+        }
+    }
+}
+
+/// The list could not be read for a lock: a backend that read it before
+/// goes on with what it read (see [`LAST_SWAPS`]); one that never did
+/// refuses the statements that call the four ([`UNREADABLE`]).
+fn held_up() {
+    SKIPPED.with(|k| k.set(true));
+    if !EVER_READ.with(|e| e.get()) {
+        UNREADABLE.with(|u| u.set(true));
+    }
+}
+
 /// Read the list into [`KNOWN`]: only the extension's own objects (a
 /// schema, table or function of that name that is not a member of the
 /// installed extension is ignored: any role with CREATE on a database
@@ -217,15 +291,30 @@ fn load() {
             || pg_sys::IsInParallelMode()
             || pg_sys::HistoricSnapshotActive()
         {
+            SKIPPED.with(|k| k.set(true));
             return;
         }
-        let absent = || KNOWN.with(|k| *k.borrow_mut() = Known::Absent);
-        let ext = pg_sys::get_extension_oid(c"snowflake_id".as_ptr(), true);
-        if ext == pg_sys::Oid::INVALID {
+        let absent = || {
+            LAST_SWAPS.with(|l| l.set(Fns::NONE));
+            KNOWN.with(|k| *k.borrow_mut() = Known::Absent)
+        };
+        // The schema first, from the syscache that planning reads anyway:
+        // a database without it has no list, and its statements touch no
+        // catalog they would not touch without the extension.
+        let ns = pg_sys::get_namespace_oid(c"snowflake_id_internal".as_ptr(), true);
+        if ns == pg_sys::Oid::INVALID {
             return absent();
         }
-        let ns = pg_sys::get_namespace_oid(c"snowflake_id_internal".as_ptr(), true);
-        if ns == pg_sys::Oid::INVALID
+        // The extension and its members: pg_extension and pg_depend, which
+        // ordinary planning does not read. A lock queued on either (CREATE
+        // RULE takes one before it checks anything) must not hold up every
+        // statement: take them without queueing, for at most a second.
+        if !lock_without_queueing(&[EXTENSION_RELATION, DEPEND_RELATION]) {
+            return held_up();
+        }
+        let _unlock = UnlockOnDrop(&[EXTENSION_RELATION, DEPEND_RELATION]);
+        let ext = pg_sys::get_extension_oid(c"snowflake_id".as_ptr(), true);
+        if ext == pg_sys::Oid::INVALID
             || pg_sys::getExtensionOfObject(pg_sys::NamespaceRelationId, ns) != ext
         {
             return absent();
@@ -262,7 +351,11 @@ fn load() {
         }
         TABLE.with(|t| t.set(table));
         let mut adopted = HashSet::new();
-        for seq in read_list(table) {
+        let Some(list) = read_list(table, true) else {
+            return held_up();
+        };
+        UNREADABLE.with(|u| u.set(false));
+        for seq in list {
             // A sequence that is gone without a DROP (a temporary one at
             // the end of its session) leaves its OID: ignore anything that
             // is not a sequence now.
@@ -270,19 +363,26 @@ fn load() {
                 adopted.insert(seq);
             }
         }
+        LAST_SWAPS.with(|l| l.set(if adopted.is_empty() { Fns::NONE } else { fns }));
+        EVER_READ.with(|e| e.set(true));
+        if SKIPPED.with(|k| k.replace(false)) {
+            // Plans made while the list could not be read: plan them again.
+            pg_sys::ResetPlanCache();
+        }
         KNOWN.with(|k| *k.borrow_mut() = Known::Loaded { adopted, fns });
     }
 }
 
 /// The OIDs in the list `table`, read with a fresh snapshot under a lock
-/// taken without queueing (at most [`LIST_LOCK_WAIT_MS`], then 55P03) and
-/// let go at once: a transaction that planned a statement does not hold
-/// the list to its end (an exclusive lock queued behind it would hold up
-/// every new session of the database).
+/// taken without queueing and let go at once: a transaction that planned
+/// a statement does not hold the list to its end (an exclusive lock
+/// queued behind it would hold up every new session of the database).
+/// When the lock stays unavailable for [`LIST_LOCK_WAIT_MS`]: `None` if
+/// `may_skip` (the caller goes on with what it read before), else 55P03.
 ///
 /// # Safety
 /// In a transaction, not in parallel mode; `table` is the list.
-pub(super) unsafe fn read_list(table: pg_sys::Oid) -> Vec<pg_sys::Oid> {
+pub(super) unsafe fn read_list(table: pg_sys::Oid, may_skip: bool) -> Option<Vec<pg_sys::Oid>> {
     // SAFETY: the list's table scanned under its lock with a registered
     // snapshot; its rows' first column is a NOT NULL oid.
     unsafe {
@@ -290,6 +390,9 @@ pub(super) unsafe fn read_list(table: pg_sys::Oid) -> Vec<pg_sys::Oid> {
         let mut waited = 0;
         while !pg_sys::ConditionalLockRelationOid(table, lock) {
             if waited >= LIST_LOCK_WAIT_MS {
+                if may_skip {
+                    return None;
+                }
                 crate::errors::adopt_list_locked(LIST_LOCK_WAIT_MS);
             }
             pgrx::check_for_interrupts!();
@@ -317,7 +420,7 @@ pub(super) unsafe fn read_list(table: pg_sys::Oid) -> Vec<pg_sys::Oid> {
         pg_sys::systable_endscan(scan);
         pg_sys::UnregisterSnapshot(snapshot);
         pg_sys::table_close(rel, lock);
-        list
+        Some(list)
     }
 }
 
@@ -328,6 +431,10 @@ fn active() -> Option<Fns> {
     }
     KNOWN.with(|k| match &*k.borrow() {
         Known::Loaded { adopted, fns, .. } if !adopted.is_empty() => Some(*fns),
+        Known::Unknown => {
+            let last = LAST_SWAPS.with(|l| l.get());
+            (last.nextval != pg_sys::Oid::INVALID).then_some(last)
+        }
         _ => None,
     })
 }
@@ -403,6 +510,8 @@ unsafe extern "C-unwind" fn planner(
         let mut f = swaps();
         if f.nextval != pg_sys::Oid::INVALID {
             swap(parse.cast(), (&raw mut f).cast());
+        } else if UNREADABLE.with(|u| u.get()) && mentions(parse.cast(), std::ptr::null_mut()) {
+            refuse_unreadable();
         }
         match PREV_PLANNER {
             Some(prev) => prev(parse, query_string, cursor_options, bound_params),
@@ -418,6 +527,13 @@ unsafe extern "C-unwind" fn planner(
 #[pg_guard]
 unsafe extern "C-unwind" fn swaps() -> Fns {
     active().unwrap_or(Fns::NONE)
+}
+
+/// 55P03: the statement calls one of the four and the list could not be
+/// read (see [`UNREADABLE`]).
+#[pg_guard]
+unsafe extern "C-unwind" fn refuse_unreadable() {
+    crate::errors::adopt_list_locked(LIST_LOCK_WAIT_MS);
 }
 
 /// `CALL p(nextval('s'))`: a procedure's arguments are evaluated without
@@ -443,9 +559,19 @@ unsafe extern "C-unwind" fn utility(
     unsafe {
         let mut f = Fns::NONE;
         let discard = prepare_utility(&raw mut pstmt, &raw mut read_only_tree, &raw mut f);
+        let stmt = (*pstmt).utilityStmt;
         if f.nextval != pg_sys::Oid::INVALID {
-            let call = (*pstmt).utilityStmt as *mut pg_sys::CallStmt;
+            let call = stmt as *mut pg_sys::CallStmt;
             swap((*call).funcexpr.cast(), (&raw mut f).cast());
+        } else if !stmt.is_null()
+            && (*stmt).type_ == pg_sys::NodeTag::T_CallStmt
+            && UNREADABLE.with(|u| u.get())
+            && mentions(
+                (*(stmt as *mut pg_sys::CallStmt)).funcexpr.cast(),
+                std::ptr::null_mut(),
+            )
+        {
+            refuse_unreadable();
         }
         match PREV_UTILITY {
             Some(prev) => prev(
@@ -530,15 +656,18 @@ unsafe extern "C-unwind" fn needs_fmgr(fn_oid: pg_sys::Oid) -> bool {
     }
     // PostgreSQL's own functions (below FirstNormalObjectId) name no
     // sequence of a database: most lookups stop here, at no cost.
-    if fn_oid.to_u32() < pg_sys::FirstNormalObjectId || active().is_none() {
+    if fn_oid.to_u32() < pg_sys::FirstNormalObjectId
+        || (active().is_none() && !UNREADABLE.with(|u| u.get()))
+    {
         return false;
     }
     sql_body_may_call_sequences(fn_oid)
 }
 
 /// Whether a parsed tree calls one of the four built-ins (as a function
-/// or through an operator).
-#[pg_guard]
+/// or through an operator). Unguarded, and calling PostgreSQL's walkers
+/// unguarded, as [`swap`]: once per node (a guard per node took 1.5 kB of
+/// stack per level: a deep body ran out of stack), holding nothing to drop.
 unsafe extern "C-unwind" fn mentions(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
     if node.is_null() {
         return false;
@@ -548,7 +677,7 @@ unsafe extern "C-unwind" fn mentions(node: *mut pg_sys::Node, ctx: *mut std::ffi
     unsafe {
         let called = match (*node).type_ {
             pg_sys::NodeTag::T_Query => {
-                return pg_sys::query_tree_walker(node.cast(), Some(mentions), ctx, 0);
+                return raw::query_tree_walker(node.cast(), Some(mentions), ctx, 0);
             }
             pg_sys::NodeTag::T_FuncExpr => (*(node as *mut pg_sys::FuncExpr)).funcid,
             pg_sys::NodeTag::T_OpExpr
@@ -559,7 +688,7 @@ unsafe extern "C-unwind" fn mentions(node: *mut pg_sys::Node, ctx: *mut std::ffi
         if none.is_builtin(called) {
             return true;
         }
-        pg_sys::expression_tree_walker(node, Some(mentions), ctx)
+        raw::expression_tree_walker(node, Some(mentions), ctx)
     }
 }
 

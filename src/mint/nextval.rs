@@ -42,6 +42,7 @@ pub fn snowflake_nextval() -> i64 {
     // Every wait of the call comes before its ID is computed (issue 55):
     // the start-up read of the marks here (after the checks that need
     // no wait), the mark's raise below.
+    new_call();
     let (mut state, mut cfg) = generator();
     if bound::prepare(held_somewhere(state)) {
         (state, cfg) = generator();
@@ -264,6 +265,7 @@ pub fn snowflake_nextval_bulk(count: i64) -> SetOfIterator<'static, i64> {
     if count > MAX_COUNT {
         errors::count_too_large(count, MAX_COUNT);
     }
+    new_call();
     let (mut state, mut cfg) = generator();
     if bound::prepare(held_somewhere(state)) {
         (state, cfg) = generator();
@@ -329,6 +331,7 @@ const RUN_TRIES: u32 = 16;
 /// never handed out, a gap like any rolled-back ID. For adopted
 /// sequences with `INCREMENT BY n` (`crate::adopt`).
 pub fn run_of(len: u64) -> i64 {
+    new_call();
     let (mut state, mut cfg) = generator();
     if bound::prepare(held_somewhere(state)) {
         (state, cfg) = generator();
@@ -408,11 +411,26 @@ fn until_issued<T>(
     attempt: impl FnMut() -> Result<Attempt<T>, GenError>,
 ) -> Result<T, GenError> {
     // When this call started waiting for the lease, if it did: its waits
-    // add up to a bounded total (`worker::wait_for_cover`).
-    let mut since = None;
-    snowflake_id_core::until_issued(attempt, sleep_us, |upto_ms| {
+    // add up to a bounded total (`worker::wait_for_cover`), across every
+    // ID the call computes (a call that raises its database's mark
+    // computes its ID again, and waited the whole budget again).
+    let mut since = CALL_WAIT_SINCE.with(|c| c.get());
+    let r = snowflake_id_core::until_issued(attempt, sleep_us, |upto_ms| {
         reserve(state, cfg, upto_ms, &mut since)
-    })
+    });
+    CALL_WAIT_SINCE.with(|c| c.set(since));
+    r
+}
+
+thread_local! {
+    /// When the SQL call in progress started waiting for the lease's
+    /// cover, if it did (see [`until_issued`]); reset by [`new_call`].
+    static CALL_WAIT_SINCE: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
+}
+
+/// A new SQL call of the generator: its waits for the lease start afresh.
+fn new_call() {
+    CALL_WAIT_SINCE.with(|c| c.set(None));
 }
 
 /// The shared generator and this call's configuration, or the ERROR that

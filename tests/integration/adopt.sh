@@ -18,8 +18,9 @@
 #     Snowflake IDs from it once its transaction ends (the review's F5:
 #     it kept the list of its old snapshot for good);
 #  6. a session holding a lock on the list while another queues for an
-#     exclusive one holds up a new session's first statement 1 s at most
-#     (55P03), not until it lets go (the review's F9); a session that
+#     exclusive one holds up a new session's first statement 1 s at most,
+#     not until it lets go (the review's F9): planned as it is, and 55P03
+#     for a statement that calls nextval() (round 3); a session that
 #     only planned a statement in an open transaction holds no lock on it
 #     (round 2: an exclusive lock waited for its end);
 #  7. a DROP in REPEATABLE READ of a sequence another session adopted
@@ -137,12 +138,15 @@ poll_until 60 queued || die "the exclusive lock did not queue"
 t0=$(date +%s%N)
 out=$("$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app -c "SELECT 'planned'" 2>&1 || true)
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+out2=$("$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app -c "SELECT nextval('orders_id_seq')" 2>&1 || true)
 echo "COMMIT;" >&3
 exec 3>&-
 wait "$HOLDER" || true; wait "$QUEUED" || true
 log "   a new session's first statement: ${ms} ms: $out"
-grep -qE "^planned$|could not read the list of adopted sequences" <<<"$out" || die "a new session's first statement: $out"
-[ "$ms" -lt 30000 ] || die "a new session's first statement waited ${ms} ms behind the queued lock, expected about 1 s (55P03)"
+[ "$out" = planned ] || die "a new session's first statement, which calls no nextval(): $out"
+[ "$ms" -lt 30000 ] || die "a new session's first statement waited ${ms} ms behind the queued lock, expected about 1 s"
+log "   a new session's nextval() of an adopted sequence: $out2"
+grep -q "could not read the list of adopted sequences" <<<"$out2" || die "a new session's nextval() of an adopted sequence while the list was held up: $out2"
 log "   a session that planned a statement in an open transaction holds no lock on the list"
 fifo="$BASE/plan.in"; rm -f "$fifo"; mkfifo "$fifo"; is_root && chown postgres:postgres "$fifo"
 "$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app <"$fifo" >"$BASE/plan.out" 2>&1 &
@@ -179,4 +183,20 @@ grep -q "could not serialize access due to a concurrent adoption" "$BASE/rr7.out
 q -d app -c "DROP TABLE t7" >/dev/null
 [ "$(q -d app -c "SELECT count(*) FROM snowflake_id_internal.snowflake_adopted a LEFT JOIN pg_class c ON c.oid = a.seq WHERE c.oid IS NULL")" = 0 ] \
     || die "the list holds the OID of a dropped relation"
+log "8. a plan made in parallel mode while the list changes"
+q -d app -c "CREATE SEQUENCE pseq" -c "SELECT snowflake_adopt_sequence('pseq')" -c "CREATE SEQUENCE pseq2" \
+  -c "CREATE TABLE pbig AS SELECT g FROM generate_series(1, 300000) g" -c "CREATE TABLE pother (x int)" -c "ANALYZE pbig" \
+  -c "CREATE FUNCTION lf(x bigint) RETURNS bigint LANGUAGE plpgsql PARALLEL RESTRICTED AS \$\$
+      BEGIN IF x > 0 THEN PERFORM pg_sleep(2); PERFORM count(*) FROM pother; END IF;
+            RETURN CASE WHEN x > 0 THEN 0 ELSE nextval('pseq') END; END \$\$" >/dev/null
+"$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app \
+    -c "SET parallel_setup_cost = 0" -c "SET parallel_tuple_cost = 0" -c "SET min_parallel_table_scan_size = 0" \
+    -c "SET max_parallel_workers_per_gather = 2" -c "SELECT lf(count(*)) FROM pbig" \
+    -c "SELECT 'then ' || snowflake_worker_id(lf(0))" -c "SELECT 'then ' || snowflake_worker_id(lf(0))" >"$BASE/par.out" 2>&1 &
+PAR=$!
+sleep 1
+q -d app -c "SELECT snowflake_adopt_sequence('pseq2')" >/dev/null
+wait "$PAR" || true
+[ "$(grep -c '^then 31$' "$BASE/par.out")" = 2 ] \
+    || die "a PL/pgSQL plan made in parallel mode while the list changed: $(cat "$BASE/par.out")"
 log "adopt: ok"

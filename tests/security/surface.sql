@@ -5,10 +5,14 @@
 -- The only SECURITY DEFINER functions are the worker-id registry's,
 -- which let the registry's members (granted EXECUTE by its administrator)
 -- claim, renew and release leases without writing its table
--- (src/lease/sql/registry.sql): nobody else may run them, and they pin
--- search_path like every SQL and PL/pgSQL function but the procedure.
+-- (src/lease/sql/registry.sql), and the two event trigger functions of
+-- adopted sequences (src/adopt/sql/adopt.sql), which write the list of
+-- adopted sequences on any role's DDL and run that role's table changes
+-- as the table's owner (security adopt.sql): nobody may call them, and
+-- they pin search_path like every SQL and PL/pgSQL function but the
+-- procedure.
 SELECT sectest.check(coalesce(string_agg(p.proname, ', ' ORDER BY p.proname), '') =
-                     'snowflake_registry_claim, snowflake_registry_release, snowflake_registry_renew, snowflake_registry_settings',
+                     'adopt_forget_dropped, adopt_new_sequences, snowflake_registry_claim, snowflake_registry_release, snowflake_registry_renew, snowflake_registry_settings',
                      'only the registry''s functions are SECURITY DEFINER: '
                      || coalesce(string_agg(p.proname, ', ' ORDER BY p.proname), ''))
   FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'

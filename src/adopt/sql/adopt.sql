@@ -45,8 +45,10 @@ DECLARE
 BEGIN
     SELECT s.seqmin, s.seqmax, s.seqstart, s.seqcycle INTO q FROM pg_catalog.pg_sequence s
      WHERE s.seqrelid OPERATOR(pg_catalog.=) seq;
-    top := GREATEST(COALESCE(pg_catalog.pg_sequence_last_value(seq), q.seqstart),
-                    q.seqmin OPERATOR(pg_catalog.+) 1::bigint);
+    -- The counter as it stands, called or not (setval(s, v, false) leaves
+    -- pg_sequence_last_value() NULL and the next value v).
+    EXECUTE pg_catalog.format('SELECT last_value FROM %s', seq) INTO top;
+    top := GREATEST(top, q.seqmin OPERATOR(pg_catalog.+) 1::bigint);
     -- NO CYCLE: a cycling counter would come back to values it gave out.
     IF top OPERATOR(pg_catalog.<) q.seqmax OR q.seqcycle THEN
         PERFORM snowflake_id_internal.adopt_as_owner(seq::pg_catalog.oid,
@@ -104,8 +106,10 @@ END
 $t$;
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_changed_trigger() FROM PUBLIC;
 -- Row triggers: a statement that changes no row (the event trigger below
--- runs on every DROP of every role) sends nothing, so no role can make
--- the database's backends drop their plans by dropping its own objects.
+-- runs on every DROP of every role) sends nothing. A role that adopts
+-- and drops its own converted sequences in a loop does make every
+-- backend of the database plan again each time, as CREATE and DROP
+-- OPERATOR do in PostgreSQL itself (docs/adopting.md).
 CREATE TRIGGER snowflake_adopted_changed
     AFTER INSERT OR UPDATE OR DELETE ON snowflake_id_internal.snowflake_adopted
     FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.adopt_changed_trigger();

@@ -147,6 +147,24 @@ CREATE FUNCTION pg_temp.plan(q text) RETURNS SETOF text LANGUAGE plpgsql
     AS $$ BEGIN RETURN QUERY EXECUTE 'EXPLAIN (COSTS OFF) ' || q; END $$;
 SELECT count(*) FILTER (WHERE p ~ 'Function Scan') AS function_scans, bool_or(p ~ 'Index') AS uses_the_index
   FROM pg_temp.plan('SELECT * FROM adopt.all_big() WHERE x = 5') p;
+-- A deep BEGIN ATOMIC body is walked without running out of stack (the
+-- third review: a guard per node did, at 1,400 levels).
+DO $$ BEGIN
+    EXECUTE 'CREATE FUNCTION adopt.deep() RETURNS integer LANGUAGE sql BEGIN ATOMIC SELECT '
+            || repeat('(', 1400) || '1' || repeat(' + 1)', 1400) || '; END';
+END $$;
+SELECT adopt.deep();
+-- The fence is set where the counter stands, called or not (the third
+-- review: setval(s, 500, false) made the adoption fail).
+CREATE SEQUENCE adopt.uncalled;
+SELECT setval('adopt.uncalled', 500, false);
+SELECT snowflake_adopt_sequence('adopt.uncalled');
+SELECT seqmax FROM pg_sequence WHERE seqrelid = 'adopt.uncalled'::regclass;
+-- The most negative increment is refused as too large (the third review:
+-- doubled, it wrapped to 0).
+ALTER SEQUENCE adopt.uncalled INCREMENT BY -9223372036854775808;
+SELECT nextval('adopt.uncalled');
+DROP SEQUENCE adopt.uncalled;
 -- A CYCLE sequence is fenced NO CYCLE: its own counter never comes back.
 CREATE SEQUENCE adopt.cyc CYCLE;
 SELECT snowflake_adopt_sequence('adopt.cyc');
