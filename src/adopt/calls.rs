@@ -28,7 +28,8 @@ use crate::mint::nextval;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
-fn name_of(seq: pg_sys::Oid) -> String {
+/// A relation's name for messages (its OID if it is gone).
+pub(super) fn name_of(seq: pg_sys::Oid) -> String {
     // SAFETY: a catalog look-up; NULL when the relation is gone.
     unsafe {
         let p = pg_sys::get_rel_name(seq);

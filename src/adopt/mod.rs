@@ -155,17 +155,7 @@ pub fn snowflake_convert_adopt_sequence(seq: pg_sys::Oid) {
         )))
     })
     .unwrap_or_else(|e| errors::adopt_convert_failed(&e.to_string()));
-    let name = || {
-        // SAFETY: a name look-up of an existing relation.
-        unsafe {
-            let p = pg_sys::get_rel_name(seq);
-            if p.is_null() {
-                seq.to_u32().to_string()
-            } else {
-                std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
-            }
-        }
-    };
+    let name = || calls::name_of(seq);
     let Some((owner, temp, wide, converted)) = row else {
         errors::not_a_sequence(&name());
     };
