@@ -2879,17 +2879,20 @@ CREATE FUNCTION snowflake_id_internal.adopt_listed_now(oids pg_catalog.oid[]) RE
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_listed_now_wrapper';
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_listed_now(pg_catalog.oid[]) FROM PUBLIC;
 
--- The fence: an adopted sequence's own counter may not go past where it
--- is (MAXVALUE, set as its owner). A value drawn where the planner does
--- not see the call (an aggregate, a CHECK constraint, EXECUTE's
--- parameters) then fails, or stays below what the sequence handed out,
--- and a setval() there cannot move it into the range of Snowflake IDs.
-CREATE FUNCTION snowflake_id_internal.adopt_fence(seq pg_catalog.regclass) RETURNS void
+-- Adopting a sequence, by whichever door: its row in the list, and the
+-- fence: its own counter may not go past where it is (MAXVALUE, set as
+-- its owner). A value drawn where the planner does not see the call (an
+-- aggregate, a CHECK constraint, EXECUTE's parameters) then fails, or
+-- stays below what the sequence handed out, and a setval() there cannot
+-- move it into the range of Snowflake IDs.
+CREATE FUNCTION snowflake_id_internal.adopt_record(seq pg_catalog.regclass, adopted_by text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE
     q   record;
     top bigint;
 BEGIN
+    INSERT INTO snowflake_id_internal.snowflake_adopted (seq, adopted_by) VALUES (seq, adopted_by)
+        ON CONFLICT DO NOTHING;
     SELECT s.seqmin, s.seqmax, s.seqstart, s.seqcycle INTO q FROM pg_catalog.pg_sequence s
      WHERE s.seqrelid OPERATOR(pg_catalog.=) seq;
     -- The counter as it stands, called or not (setval(s, v, false) leaves
@@ -2903,7 +2906,22 @@ BEGIN
     END IF;
 END
 $f$;
-REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_fence(pg_catalog.regclass) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_record(pg_catalog.regclass, text) FROM PUBLIC;
+
+-- A column's default becomes the extension's snowflake_nextval(), as the
+-- table's owner.
+CREATE FUNCTION snowflake_id_internal.adopt_set_default(tbl pg_catalog.regclass, col name) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
+DECLARE
+    ext name;
+BEGIN
+    SELECT e.extnamespace::pg_catalog.regnamespace::name INTO ext
+      FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id';
+    PERFORM snowflake_id_internal.adopt_as_owner(tbl::pg_catalog.oid,
+        pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.snowflake_nextval()', tbl, col, ext));
+END
+$f$;
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_set_default(pg_catalog.regclass, name) FROM PUBLIC;
 
 -- Which sequences of this database hand out Snowflake IDs. A
 -- configuration table of the extension, so that pg_dump of the database
@@ -3002,7 +3020,6 @@ AS $adopt$
 DECLARE
     s       record;
     col     record;
-    ext     name;
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles r
                     WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER AND r.rolsuper) THEN
@@ -3040,8 +3057,6 @@ BEGIN
                     DETAIL = 'An identity column draws its values inside the server, where no extension can hand out Snowflake IDs instead (COPY among them).',
                     HINT = 'Convert the column with snowflake_convert_column(), which replaces the identity with DEFAULT snowflake_nextval().';
     END LOOP;
-    SELECT e.extnamespace::pg_catalog.regnamespace::name INTO ext
-      FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id';
     -- Column defaults that are exactly nextval() of it, in tables of the
     -- sequence's owner: COPY and the other paths that evaluate a default
     -- without planning a statement get Snowflake IDs too. Each is changed
@@ -3077,13 +3092,9 @@ BEGIN
                   USING ERRCODE = '42804',
                         HINT = 'Widen the column to bigint first, or convert it with snowflake_convert_column().';
         END IF;
-        PERFORM snowflake_id_internal.adopt_as_owner(col.tbl::pg_catalog.oid,
-            pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.snowflake_nextval()',
-                              col.tbl, col.attname, ext));
+        PERFORM snowflake_id_internal.adopt_set_default(col.tbl, col.attname);
     END LOOP;
-    INSERT INTO snowflake_id_internal.snowflake_adopted (seq, adopted_by) VALUES (seq, 'superuser')
-        ON CONFLICT DO NOTHING;
-    PERFORM snowflake_id_internal.adopt_fence(seq);
+    PERFORM snowflake_id_internal.adopt_record(seq, 'superuser');
 END
 $adopt$;
 REVOKE ALL ON FUNCTION snowflake_adopt_sequence(regclass) FROM PUBLIC;
@@ -3167,7 +3178,6 @@ CREATE FUNCTION snowflake_id_internal.adopt_new_sequences() RETURNS event_trigge
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE
     c        record;
-    ext      name;
     seqs     pg_catalog.oid[];
     s        pg_catalog.oid;
     seqname  text;
@@ -3182,8 +3192,6 @@ BEGIN
     IF seqs IS NULL THEN
         RETURN;
     END IF;
-    SELECT e.extnamespace::pg_catalog.regnamespace::name INTO ext
-      FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id';
     FOREACH s IN ARRAY seqs LOOP
         SELECT q.seqrelid::pg_catalog.regclass AS seq, q.seqtypid::pg_catalog.regtype AS seqtyp, q.seqincrement,
                d.refobjid::pg_catalog.regclass AS tbl, a.attname, a.atttypid::pg_catalog.regtype AS typ, d.deptype,
@@ -3212,9 +3220,7 @@ BEGIN
                       USING HINT = 'Create it AS bigint (the default) to have it adopted.';
                 CONTINUE;
             END IF;
-            INSERT INTO snowflake_id_internal.snowflake_adopted (seq, adopted_by) VALUES (c.seq, 'switch')
-                ON CONFLICT DO NOTHING;
-            PERFORM snowflake_id_internal.adopt_fence(c.seq);
+            PERFORM snowflake_id_internal.adopt_record(c.seq, 'switch');
             CONTINUE;
         END IF;
         IF c.typ IS DISTINCT FROM 'bigint'::pg_catalog.regtype THEN
@@ -3233,12 +3239,8 @@ BEGIN
                                   seqname, c.seqincrement, c.tbl, c.attname));
             newseq := pg_catalog.to_regclass(seqname);
         END IF;
-        PERFORM snowflake_id_internal.adopt_as_owner(c.tbl::pg_catalog.oid,
-            pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.snowflake_nextval()',
-                              c.tbl, c.attname, ext));
-        INSERT INTO snowflake_id_internal.snowflake_adopted (seq, adopted_by) VALUES (newseq, 'switch')
-            ON CONFLICT DO NOTHING;
-        PERFORM snowflake_id_internal.adopt_fence(newseq);
+        PERFORM snowflake_id_internal.adopt_set_default(c.tbl, c.attname);
+        PERFORM snowflake_id_internal.adopt_record(newseq, 'switch');
     END LOOP;
 END
 $f$;

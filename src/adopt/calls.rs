@@ -23,23 +23,11 @@
 //!   docs/converting.md).
 
 use super::{planner, session};
+use crate::convert::as_owner::relation_name;
 use crate::errors;
 use crate::mint::nextval;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-
-/// A relation's name for messages (its OID if it is gone).
-pub(super) fn name_of(seq: pg_sys::Oid) -> String {
-    // SAFETY: a catalog look-up; NULL when the relation is gone.
-    unsafe {
-        let p = pg_sys::get_rel_name(seq);
-        if p.is_null() {
-            seq.to_u32().to_string()
-        } else {
-            std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
-        }
-    }
-}
 
 /// PostgreSQL's check of a sequence privilege (`sequence.c`).
 fn require(seq: pg_sys::Oid, mode: u64) {
@@ -49,7 +37,7 @@ fn require(seq: pg_sys::Oid, mode: u64) {
             == pg_sys::AclResult::ACLCHECK_OK
     };
     if !ok {
-        errors::sequence_permission_denied(&name_of(seq));
+        errors::sequence_permission_denied(&relation_name(seq));
     }
 }
 
@@ -60,7 +48,7 @@ fn open(seq: pg_sys::Oid) {
     unsafe {
         pg_sys::LockRelationOid(seq, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
         if pg_sys::get_rel_relkind(seq) != pg_sys::RELKIND_SEQUENCE as std::ffi::c_char {
-            errors::not_a_sequence(&name_of(seq));
+            errors::not_a_sequence(&relation_name(seq));
         }
     }
 }
@@ -101,7 +89,7 @@ fn increment_of(seq: pg_sys::Oid) -> i64 {
             pg_sys::Datum::from(seq),
         );
         if tup.is_null() {
-            errors::not_a_sequence(&name_of(seq));
+            errors::not_a_sequence(&relation_name(seq));
         }
         let inc = (*pg_sys::heap_tuple_get_struct::<PgSequence>(tup)).seqincrement;
         pg_sys::ReleaseSysCache(tup);
@@ -155,7 +143,7 @@ pub fn seq_nextval(seq: pg_sys::Oid) -> i64 {
         let limit = nextval::run_limit();
         // Compared before doubling: |i64::MIN| doubled wraps to 0.
         if n > limit / 2 {
-            errors::increment_too_large(&name_of(seq), increment_of(seq), limit / 2);
+            errors::increment_too_large(&relation_name(seq), increment_of(seq), limit / 2);
         }
         let len = 2 * n;
         nextval::run_of(len) + n as i64
@@ -176,7 +164,7 @@ pub fn seq_currval(seq: pg_sys::Oid) -> i64 {
     require(seq, (pg_sys::ACL_SELECT | pg_sys::ACL_USAGE) as u64);
     match session::with(|s| s.current.get(&seq).copied()) {
         Some(v) => v,
-        None => errors::currval_undefined(&name_of(seq)),
+        None => errors::currval_undefined(&relation_name(seq)),
     }
 }
 
@@ -216,7 +204,7 @@ fn setval_adopted(seq: pg_sys::Oid, v: i64) -> i64 {
         pg_sys::PreventCommandIfParallelMode(c"setval()".as_ptr());
     }
     open(seq);
-    errors::setval_ignored(&name_of(seq));
+    errors::setval_ignored(&relation_name(seq));
     v
 }
 

@@ -59,13 +59,10 @@ pub fn adopt_changed(require_preload: bool) {
     if require_preload && shmem::state().is_none() {
         errors::adopt_not_preloaded();
     }
-    // SAFETY: catalog look-ups by name; an invalidation sent at commit.
-    unsafe {
-        let ns = pg_sys::get_namespace_oid(c"snowflake_id_internal".as_ptr(), false);
-        let table = pg_sys::get_relname_relid(c"snowflake_adopted".as_ptr(), ns);
-        if table != pg_sys::Oid::INVALID {
-            pg_sys::CacheInvalidateRelcacheByRelid(table);
-        }
+    let table = list_table();
+    if table != pg_sys::Oid::INVALID {
+        // SAFETY: an invalidation of an existing relation, sent at commit.
+        unsafe { pg_sys::CacheInvalidateRelcacheByRelid(table) };
     }
 }
 
@@ -155,7 +152,7 @@ pub fn snowflake_convert_adopt_sequence(seq: pg_sys::Oid) {
         )))
     })
     .unwrap_or_else(|e| errors::adopt_convert_failed(&e.to_string()));
-    let name = || calls::name_of(seq);
+    let name = || as_owner::relation_name(seq);
     let Some((owner, temp, wide, converted)) = row else {
         errors::not_a_sequence(&name());
     };
@@ -169,22 +166,13 @@ pub fn snowflake_convert_adopt_sequence(seq: pg_sys::Oid) {
     // The list and the fence: as the list's owner (the extension's), in a
     // security-restricted operation; the fence itself then runs as the
     // sequence's owner.
-    let list = {
-        // SAFETY: catalog look-ups by name in the extension's schema.
-        unsafe {
-            let ns = pg_sys::get_namespace_oid(c"snowflake_id_internal".as_ptr(), false);
-            pg_sys::get_relname_relid(c"snowflake_adopted".as_ptr(), ns)
-        }
-    };
-    as_owner::with_role(as_owner::owner_of(list), || {
+    as_owner::with_role(as_owner::owner_of(list_table()), || {
         Spi::connect_mut(|c| {
             c.update(
-                "INSERT INTO snowflake_id_internal.snowflake_adopted (seq, adopted_by)
-                 VALUES ($1::pg_catalog.oid::pg_catalog.regclass, 'convert') ON CONFLICT DO NOTHING",
+                "SELECT snowflake_id_internal.adopt_record($1::pg_catalog.oid::pg_catalog.regclass, 'convert')",
                 None,
                 &[seq.into()],
             )?;
-            c.update("SELECT snowflake_id_internal.adopt_fence($1::pg_catalog.oid::pg_catalog.regclass)", None, &[seq.into()])?;
             Ok::<_, pgrx::spi::Error>(())
         })
         .unwrap_or_else(|e| errors::adopt_convert_failed(&e.to_string()))
@@ -198,17 +186,27 @@ pub fn snowflake_convert_adopt_sequence(seq: pg_sys::Oid) {
 /// (40001) rather than leave an OID that another relation may take.
 #[pg_extern(sql = false)]
 pub fn adopt_listed_now(oids: Vec<pg_sys::Oid>) -> bool {
-    // SAFETY: catalog look-ups by name in the extension's own schema; the
-    // list read as `planner::read_list` reads it.
+    let table = list_table();
+    if table == pg_sys::Oid::INVALID {
+        return false;
+    }
+    // SAFETY: the list read as `planner::read_list` reads it, in the
+    // event trigger's transaction.
     unsafe {
-        let ns = pg_sys::get_namespace_oid(c"snowflake_id_internal".as_ptr(), false);
-        let table = pg_sys::get_relname_relid(c"snowflake_adopted".as_ptr(), ns);
-        if table == pg_sys::Oid::INVALID {
-            return false;
-        }
         planner::read_list(table, false)
             .unwrap_or_default()
             .iter()
             .any(|o| oids.contains(o))
+    }
+}
+
+/// The list of adopted sequences of this database, called from the
+/// extension's own functions (its schema exists): `InvalidOid` where the
+/// table does not (an older version's objects).
+fn list_table() -> pg_sys::Oid {
+    // SAFETY: catalog look-ups by name in the extension's schema.
+    unsafe {
+        let ns = pg_sys::get_namespace_oid(c"snowflake_id_internal".as_ptr(), false);
+        pg_sys::get_relname_relid(c"snowflake_adopted".as_ptr(), ns)
     }
 }

@@ -50,18 +50,6 @@ impl Fns {
         lastval: pg_sys::Oid::INVALID,
     };
 
-    /// Whether `f` is one of the four built-ins.
-    fn is_builtin(&self, f: pg_sys::Oid) -> bool {
-        matches!(
-            f.to_u32(),
-            pg_sys::F_NEXTVAL
-                | pg_sys::F_CURRVAL
-                | pg_sys::F_SETVAL_REGCLASS_INT8
-                | pg_sys::F_SETVAL_REGCLASS_INT8_BOOL
-                | pg_sys::F_LASTVAL
-        )
-    }
-
     /// The replacement of built-in function `f`, or `InvalidOid`.
     fn swap_of(&self, f: pg_sys::Oid) -> pg_sys::Oid {
         match f.to_u32() {
@@ -73,6 +61,18 @@ impl Fns {
             _ => pg_sys::Oid::INVALID,
         }
     }
+}
+
+/// Whether `f` is one of the four built-ins (setval in both forms).
+fn is_builtin(f: pg_sys::Oid) -> bool {
+    [
+        pg_sys::F_NEXTVAL,
+        pg_sys::F_CURRVAL,
+        pg_sys::F_SETVAL_REGCLASS_INT8,
+        pg_sys::F_SETVAL_REGCLASS_INT8_BOOL,
+        pg_sys::F_LASTVAL,
+    ]
+    .contains(&f.to_u32())
 }
 
 /// What this backend knows of its database's adopted sequences.
@@ -168,10 +168,10 @@ unsafe extern "C-unwind" fn schema_changed(_arg: pg_sys::Datum, _cacheid: i32, _
     });
 }
 
-/// How long a backend waits for the lock on the list before it gives up
-/// with 55P03: a role that holds a lock on it while someone queues for an
-/// exclusive one (an ALTER EXTENSION) holds up statements this long at
-/// most, never without end.
+/// How long a backend tries for the locks it reads the list under
+/// (without queueing) before it goes on without the list (see
+/// [`held_up`]): a role that holds a lock while someone queues for an
+/// exclusive one (an ALTER EXTENSION) holds up a read this long at most.
 const LIST_LOCK_WAIT_MS: u64 = 1_000;
 
 /// The first column of a row of `snowflake_id_internal.snowflake_adopted`
@@ -386,18 +386,11 @@ pub(super) unsafe fn read_list(table: pg_sys::Oid, may_skip: bool) -> Option<Vec
     // SAFETY: the list's table scanned under its lock with a registered
     // snapshot; its rows' first column is a NOT NULL oid.
     unsafe {
-        let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
-        let mut waited = 0;
-        while !pg_sys::ConditionalLockRelationOid(table, lock) {
-            if waited >= LIST_LOCK_WAIT_MS {
-                if may_skip {
-                    return None;
-                }
-                crate::errors::adopt_list_locked(LIST_LOCK_WAIT_MS);
+        if !lock_without_queueing(&[table]) {
+            if may_skip {
+                return None;
             }
-            pgrx::check_for_interrupts!();
-            pg_sys::pg_usleep(10_000);
-            waited += 10;
+            crate::errors::adopt_list_locked(LIST_LOCK_WAIT_MS);
         }
         let rel = pg_sys::table_open(table, pg_sys::NoLock as _);
         let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
@@ -419,16 +412,21 @@ pub(super) unsafe fn read_list(table: pg_sys::Oid, may_skip: bool) -> Option<Vec
         }
         pg_sys::systable_endscan(scan);
         pg_sys::UnregisterSnapshot(snapshot);
-        pg_sys::table_close(rel, lock);
+        pg_sys::table_close(rel, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
         Some(list)
+    }
+}
+
+/// Read the list if this backend does not know it (see [`load`]).
+fn read_if_unknown() {
+    if KNOWN.with(|k| matches!(&*k.borrow(), Known::Unknown)) {
+        load();
     }
 }
 
 /// The swaps to make in this database's statements, if any.
 fn active() -> Option<Fns> {
-    if KNOWN.with(|k| matches!(&*k.borrow(), Known::Unknown)) {
-        load();
-    }
+    read_if_unknown();
     KNOWN.with(|k| match &*k.borrow() {
         Known::Loaded { adopted, fns, .. } if !adopted.is_empty() => Some(*fns),
         Known::Unknown => {
@@ -441,9 +439,7 @@ fn active() -> Option<Fns> {
 
 /// Whether `seq` is adopted in this database.
 pub fn is_adopted(seq: pg_sys::Oid) -> bool {
-    if KNOWN.with(|k| matches!(&*k.borrow(), Known::Unknown)) {
-        load();
-    }
+    read_if_unknown();
     KNOWN.with(|k| matches!(&*k.borrow(), Known::Loaded { adopted, .. } if adopted.contains(&seq)))
 }
 
@@ -513,10 +509,8 @@ unsafe extern "C-unwind" fn planner(
         } else if UNREADABLE.with(|u| u.get()) && mentions(parse.cast(), std::ptr::null_mut()) {
             refuse_unreadable();
         }
-        match PREV_PLANNER {
-            Some(prev) => prev(parse, query_string, cursor_options, bound_params),
-            None => raw::standard_planner(parse, query_string, cursor_options, bound_params),
-        }
+        let next = PREV_PLANNER.unwrap_or(raw::standard_planner);
+        next(parse, query_string, cursor_options, bound_params)
     }
 }
 
@@ -573,28 +567,17 @@ unsafe extern "C-unwind" fn utility(
         {
             refuse_unreadable();
         }
-        match PREV_UTILITY {
-            Some(prev) => prev(
-                pstmt,
-                query_string,
-                read_only_tree,
-                context,
-                params,
-                query_env,
-                dest,
-                qc,
-            ),
-            None => raw::standard_ProcessUtility(
-                pstmt,
-                query_string,
-                read_only_tree,
-                context,
-                params,
-                query_env,
-                dest,
-                qc,
-            ),
-        }
+        let next = PREV_UTILITY.unwrap_or(raw::standard_ProcessUtility);
+        next(
+            pstmt,
+            query_string,
+            read_only_tree,
+            context,
+            params,
+            query_env,
+            dest,
+            qc,
+        );
         if discard {
             // As PostgreSQL forgets its sequences' values (sequence.c).
             session::discard();
@@ -672,20 +655,13 @@ unsafe extern "C-unwind" fn mentions(node: *mut pg_sys::Node, ctx: *mut std::ffi
     if node.is_null() {
         return false;
     }
-    let none = Fns::NONE;
     // SAFETY: nodes of a parsed tree.
     unsafe {
-        let called = match (*node).type_ {
-            pg_sys::NodeTag::T_Query => {
-                return raw::query_tree_walker(node.cast(), Some(mentions), ctx, 0);
-            }
-            pg_sys::NodeTag::T_FuncExpr => (*(node as *mut pg_sys::FuncExpr)).funcid,
-            pg_sys::NodeTag::T_OpExpr
-            | pg_sys::NodeTag::T_DistinctExpr
-            | pg_sys::NodeTag::T_NullIfExpr => (*(node as *mut pg_sys::OpExpr)).opfuncid,
-            _ => pg_sys::Oid::INVALID,
-        };
-        if none.is_builtin(called) {
+        if (*node).type_ == pg_sys::NodeTag::T_Query {
+            return raw::query_tree_walker(node.cast(), Some(mentions), ctx, 0);
+        }
+        let slot = called_function(node);
+        if !slot.is_null() && is_builtin(*slot) {
             return true;
         }
         raw::expression_tree_walker(node, Some(mentions), ctx)
@@ -731,7 +707,7 @@ fn body_calls_sequences(f: pg_sys::Oid) -> bool {
         let mut found = false;
         if (*form).prolang.to_u32() == SQL_LANGUAGE_ID {
             let mut isnull = false;
-            pg_sys::SysCacheGetAttr(
+            let body = pg_sys::SysCacheGetAttr(
                 pg_sys::SysCacheIdentifier::PROCOID as _,
                 tup,
                 pg_sys::Anum_pg_proc_prosqlbody as _,
@@ -740,12 +716,6 @@ fn body_calls_sequences(f: pg_sys::Oid) -> bool {
             if !isnull {
                 // A BEGIN ATOMIC body: its parsed statements, walked for
                 // calls of the four (functions or operators).
-                let body = pg_sys::SysCacheGetAttr(
-                    pg_sys::SysCacheIdentifier::PROCOID as _,
-                    tup,
-                    pg_sys::Anum_pg_proc_prosqlbody as _,
-                    &mut isnull,
-                );
                 let c = pg_sys::text_to_cstring(body.cast_mut_ptr());
                 let tree = pg_sys::stringToNode(c) as *mut pg_sys::Node;
                 pg_sys::pfree(c.cast());
@@ -774,6 +744,25 @@ fn body_calls_sequences(f: pg_sys::Oid) -> bool {
     }
 }
 
+/// The function a node calls, as the field that names it: a `FuncExpr`'s,
+/// or an operator's (`CREATE OPERATOR ... FUNCTION = nextval`); null for
+/// any other node. [`swap`] and [`mentions`] look at the same nodes.
+///
+/// # Safety
+/// `node` is a valid node.
+unsafe fn called_function(node: *mut pg_sys::Node) -> *mut pg_sys::Oid {
+    // SAFETY: the node's tag says its type.
+    unsafe {
+        match (*node).type_ {
+            pg_sys::NodeTag::T_FuncExpr => &raw mut (*(node as *mut pg_sys::FuncExpr)).funcid,
+            pg_sys::NodeTag::T_OpExpr
+            | pg_sys::NodeTag::T_DistinctExpr
+            | pg_sys::NodeTag::T_NullIfExpr => &raw mut (*(node as *mut pg_sys::OpExpr)).opfuncid,
+            _ => std::ptr::null_mut(),
+        }
+    }
+}
+
 /// The walker: every query and expression of the statement, subqueries,
 /// CTEs and sublinks included; each `FuncExpr` of the four functions gets
 /// its replacement's OID. Unguarded, and calling PostgreSQL's walkers
@@ -785,31 +774,15 @@ unsafe extern "C-unwind" fn swap(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_
     }
     // SAFETY: nodes of a query tree; `ctx` is the `Fns` of `planner`.
     unsafe {
-        match (*node).type_ {
-            pg_sys::NodeTag::T_Query => {
-                return raw::query_tree_walker(node.cast(), Some(swap), ctx, 0);
+        if (*node).type_ == pg_sys::NodeTag::T_Query {
+            return raw::query_tree_walker(node.cast(), Some(swap), ctx, 0);
+        }
+        let slot = called_function(node);
+        if !slot.is_null() {
+            let to = (*(ctx as *const Fns)).swap_of(*slot);
+            if to != pg_sys::Oid::INVALID {
+                *slot = to;
             }
-            pg_sys::NodeTag::T_OpExpr
-            | pg_sys::NodeTag::T_DistinctExpr
-            | pg_sys::NodeTag::T_NullIfExpr => {
-                // An operator whose function is one of them (CREATE
-                // OPERATOR ... FUNCTION = nextval).
-                let f = &*(ctx as *const Fns);
-                let e = node as *mut pg_sys::OpExpr;
-                let to = f.swap_of((*e).opfuncid);
-                if to != pg_sys::Oid::INVALID {
-                    (*e).opfuncid = to;
-                }
-            }
-            pg_sys::NodeTag::T_FuncExpr => {
-                let f = &*(ctx as *const Fns);
-                let e = node as *mut pg_sys::FuncExpr;
-                let to = f.swap_of((*e).funcid);
-                if to != pg_sys::Oid::INVALID {
-                    (*e).funcid = to;
-                }
-            }
-            _ => {}
         }
         raw::expression_tree_walker(node, Some(swap), ctx)
     }

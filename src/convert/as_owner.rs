@@ -62,18 +62,22 @@ fn has_privileges_of(role: pg_sys::Oid) -> bool {
 pub fn with_owner_of<R>(rel: pg_sys::Oid, f: impl FnOnce() -> R) -> R {
     let owner = owner_of(rel);
     if !has_privileges_of(owner) {
-        // SAFETY: a name lookup of an existing relation.
-        let name = unsafe {
-            let p = pg_sys::get_rel_name(rel);
-            if p.is_null() {
-                rel.to_u32().to_string()
-            } else {
-                std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
-            }
-        };
-        errors::not_owner(&name);
+        errors::not_owner(&relation_name(rel));
     }
     with_role(owner, f)
+}
+
+/// A relation's name for messages (its OID if it is gone).
+pub fn relation_name(rel: pg_sys::Oid) -> String {
+    // SAFETY: a catalog look-up; NULL when the relation is gone.
+    unsafe {
+        let p = pg_sys::get_rel_name(rel);
+        if p.is_null() {
+            rel.to_u32().to_string()
+        } else {
+            std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
+        }
+    }
 }
 
 /// Run `f` as `role`, in a security-restricted operation with
