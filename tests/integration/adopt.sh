@@ -44,23 +44,34 @@ q -d app -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_i
   -c "CREATE SEQUENCE pooled INCREMENT BY 50" -c "CREATE SEQUENCE plain" \
   -c "CREATE FUNCTION next_order() RETURNS bigint LANGUAGE plpgsql AS \$\$ BEGIN RETURN nextval('orders_id_seq'); END \$\$" >/dev/null
 
+# open_session NAME: a psql session on the database app, fed on fd 3
+# through a fifo; its output in $BASE/NAME.out, its PID in SESSION.
+open_session() {
+    local fifo="$BASE/$1.in"
+    rm -f "$fifo"; mkfifo "$fifo"; is_root && chown postgres:postgres "$fifo"
+    "$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app <"$fifo" >"$BASE/$1.out" 2>&1 &
+    SESSION=$!
+    exec 3>"$fifo"
+}
+# answered NAME LINE: NAME's output has the line LINE within 60 s.
+answered() {
+    poll_until 60 grep -qx "$2" "$BASE/$1.out" || die "the session $1 did not answer '$2': $(cat "$BASE/$1.out")"
+}
+# close_session: the session's input ends; wait for it to finish.
+close_session() { exec 3>&-; wait "$SESSION" || true; }
+
 log "1. a prepared statement and a PL/pgSQL plan made before another session's adoption"
-fifo="$BASE/session.in"; rm -f "$fifo"; mkfifo "$fifo"; is_root && chown postgres:postgres "$fifo"
-"$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app <"$fifo" >"$BASE/session.out" 2>&1 &
-SESSION=$!
-exec 3>"$fifo"
+open_session session
 echo "PREPARE p AS SELECT nextval('orders_id_seq');" >&3
 echo "SELECT 'before ' || snowflake_worker_id(next_order()) || ' ' || next_order();" >&3
 echo "EXECUTE p;" >&3
 echo "SELECT 'ready';" >&3
-ready() { grep -q '^ready$' "$BASE/session.out"; }
-poll_until 60 ready || die "the first session did not answer: $(cat "$BASE/session.out")"
+answered session ready
 q -d app -c "SELECT snowflake_adopt_sequence('orders_id_seq')" >/dev/null
 echo "SELECT 'after ' || snowflake_worker_id(next_order());" >&3
 echo "EXECUTE p \\gset e_" >&3
 echo "SELECT 'prepared ' || snowflake_worker_id(:e_nextval);" >&3
-exec 3>&-
-wait "$SESSION" || true
+close_session
 out=$(cat "$BASE/session.out")
 grep -q '^before 0 ' <<<"$out" || die "before the adoption the function's nextval() was the sequence's: $out"
 grep -q '^after 31$' <<<"$out" || die "the PL/pgSQL plan cached before the adoption still called the sequence: $out"
@@ -106,29 +117,20 @@ q -d copy -c "CREATE TABLE fresh (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY
 [ "$(q -d copy -c "SELECT snowflake_worker_id(id) FROM fresh")" = 31 ] || die "the restored switch adopted no new table"
 log "5. REPEATABLE READ across another session's adoption"
 q -d app -c "CREATE SEQUENCE rr_s" >/dev/null
-fifo="$BASE/rr.in"; rm -f "$fifo"; mkfifo "$fifo"; is_root && chown postgres:postgres "$fifo"
-"$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app <"$fifo" >"$BASE/rr.out" 2>&1 &
-SESSION=$!
-exec 3>"$fifo"
+open_session rr
 echo "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 'ready';" >&3
-rr_ready() { grep -q '^ready$' "$BASE/rr.out"; }
-poll_until 60 rr_ready || die "the REPEATABLE READ session did not answer: $(cat "$BASE/rr.out")"
+answered rr ready
 q -d app -c "SELECT snowflake_adopt_sequence('rr_s')" >/dev/null
 echo "SELECT nextval('rr_s'); COMMIT;" >&3
 echo "SELECT 'after ' || snowflake_worker_id(nextval('rr_s'));" >&3
-exec 3>&-
-wait "$SESSION" || true
+close_session
 grep -q '^after 31$' "$BASE/rr.out" || die "a session in REPEATABLE READ during the adoption still got the sequence's values after it: $(cat "$BASE/rr.out")"
 
 log "6. a lock held on the list, an exclusive one queued: a new session waits 1 s at most"
 list_oid=$(q -d app -c "SELECT 'snowflake_id_internal.snowflake_adopted'::regclass::oid")
-fifo="$BASE/hold.in"; rm -f "$fifo"; mkfifo "$fifo"; is_root && chown postgres:postgres "$fifo"
-"$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app <"$fifo" >"$BASE/hold.out" 2>&1 &
-HOLDER=$!
-exec 3>"$fifo"
+open_session hold
 echo "BEGIN; LOCK snowflake_id_internal.snowflake_adopted IN ACCESS SHARE MODE; SELECT 'held';" >&3
-held() { grep -q '^held$' "$BASE/hold.out"; }
-poll_until 60 held || die "the lock holder did not answer: $(cat "$BASE/hold.out")"
+answered hold held
 "$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app \
     -c "SET lock_timeout = '60s'" -c "BEGIN; LOCK snowflake_id_internal.snowflake_adopted IN ACCESS EXCLUSIVE MODE; COMMIT;" >"$BASE/queue.out" 2>&1 &
 QUEUED=$!
@@ -140,42 +142,31 @@ out=$("$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app -c "SELE
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 out2=$("$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app -c "SELECT nextval('orders_id_seq')" 2>&1 || true)
 echo "COMMIT;" >&3
-exec 3>&-
-wait "$HOLDER" || true; wait "$QUEUED" || true
+close_session; wait "$QUEUED" || true
 log "   a new session's first statement: ${ms} ms: $out"
 [ "$out" = planned ] || die "a new session's first statement, which calls no nextval(): $out"
 [ "$ms" -lt 30000 ] || die "a new session's first statement waited ${ms} ms behind the queued lock, expected about 1 s"
 log "   a new session's nextval() of an adopted sequence: $out2"
 grep -q "could not read the list of adopted sequences" <<<"$out2" || die "a new session's nextval() of an adopted sequence while the list was held up: $out2"
 log "   a session that planned a statement in an open transaction holds no lock on the list"
-fifo="$BASE/plan.in"; rm -f "$fifo"; mkfifo "$fifo"; is_root && chown postgres:postgres "$fifo"
-"$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app <"$fifo" >"$BASE/plan.out" 2>&1 &
-HOLDER=$!
-exec 3>"$fifo"
+open_session plan
 echo "BEGIN; SELECT 'planned ' || snowflake_worker_id(nextval('orders_id_seq'));" >&3
-planned() { grep -q '^planned 31$' "$BASE/plan.out"; }
-poll_until 60 planned || die "the planning session did not answer: $(cat "$BASE/plan.out")"
+answered plan "planned 31"
 out=$("$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app -c "SET lock_timeout = '5s'" \
         -c "BEGIN; LOCK snowflake_id_internal.snowflake_adopted IN ACCESS EXCLUSIVE MODE; COMMIT;" 2>&1) \
     || die "an exclusive lock on the list waited for a transaction that only planned a statement: $out"
 echo "COMMIT;" >&3
-exec 3>&-
-wait "$HOLDER" || true
+close_session
 
 log "7. a DROP in REPEATABLE READ of a sequence adopted after its snapshot"
 q -d app -c "SELECT snowflake_adopt_sequences(false)" -c "CREATE TABLE t7 (id bigint DEFAULT snowflake_nextval())" \
   -c "CREATE SEQUENCE s7 OWNED BY t7.id" >/dev/null   # the switch off: s7 is adopted only below
-fifo="$BASE/rr7.in"; rm -f "$fifo"; mkfifo "$fifo"; is_root && chown postgres:postgres "$fifo"
-"$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app <"$fifo" >"$BASE/rr7.out" 2>&1 &
-SESSION=$!
-exec 3>"$fifo"
+open_session rr7
 echo "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT 'ready';" >&3
-rr7_ready() { grep -q '^ready$' "$BASE/rr7.out"; }
-poll_until 60 rr7_ready || die "the REPEATABLE READ session did not answer: $(cat "$BASE/rr7.out")"
+answered rr7 ready
 q -d app -c "SELECT snowflake_adopt_sequence('s7')" >/dev/null
 echo "DROP TABLE t7; COMMIT;" >&3
-exec 3>&-
-wait "$SESSION" || true
+close_session
 grep -q "could not serialize access due to a concurrent adoption" "$BASE/rr7.out" \
     || die "a DROP in REPEATABLE READ of a sequence adopted after its snapshot: $(cat "$BASE/rr7.out")"
 [ "$(q -d app -c "SELECT count(*) FROM snowflake_id_internal.snowflake_adopted WHERE seq = 's7'::regclass")" = 1 ] \
