@@ -158,6 +158,15 @@ SELECT sectest.refused('SELECT snowflake_adopt_sequence(''a.orders_id_seq'')', '
 SELECT sectest.refused('SELECT snowflake_adopt_sequences(false)', '42501');
 SELECT sectest.refused('DELETE FROM snowflake_id_internal.snowflake_adopted', '42501');
 SELECT sectest.refused('SELECT snowflake_id_internal.adopt_as_owner(''a.orders''::regclass::oid, ''SELECT 1'')', '42501');
+SELECT sectest.refused('SELECT snowflake_id_internal.adopt_record(''a.orders_id_seq'', ''switch'')', '42501');
+-- The conversion's door (PUBLIC may call it): never for another role's
+-- sequence, nor for one of her own whose column is not converted.
+CREATE TABLE m.own (id bigserial PRIMARY KEY);
+SELECT sectest.refused('SELECT snowflake_convert_adopt_sequence(''a.orders_id_seq'')', '42501');
+SELECT sectest.refused('SELECT snowflake_convert_adopt_sequence(''m.own_id_seq'')', '55000');
+\c adopt_defaults postgres
+SELECT sectest.check(count(*) = 1, 'only the superuser''s adoption is listed: ' || string_agg(seq::text, ', '))
+  FROM snowflake_id_internal.snowflake_adopted;
 \c postgres postgres
 SELECT sectest.never_super();
 SET client_min_messages = warning;
