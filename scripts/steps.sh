@@ -10,9 +10,14 @@
 #                             run did not (a die outside a step, an
 #                             interrupt)
 #   trap summary EXIT         the summary, always, and the exit status
+# No step runs longer than STEP_LIMIT_S (SNOWFLAKE_STEP_LIMIT_S, default
+# 1200): a step past it is stopped with every process it started (TERM,
+# then KILL after 30 s), recorded as failed with what was still running,
+# and the run goes on. A hung step costs CI its limit, not the whole run.
 # STEPS: every step this run means to take, in order; RESULT/TOOK/NOTE:
 # what became of it. A step never reached says "not run".
 STEPS=() T_START=$SECONDS AT_EXIT=()
+STEP_LIMIT_S=${SNOWFLAKE_STEP_LIMIT_S:-1200}
 declare -A RESULT=() TOOK=() NOTE=()
 plan() { STEPS+=("$1"); }
 at_exit() { AT_EXIT+=("$1" "$2"); }
@@ -52,23 +57,34 @@ summary() {
 # integration script that called skip_test), its duration, and the first
 # line of .run/step.note as its note.
 step() {
-    local name="$1" t0=$SECONDS rc; shift
+    local name="$1" t0=$SECONDS rc wd; shift
     rm -f "$ROOT/.run/skipped" "$ROOT/.run/step.note" "$ROOT/.run/step.why"
     mkdir -p "$VAR_TMP_DIR" "$ROOT/.run"
     export SNOWFLAKE_STEP_WHY="$ROOT/.run/step.why"
     export SNOWFLAKE_STEP_STATES="$VAR_TMP_DIR/.step-states"
     : > "$SNOWFLAKE_STEP_STATES"
+    rm -f "$ROOT/.run/step.timeout"
+    step_watchdog "$STEP_LIMIT_S" "$ROOT/.run/step.timeout" &
+    wd=$!
     set +e
     (set -e; "$@")
     rc=$?
+    kill "$wd" 2>/dev/null
+    wait "$wd" 2>/dev/null
     set -e
+    [ ! -s "$ROOT/.run/step.timeout" ] || rc=124
     reclaim_states "$name" "$rc"
     unset SNOWFLAKE_STEP_STATES SNOWFLAKE_STEP_WHY
     TOOK[$name]=$((SECONDS - t0))
     if [ $rc != 0 ]; then
         RESULT[$name]=failed
-        # Why, in the summary: the first die of the step, if any.
-        [ ! -s "$ROOT/.run/step.why" ] || NOTE[$name]=$(head -1 "$ROOT/.run/step.why" | tr -d '\033' | cut -c1-300)
+        # Why, in the summary: its time-out, or else the first die of the
+        # step, if any.
+        if [ -s "$ROOT/.run/step.timeout" ]; then
+            NOTE[$name]=$(head -1 "$ROOT/.run/step.timeout" | cut -c1-300)
+        elif [ -s "$ROOT/.run/step.why" ]; then
+            NOTE[$name]=$(head -1 "$ROOT/.run/step.why" | tr -d '\033' | cut -c1-300)
+        fi
         log "FAILED: $name (exit $rc, after ${TOOK[$name]} s); the run goes on"
     elif [ -f "$ROOT/.run/skipped" ]; then
         RESULT[$name]=skipped; NOTE[$name]=$(head -1 "$ROOT/.run/skipped")
@@ -76,6 +92,42 @@ step() {
         RESULT[$name]=passed
         [ ! -f "$ROOT/.run/step.note" ] || NOTE[$name]=$(head -1 "$ROOT/.run/step.note")
     fi
+}
+# step_processes: every live process below this script except the
+# watchdog's own ($1), parents first.
+step_processes() {
+    ps -e -o pid=,ppid= | awk -v root="$$" -v skip="$1" '
+        { kids[$2] = kids[$2] " " $1 }
+        END {
+            n = split(kids[root], q, " ")
+            for (i = 1; i <= n; i++) {
+                if (q[i] == skip) continue
+                print q[i]
+                m = split(kids[q[i]], more, " ")
+                for (j = 1; j <= m; j++) q[++n] = more[j]
+            }
+        }'
+}
+# step_watchdog LIMIT FILE (in the background while a step runs): after
+# LIMIT seconds, write why to FILE, show what still runs, and stop every
+# process of the step: TERM (its EXIT traps stop their servers), then KILL
+# whatever is left after 30 s.
+step_watchdog() {
+    local limit="$1" file="$2" me=$BASHPID t0=$SECONDS pids last
+    while [ $((SECONDS - t0)) -lt "$limit" ]; do sleep 1; done
+    mapfile -t pids < <(step_processes "$me")
+    [ "${#pids[@]}" != 0 ] || return 0
+    last=$(ps -o args= -p "${pids[-1]}" 2>/dev/null | cut -c1-160 || true)
+    printf 'timed out after %s s (SNOWFLAKE_STEP_LIMIT_S); still running: %s\n' "$limit" "${last:-?}" > "$file"
+    printf '\033[1;31mERROR:\033[0m the step ran past its %s s; its processes:\n' "$limit" >&2
+    ps -o pid,etimes,args -p "$(IFS=,; echo "${pids[*]}")" 2>/dev/null | cut -c1-200 >&2 || true
+    kill -TERM "${pids[@]}" 2>/dev/null || true
+    for _ in $(seq 1 300); do
+        mapfile -t pids < <(step_processes "$me")
+        [ "${#pids[@]}" != 0 ] || return 0
+        sleep 0.1
+    done
+    kill -KILL "${pids[@]}" 2>/dev/null || true
 }
 # reclaim_states NAME RC: give back the disk of the clusters the step made
 # (state_dir records them). A run of every layer makes more than 15 GB of

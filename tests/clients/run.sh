@@ -11,7 +11,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 HERE="$ROOT/tests/clients"
 CACHE="$ROOT/.cache/clients"
-PORT=${SNOWFLAKE_CLIENTS_PORT:-55860}
+PORT=${SNOWFLAKE_CLIENTS_PORT:-25860}
 DIR=$(state_dir "$ROOT/.run/clients" clients)
 mkdir -p "$CACHE"
 # PHP, Java, Go and Ruby come from Debian (pinned by Debian 12's release):

@@ -41,7 +41,7 @@ if ! ensure_citus; then
     exit 0
 fi
 BASE=$(state_dir "$ROOT/.run/it-citus" it-citus)
-PORT0=${SNOWFLAKE_IT_CITUS_PORT:-55790}   # coordinator; workers +1, +2
+PORT0=${SNOWFLAKE_IT_CITUS_PORT:-25790}   # coordinator; workers +1, +2
 DURATION=${SNOWFLAKE_IT_SECONDS:-8}
 NAMES=(coord w1 w2)
 WORKER=(100 1 2)

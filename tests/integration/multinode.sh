@@ -26,7 +26,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 BASE=$(state_dir "$ROOT/.run/it-multinode" it-multinode)
-PORT0=${SNOWFLAKE_IT_MULTINODE_PORT:-55540}   # coordinator; shards +1..+3, duplicate +4
+PORT0=${SNOWFLAKE_IT_MULTINODE_PORT:-25540}   # coordinator; shards +1..+3, duplicate +4
 DURATION=${SNOWFLAKE_IT_SECONDS:-8}
 FAKETIME_LIB=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
 [ -f "$FAKETIME_LIB" ] || die "libfaketime not found at $FAKETIME_LIB (apt install libfaketime)"

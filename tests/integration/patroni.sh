@@ -24,7 +24,7 @@ FT=/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1
 [ -f "$FT" ] || die "libfaketime is missing (apt package libfaketime)"
 HERE="$ROOT/tests/integration"
 # members' PostgreSQL: +0..+2; REST: +10..+12; etcd: +20, +21
-patroni_state it-patroni "${SNOWFLAKE_IT_PATRONI_PORT:-55960}" snowflake-it
+patroni_state it-patroni "${SNOWFLAKE_IT_PATRONI_PORT:-25960}" snowflake-it
 patroni_clean "${BASE:?}/bin" "${BASE:?}"/*.ids
 mkdir -p "$BASE/bin"
 

@@ -41,7 +41,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/patroni.sh"
 T0=$(date +%s)
 # Registry members' PostgreSQL: +0..+2; their REST API: +10..+12; etcd:
 # +20, +21; the minting servers (Unix sockets only): +30, +31.
-patroni_state it-patroni-registry "${SNOWFLAKE_IT_PATRONI_REGISTRY_PORT:-56400}" snowflake-registry-it
+patroni_state it-patroni-registry "${SNOWFLAKE_IT_PATRONI_REGISTRY_PORT:-26400}" snowflake-registry-it
 SERVERS=(s1 s2)
 TTL_S=30                 # snowflake_id.lease_ttl of the minting servers
 BOUND_S=180              # how long after an event each server must mint under a renewed lease

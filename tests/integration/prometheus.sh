@@ -24,7 +24,7 @@ fi
 apt_ensure prometheus prometheus-postgres-exporter
 CONTRIB="$ROOT/contrib/prometheus"
 BASE=$(state_dir "$ROOT/.run/it-prometheus" it-prometheus)
-PORT=${SNOWFLAKE_IT_PROM_PORT:-55900}
+PORT=${SNOWFLAKE_IT_PROM_PORT:-25900}
 EXPORTER_PORT=$((PORT + 1))
 DIR="$BASE/c"
 EXPORTER_PID=""

@@ -8,6 +8,10 @@
 # A run where every step passes exits 0 with "summary: 2 passed, 0 failed,
 # 0 skipped". The clusters a step made (state_dir) are removed when it
 # ends; after a failure only their logs stay.
+# A step that runs past SNOWFLAKE_STEP_LIMIT_S is stopped with every
+# process it started, and recorded as failed with what still ran; the run
+# goes on to its next step (the CI run of 2026-11-28 hung 78 minutes in one
+# step and never reached its summary).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 SCRATCH=$(mktemp -d)
@@ -29,11 +33,20 @@ fails() {
     die "an integration script failed"
 }
 skips() { skip_test "not here"; }
+hangs() { sleep 301 & sleep 302; }
 step "ok step" ok
 step "failing step" fails
 step "skipping step" skips
 not_run "blocked step" "what it needs failed"
 [ -z "\${ALL_PASS:-}" ] || { STEPS=("ok step" "ok step 2"); step "ok step 2" ok; exit 0; }
+exit 0
+SH
+# The hanging variant: its own script, the same steps.sh.
+sed -e '/^step "ok step" ok$/,$d' "$SCRATCH/run.sh" > "$SCRATCH/hang.sh"
+cat >> "$SCRATCH/hang.sh" <<'SH'
+STEPS=("hanging step" "ok step")
+step "hanging step" hangs
+step "ok step" ok
 exit 0
 SH
 set +e
@@ -58,4 +71,18 @@ ALL_PASS=1 bash "$SCRATCH/run.sh" > "$SCRATCH/out" 2> "$SCRATCH/err" \
     || { cat "$SCRATCH/err" >&2; die "a run where every step passed exited non-zero"; }
 [ "$(tail -1 "$SCRATCH/out")" = "summary: 2 passed, 0 failed, 0 skipped" ] \
     || die "the summary of a passing run is wrong: $(tail -1 "$SCRATCH/out")"
+# A hung step: stopped at its limit, its processes gone, the run goes on.
+t0=$SECONDS
+set +e
+SNOWFLAKE_STEP_LIMIT_S=3 timeout -k 5 120 bash "$SCRATCH/hang.sh" > "$SCRATCH/out" 2> "$SCRATCH/err"
+rc=$?
+set -e
+[ $rc != 124 ] && [ $rc != 137 ] || die "a run with a hung step did not end within 120 s (its limit was 3 s)"
+[ $rc != 0 ] || die "a run with a timed-out step exited 0"
+[ "$(tail -1 "$SCRATCH/out")" = "summary: 1 passed, 1 failed, 0 skipped" ] \
+    || { cat "$SCRATCH/err" >&2; die "the summary of a run with a hung step is wrong: $(tail -1 "$SCRATCH/out")"; }
+grep -qE "hanging step +failed .*timed out after 3 s .*still running: sleep 30[12]" "$SCRATCH/err" \
+    || { cat "$SCRATCH/err" >&2; die "the summary does not say the hung step timed out and what still ran"; }
+! pgrep -f "^sleep 30[12]$" >/dev/null || die "the hung step's processes outlived it: $(pgrep -af "^sleep 30[12]$")"
+log "steps: a hung step stopped after its 3 s limit, with its processes, in $((SECONDS - t0)) s; the run went on"
 log "steps: the summary lists every step and counts them, after a failure too"

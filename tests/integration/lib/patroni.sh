@@ -17,7 +17,7 @@
 #       inside postgresql.parameters (append parameters at 4 spaces, then
 #       bootstrap:); write_configs FUNCTION: $BASE/mN.yml from FUNCTION I
 #       for each member, and $BASE owned by postgres.
-#   start_cluster: etcd, m1 until it leads, then m2 and m3 until the
+#   start_cluster: etcd (start_etcd), m1 until it leads, then m2 and m3 until the
 #       leader streams to both, one synchronously.
 #   start_member I; kill_member M (a node lost: kill -9 of its Patroni and
 #       postmaster; EVENT_T when); switchover (from the leader to the
@@ -131,7 +131,8 @@ kill_member() {
     kill -9 "$pm"; KILLED+="$m "
 }
 
-ctl() { runuser -u postgres -- patronictl -c "$BASE/m1.yml" "$@"; }
+# patronictl retries an unreachable etcd for ever: every call is bounded.
+ctl() { timeout -k 5 60 runuser -u postgres -- patronictl -c "$BASE/m1.yml" "$@"; }
 members() {  # "NAME ROLE STATE" per line
     ctl list -f json 2>/dev/null | /usr/bin/python3 -c \
         'import json, sys; [print(m["Member"], m["Role"].replace(" ", "_"), m["State"]) for m in json.load(sys.stdin)]'
@@ -140,7 +141,7 @@ leader() { members | awk '$2 == "Leader" && $3 == "running" {print $1}'; }
 is_leader() { [ "$(leader)" = "$1" ]; }
 new_leader_not() { local l; l=$(leader); [ -n "$l" ] && [ "$l" != "$1" ]; }
 sync_standby() { members | grep -q "Sync_Standby"; }
-dcs_dump() { curl -s "http://127.0.0.1:$ETCD_CLIENT/v2/keys/service/$SCOPE/?recursive=true"; }
+dcs_dump() { curl -s --max-time 10 "http://127.0.0.1:$ETCD_CLIENT/v2/keys/service/$SCOPE/?recursive=true"; }
 # pq_member MEMBER [psql args...]: psql as postgres on MEMBER's socket.
 pq_member() {
     local m=$1; shift
@@ -152,7 +153,7 @@ pq_member() {
 wait_for() {
     local what=$1 secs=$2; shift 2
     poll_until "$secs" "$@" && return 0
-    members >&2 || true; tail -n 5 "$BASE"/m?.log >&2
+    members >&2 || true; tail -n 5 "$BASE"/m?.log >&2 || true
     dcs_dump >&2 || true
     die "$TEST: timed out after $secs s waiting for $what"
 }
@@ -166,13 +167,34 @@ healthy() {
                                                count(*) FILTER (WHERE sync_state = 'sync') FROM pg_stat_replication" 2>/dev/null)" = "$want" ]
 }
 
+# etcd_up: etcd answers; etcd_gone: its process ended.
+etcd_up() { curl -fs --max-time 5 "http://127.0.0.1:$ETCD_CLIENT/version" -o /dev/null; }
+etcd_gone() { ! kill -0 "$ETCD_PID" 2>/dev/null; }
+etcd_settled() { etcd_up || etcd_gone; }
+# start_etcd: etcd until it answers. A port of ours still held by a
+# closing connection (the kernel's ephemeral range) ends etcd with "address
+# already in use": it is started again, three times at most; any other
+# exit fails the script with etcd's log, at once.
+start_etcd() {
+    local try
+    for try in 1 2 3; do
+        rm -rf "${BASE:?}/etcd"
+        etcd --name it --data-dir "$BASE/etcd" --enable-v2 \
+            --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT" --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT" \
+            --listen-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" \
+            --initial-cluster "it=http://127.0.0.1:$ETCD_PEER" >"$BASE/etcd.log" 2>&1 &
+        ETCD_PID=$!
+        poll_until 60 etcd_settled || die "$TEST: etcd did not answer within 60 s: $(tail -n 3 "$BASE/etcd.log")"
+        etcd_up && return 0
+        grep -q "address already in use" "$BASE/etcd.log" \
+            || die "$TEST: etcd exited: $(tail -n 3 "$BASE/etcd.log")"
+        log "$TEST: etcd could not bind its ports (try $try of 3): $(grep -m1 "address already in use" "$BASE/etcd.log")"
+        sleep 2
+    done
+    die "$TEST: etcd could not bind 127.0.0.1:$ETCD_CLIENT and :$ETCD_PEER in 3 tries: $(tail -n 1 "$BASE/etcd.log")"
+}
 start_cluster() {
-    etcd --name it --data-dir "$BASE/etcd" --enable-v2 \
-        --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT" --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT" \
-        --listen-peer-urls "http://127.0.0.1:$ETCD_PEER" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER" \
-        --initial-cluster "it=http://127.0.0.1:$ETCD_PEER" >"$BASE/etcd.log" 2>&1 &
-    ETCD_PID=$!
-    wait_for "etcd" 60 curl -fsS "http://127.0.0.1:$ETCD_CLIENT/version" -o /dev/null
+    start_etcd
     start_member 0
     wait_for "m1 to lead" 120 is_leader m1
     start_member 1; start_member 2
