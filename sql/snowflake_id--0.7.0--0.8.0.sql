@@ -1434,6 +1434,7 @@ AS $convert$
 #variable_conflict use_column
 DECLARE
     target     regprocedure;
+    target_for regprocedure;
     rel        record;
     att        record;
     def        record;
@@ -1496,6 +1497,7 @@ BEGIN
                   HINT = 'Install snowflake_id in a schema that only a superuser can create in (CREATE SCHEMA snowflake AUTHORIZATION postgres; CREATE EXTENSION snowflake_id SCHEMA snowflake), or run this as the schema''s owner. See docs/security.md, "The extension''s schema".';
     END IF;
     target := '@extschema@.snowflake_nextval()'::regprocedure;
+    target_for := '@extschema@.snowflake_nextval_for(regclass)'::regprocedure;
     SELECT c.oid, c.relkind, c.relispartition, c.relowner INTO rel
       FROM pg_class c WHERE c.oid = tbl;
     IF rel.relkind NOT IN ('r', 'p') THEN
@@ -1545,7 +1547,13 @@ BEGIN
         seq := pg_get_serial_sequence(tbl::text, col)::regclass;
     ELSIF def.oid IS NULL THEN
         kind := 'none';
-    ELSIF def.expr = format('%s()', target::regproc) THEN
+    ELSIF def.expr = format('%s()', target::regproc)
+          OR def.expr IN (SELECT format('%s(%L::regclass)', target_for::regproc, d.refobjid::regclass)
+                            FROM pg_depend d JOIN pg_class sc ON sc.oid = d.refobjid AND sc.relkind = 'S'
+                           WHERE d.classid = 'pg_attrdef'::regclass AND d.objid = def.oid
+                             AND d.refclassid = 'pg_class'::regclass) THEN
+        -- snowflake_nextval(), or snowflake_nextval_for(seq) of an
+        -- adopted sequence (issue 57)
         kind := 'snowflake';
     ELSE
         SELECT d.refobjid::regclass INTO seq
@@ -1702,7 +1710,7 @@ BEGIN
 
     IF kind = 'snowflake' AND cardinality(ch_rel) = 0 THEN
         n := n + 1;
-        RETURN QUERY SELECT n, 'unchanged'::text, colname, format('already DEFAULT %s()', target::regproc), tbl::oid;
+        RETURN QUERY SELECT n, 'unchanged'::text, colname, format('already DEFAULT %s', def.expr), tbl::oid;
     END IF;
 
     -- From here on, change things.
@@ -1787,11 +1795,18 @@ BEGIN
     END LOOP;
 
     IF kind <> 'snowflake' THEN
+        -- Over a sequence that stays, adopted below: snowflake_nextval_for(),
+        -- so that currval() and lastval() follow the column's inserts.
         IF NOT dry_run THEN
-            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s()', tbl, col, target::regproc);
+            EXECUTE CASE WHEN adopt_seq
+                         THEN format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s(%L::regclass)', tbl, col,
+                                     target_for::regproc, seq::oid)
+                         ELSE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s()', tbl, col, target::regproc) END;
         END IF;
         n := n + 1;
-        RETURN QUERY SELECT n, 'set default'::text, colname, format('%s()', target::regproc), tbl::oid;
+        RETURN QUERY SELECT n, 'set default'::text, colname,
+            CASE WHEN adopt_seq THEN format('%s(%L::regclass)', target_for::regproc, seq_name)
+                 ELSE format('%s()', target::regproc) END, tbl::oid;
     END IF;
 
     IF adopt_seq THEN
@@ -2865,6 +2880,13 @@ CREATE FUNCTION snowflake_id_internal.seq_setval(pg_catalog.regclass, bigint, bo
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_setval3_wrapper';
 CREATE FUNCTION snowflake_id_internal.seq_lastval() RETURNS bigint
 VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_lastval_wrapper';
+-- snowflake_nextval_for(seq regclass): the default of an adopted
+-- sequence's columns (src/adopt/calls.rs). EXECUTE stays with PUBLIC, as
+-- for snowflake_nextval(): it mints the caller's own ID and moves nothing.
+CREATE FUNCTION snowflake_nextval_for(seq regclass) RETURNS bigint
+STRICT VOLATILE PARALLEL RESTRICTED LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_nextval_for_wrapper';
+COMMENT ON FUNCTION snowflake_nextval_for(regclass) IS
+'a Snowflake ID that currval(seq) and lastval() then return: the default of an adopted sequence''s columns';
 CREATE FUNCTION snowflake_id_internal.adopt_changed(require_preload boolean) RETURNS void
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_changed_wrapper';
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_changed(boolean) FROM PUBLIC;
@@ -2908,9 +2930,11 @@ END
 $f$;
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_record(pg_catalog.regclass, text) FROM PUBLIC;
 
--- A column's default becomes the extension's snowflake_nextval(), as the
--- table's owner.
-CREATE FUNCTION snowflake_id_internal.adopt_set_default(tbl pg_catalog.regclass, col name) RETURNS void
+-- A column's default becomes the extension's snowflake_nextval_for(seq), as
+-- the table's owner: a Snowflake ID that currval(seq) and lastval() then
+-- return, as they return a bigserial's value after an insert.
+CREATE FUNCTION snowflake_id_internal.adopt_set_default(tbl pg_catalog.regclass, col name, seq pg_catalog.regclass)
+RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE
     ext name;
@@ -2918,10 +2942,11 @@ BEGIN
     SELECT e.extnamespace::pg_catalog.regnamespace::name INTO ext
       FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id';
     PERFORM snowflake_id_internal.adopt_as_owner(tbl::pg_catalog.oid,
-        pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.snowflake_nextval()', tbl, col, ext));
+        pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.snowflake_nextval_for(%L::pg_catalog.regclass)',
+                          tbl, col, ext, seq::pg_catalog.oid));
 END
 $f$;
-REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_set_default(pg_catalog.regclass, name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_set_default(pg_catalog.regclass, name, pg_catalog.regclass) FROM PUBLIC;
 
 -- Which sequences of this database hand out Snowflake IDs. A
 -- configuration table of the extension, so that pg_dump of the database
@@ -3068,6 +3093,20 @@ BEGIN
                pg_catalog.pg_get_expr(ad.adbin, ad.adrelid) AS expr,
                pg_catalog.pg_get_expr(ad.adbin, ad.adrelid)
                    OPERATOR(pg_catalog.=) pg_catalog.format('nextval(%L::regclass)', seq::text) AS plain,
+               EXISTS (SELECT FROM pg_catalog.pg_depend fd
+                         JOIN pg_catalog.pg_depend ed
+                           ON ed.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+                          AND ed.objid OPERATOR(pg_catalog.=) fd.refobjid
+                          AND ed.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+                          AND ed.deptype OPERATOR(pg_catalog.=) 'e'
+                         JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) ed.refobjid
+                                                      AND e.extname OPERATOR(pg_catalog.=) 'snowflake_id'
+                         JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) fd.refobjid
+                                                  AND p.proname OPERATOR(pg_catalog.=) 'snowflake_nextval_for'
+                        WHERE fd.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_attrdef'::pg_catalog.regclass
+                          AND fd.objid OPERATOR(pg_catalog.=) ad.oid
+                          AND fd.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass)
+               AND pg_catalog.pg_get_expr(ad.adbin, ad.adrelid) OPERATOR(pg_catalog.~) '^[^()]*\([^()]*\)$' AS adopted,
                t.relowner OPERATOR(pg_catalog.=) s.relowner AS same_owner
           FROM pg_catalog.pg_depend d
           JOIN pg_catalog.pg_attrdef ad ON ad.oid OPERATOR(pg_catalog.=) d.objid
@@ -3079,10 +3118,11 @@ BEGIN
            AND d.refobjid OPERATOR(pg_catalog.=) seq
          ORDER BY 1, 2
     LOOP
+        CONTINUE WHEN col.adopted;  -- snowflake_nextval_for(seq) already
         IF NOT (col.plain AND col.same_owner) THEN
             RAISE NOTICE 'column %.% keeps its default %', col.tbl, pg_catalog.quote_ident(col.attname), col.expr
                   USING DETAIL = CASE WHEN col.same_owner
-                                      THEN 'Only a default that is nextval() of the sequence alone becomes snowflake_nextval(); the calls in this one return Snowflake IDs where a statement is planned.'
+                                      THEN 'Only a default that is nextval() of the sequence alone becomes snowflake_nextval_for(seq); the calls in this one return Snowflake IDs where a statement is planned.'
                                       ELSE 'The table is not the sequence owner''s; the calls in its default return Snowflake IDs where a statement is planned.' END;
             CONTINUE;
         END IF;
@@ -3092,7 +3132,7 @@ BEGIN
                   USING ERRCODE = '42804',
                         HINT = 'Widen the column to bigint first, or convert it with snowflake_convert_column().';
         END IF;
-        PERFORM snowflake_id_internal.adopt_set_default(col.tbl, col.attname);
+        PERFORM snowflake_id_internal.adopt_set_default(col.tbl, col.attname, seq);
     END LOOP;
     PERFORM snowflake_id_internal.adopt_record(seq, 'superuser');
 END
@@ -3170,7 +3210,7 @@ COMMENT ON VIEW snowflake_adopting_databases IS
 -- becomes a default, since a column cannot have both, and a sequence of
 -- the identity's name and increment, owned by the column, stays for
 -- pg_get_serial_sequence()), and each bigint sequence it created alone,
--- is adopted; the column's default becomes snowflake_nextval(). Columns
+-- is adopted; the column's default becomes snowflake_nextval_for(seq). Columns
 -- and sequences narrower than bigint keep theirs, with a NOTICE. The
 -- changes to a table run as its owner (snowflake_convert_as_owner); this
 -- function itself reads catalogs and writes the extension's table only.
@@ -3239,7 +3279,7 @@ BEGIN
                                   seqname, c.seqincrement, c.tbl, c.attname));
             newseq := pg_catalog.to_regclass(seqname);
         END IF;
-        PERFORM snowflake_id_internal.adopt_set_default(c.tbl, c.attname);
+        PERFORM snowflake_id_internal.adopt_set_default(c.tbl, c.attname, newseq);
         PERFORM snowflake_id_internal.adopt_record(newseq, 'switch');
     END LOOP;
 END

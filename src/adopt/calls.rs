@@ -155,6 +155,40 @@ pub fn seq_nextval(seq: pg_sys::Oid) -> i64 {
     v
 }
 
+/// A Snowflake ID, as `snowflake_nextval()` returns, that this session's
+/// `currval(seq)` and `lastval()` then return: the default that adopting
+/// a sequence gives the columns that took its values. An insert that
+/// takes it (COPY too) leaves `currval()` and `lastval()` as an insert
+/// into a `bigserial` column does, which is what PHP's
+/// `PDO::lastInsertId()` and older ORMs read. `seq` must be a sequence;
+/// no privilege on it is needed (an insert into an identity column needs
+/// none), and nothing of it changes: the ID is the caller's own, and
+/// `currval()` checks its privileges as ever. `PARALLEL RESTRICTED`: the
+/// session's values live in the leader. (Not an overload of
+/// `snowflake_nextval`: `snowflake_nextval(50000)` would become ambiguous,
+/// an integer being castable to `regclass`.)
+///
+/// ```sql
+/// SELECT snowflake_adopt_sequences();
+/// CREATE TABLE orders (id bigserial PRIMARY KEY, item text);
+/// -- its default is now snowflake_nextval_for('orders_id_seq'::regclass)
+/// INSERT INTO orders (item) VALUES ('book');
+/// SELECT currval('orders_id_seq') = lastval();   -- the row's id
+/// ```
+#[pg_extern(sql = false)]
+pub fn snowflake_nextval_for(seq: pg_sys::Oid) -> i64 {
+    // SAFETY: a syscache look-up; '\0' when the relation does not exist.
+    if unsafe { pg_sys::get_rel_relkind(seq) } != pg_sys::RELKIND_SEQUENCE as std::ffi::c_char {
+        errors::not_a_sequence(&relation_name(seq));
+    }
+    let v = nextval::snowflake_nextval();
+    session::with(|s| {
+        s.current.insert(seq, v);
+        s.last = Some((seq, v));
+    });
+    v
+}
+
 /// `currval(seq)` in a database with adopted sequences.
 #[pg_extern(sql = false)]
 pub fn seq_currval(seq: pg_sys::Oid) -> i64 {

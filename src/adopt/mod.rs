@@ -21,10 +21,11 @@
 //! `v - n .. v + n - 1` are all reserved for the caller: client-side
 //! allocators number `n` keys down or up from it), `currval`
 //! and `lastval` return it back, and `setval` changes nothing (WARNING).
-//! Every column default that calls `nextval(seq)` becomes
-//! `snowflake_nextval()` (as its table's owner), so `COPY` gets Snowflake
-//! IDs too. Superuser only (42501); needs the library preloaded (55000);
-//! refuses a non-sequence (42809), a sequence or column narrower than
+//! Every column default that is `nextval(seq)` becomes
+//! `snowflake_nextval_for(seq)` (as its table's owner), so `COPY` gets
+//! Snowflake IDs too, and `currval(seq)` and `lastval()` return the last
+//! row's, as after an insert into a `bigserial`. Superuser only (42501);
+//! needs the library preloaded (55000); refuses a non-sequence (42809), a sequence or column narrower than
 //! `bigint` (42804) and an identity column's sequence (0A000: convert the
 //! column instead). Adopting an adopted sequence changes nothing.
 //!
@@ -79,6 +80,8 @@ pub fn adopt_as_owner(rel: pg_sys::Oid, stmt: &str) {
 /// just converted: the sequence is owned by a `bigint` column whose
 /// default is `snowflake_nextval()`, and the caller has the privileges of
 /// its owner (42501 otherwise; 55000 where the column is not converted).
+/// (The conversion gives that column `snowflake_nextval_for(seq)`, so
+/// that `currval()` and `lastval()` follow its inserts.)
 /// Called by the conversion, which keeps the sequence for
 /// `pg_get_serial_sequence()` and code that calls `nextval()` of it; the
 /// entry in the list is written as the list's owner, the fence as the
@@ -123,8 +126,7 @@ pub fn snowflake_convert_adopt_sequence(seq: pg_sys::Oid) {
                               JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) ed.refobjid
                                                            AND e.extname OPERATOR(pg_catalog.=) 'snowflake_id'
                               JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) fd.refobjid
-                                                       AND p.proname OPERATOR(pg_catalog.=) 'snowflake_nextval'
-                                                       AND p.pronargs OPERATOR(pg_catalog.=) 0
+                                                       AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY['snowflake_nextval', 'snowflake_nextval_for']::pg_catalog.name[])
                              WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
                                AND d.objid OPERATOR(pg_catalog.=) c.oid
                                AND d.deptype OPERATOR(pg_catalog.=) 'a'

@@ -18,6 +18,13 @@ CREATE FUNCTION snowflake_id_internal.seq_setval(pg_catalog.regclass, bigint, bo
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_setval3_wrapper';
 CREATE FUNCTION snowflake_id_internal.seq_lastval() RETURNS bigint
 VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_lastval_wrapper';
+-- snowflake_nextval_for(seq regclass): the default of an adopted
+-- sequence's columns (src/adopt/calls.rs). EXECUTE stays with PUBLIC, as
+-- for snowflake_nextval(): it mints the caller's own ID and moves nothing.
+CREATE FUNCTION snowflake_nextval_for(seq regclass) RETURNS bigint
+STRICT VOLATILE PARALLEL RESTRICTED LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_nextval_for_wrapper';
+COMMENT ON FUNCTION snowflake_nextval_for(regclass) IS
+'a Snowflake ID that currval(seq) and lastval() then return: the default of an adopted sequence''s columns';
 CREATE FUNCTION snowflake_id_internal.adopt_changed(require_preload boolean) RETURNS void
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_changed_wrapper';
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_changed(boolean) FROM PUBLIC;
@@ -61,9 +68,11 @@ END
 $f$;
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_record(pg_catalog.regclass, text) FROM PUBLIC;
 
--- A column's default becomes the extension's snowflake_nextval(), as the
--- table's owner.
-CREATE FUNCTION snowflake_id_internal.adopt_set_default(tbl pg_catalog.regclass, col name) RETURNS void
+-- A column's default becomes the extension's snowflake_nextval_for(seq), as
+-- the table's owner: a Snowflake ID that currval(seq) and lastval() then
+-- return, as they return a bigserial's value after an insert.
+CREATE FUNCTION snowflake_id_internal.adopt_set_default(tbl pg_catalog.regclass, col name, seq pg_catalog.regclass)
+RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE
     ext name;
@@ -71,10 +80,11 @@ BEGIN
     SELECT e.extnamespace::pg_catalog.regnamespace::name INTO ext
       FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id';
     PERFORM snowflake_id_internal.adopt_as_owner(tbl::pg_catalog.oid,
-        pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.snowflake_nextval()', tbl, col, ext));
+        pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.snowflake_nextval_for(%L::pg_catalog.regclass)',
+                          tbl, col, ext, seq::pg_catalog.oid));
 END
 $f$;
-REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_set_default(pg_catalog.regclass, name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_set_default(pg_catalog.regclass, name, pg_catalog.regclass) FROM PUBLIC;
 
 -- Which sequences of this database hand out Snowflake IDs. A
 -- configuration table of the extension, so that pg_dump of the database
@@ -221,6 +231,20 @@ BEGIN
                pg_catalog.pg_get_expr(ad.adbin, ad.adrelid) AS expr,
                pg_catalog.pg_get_expr(ad.adbin, ad.adrelid)
                    OPERATOR(pg_catalog.=) pg_catalog.format('nextval(%L::regclass)', seq::text) AS plain,
+               EXISTS (SELECT FROM pg_catalog.pg_depend fd
+                         JOIN pg_catalog.pg_depend ed
+                           ON ed.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+                          AND ed.objid OPERATOR(pg_catalog.=) fd.refobjid
+                          AND ed.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+                          AND ed.deptype OPERATOR(pg_catalog.=) 'e'
+                         JOIN pg_catalog.pg_extension e ON e.oid OPERATOR(pg_catalog.=) ed.refobjid
+                                                      AND e.extname OPERATOR(pg_catalog.=) 'snowflake_id'
+                         JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) fd.refobjid
+                                                  AND p.proname OPERATOR(pg_catalog.=) 'snowflake_nextval_for'
+                        WHERE fd.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_attrdef'::pg_catalog.regclass
+                          AND fd.objid OPERATOR(pg_catalog.=) ad.oid
+                          AND fd.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass)
+               AND pg_catalog.pg_get_expr(ad.adbin, ad.adrelid) OPERATOR(pg_catalog.~) '^[^()]*\([^()]*\)$' AS adopted,
                t.relowner OPERATOR(pg_catalog.=) s.relowner AS same_owner
           FROM pg_catalog.pg_depend d
           JOIN pg_catalog.pg_attrdef ad ON ad.oid OPERATOR(pg_catalog.=) d.objid
@@ -232,10 +256,11 @@ BEGIN
            AND d.refobjid OPERATOR(pg_catalog.=) seq
          ORDER BY 1, 2
     LOOP
+        CONTINUE WHEN col.adopted;  -- snowflake_nextval_for(seq) already
         IF NOT (col.plain AND col.same_owner) THEN
             RAISE NOTICE 'column %.% keeps its default %', col.tbl, pg_catalog.quote_ident(col.attname), col.expr
                   USING DETAIL = CASE WHEN col.same_owner
-                                      THEN 'Only a default that is nextval() of the sequence alone becomes snowflake_nextval(); the calls in this one return Snowflake IDs where a statement is planned.'
+                                      THEN 'Only a default that is nextval() of the sequence alone becomes snowflake_nextval_for(seq); the calls in this one return Snowflake IDs where a statement is planned.'
                                       ELSE 'The table is not the sequence owner''s; the calls in its default return Snowflake IDs where a statement is planned.' END;
             CONTINUE;
         END IF;
@@ -245,7 +270,7 @@ BEGIN
                   USING ERRCODE = '42804',
                         HINT = 'Widen the column to bigint first, or convert it with snowflake_convert_column().';
         END IF;
-        PERFORM snowflake_id_internal.adopt_set_default(col.tbl, col.attname);
+        PERFORM snowflake_id_internal.adopt_set_default(col.tbl, col.attname, seq);
     END LOOP;
     PERFORM snowflake_id_internal.adopt_record(seq, 'superuser');
 END
@@ -323,7 +348,7 @@ COMMENT ON VIEW snowflake_adopting_databases IS
 -- becomes a default, since a column cannot have both, and a sequence of
 -- the identity's name and increment, owned by the column, stays for
 -- pg_get_serial_sequence()), and each bigint sequence it created alone,
--- is adopted; the column's default becomes snowflake_nextval(). Columns
+-- is adopted; the column's default becomes snowflake_nextval_for(seq). Columns
 -- and sequences narrower than bigint keep theirs, with a NOTICE. The
 -- changes to a table run as its owner (snowflake_convert_as_owner); this
 -- function itself reads catalogs and writes the extension's table only.
@@ -392,7 +417,7 @@ BEGIN
                                   seqname, c.seqincrement, c.tbl, c.attname));
             newseq := pg_catalog.to_regclass(seqname);
         END IF;
-        PERFORM snowflake_id_internal.adopt_set_default(c.tbl, c.attname);
+        PERFORM snowflake_id_internal.adopt_set_default(c.tbl, c.attname, newseq);
         PERFORM snowflake_id_internal.adopt_record(newseq, 'switch');
     END LOOP;
 END

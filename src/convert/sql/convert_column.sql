@@ -14,6 +14,7 @@ AS $convert$
 #variable_conflict use_column
 DECLARE
     target     regprocedure;
+    target_for regprocedure;
     rel        record;
     att        record;
     def        record;
@@ -76,6 +77,7 @@ BEGIN
                   HINT = 'Install snowflake_id in a schema that only a superuser can create in (CREATE SCHEMA snowflake AUTHORIZATION postgres; CREATE EXTENSION snowflake_id SCHEMA snowflake), or run this as the schema''s owner. See docs/security.md, "The extension''s schema".';
     END IF;
     target := '@extschema@.snowflake_nextval()'::regprocedure;
+    target_for := '@extschema@.snowflake_nextval_for(regclass)'::regprocedure;
     SELECT c.oid, c.relkind, c.relispartition, c.relowner INTO rel
       FROM pg_class c WHERE c.oid = tbl;
     IF rel.relkind NOT IN ('r', 'p') THEN
@@ -125,7 +127,13 @@ BEGIN
         seq := pg_get_serial_sequence(tbl::text, col)::regclass;
     ELSIF def.oid IS NULL THEN
         kind := 'none';
-    ELSIF def.expr = format('%s()', target::regproc) THEN
+    ELSIF def.expr = format('%s()', target::regproc)
+          OR def.expr IN (SELECT format('%s(%L::regclass)', target_for::regproc, d.refobjid::regclass)
+                            FROM pg_depend d JOIN pg_class sc ON sc.oid = d.refobjid AND sc.relkind = 'S'
+                           WHERE d.classid = 'pg_attrdef'::regclass AND d.objid = def.oid
+                             AND d.refclassid = 'pg_class'::regclass) THEN
+        -- snowflake_nextval(), or snowflake_nextval_for(seq) of an
+        -- adopted sequence (issue 57)
         kind := 'snowflake';
     ELSE
         SELECT d.refobjid::regclass INTO seq
@@ -282,7 +290,7 @@ BEGIN
 
     IF kind = 'snowflake' AND cardinality(ch_rel) = 0 THEN
         n := n + 1;
-        RETURN QUERY SELECT n, 'unchanged'::text, colname, format('already DEFAULT %s()', target::regproc), tbl::oid;
+        RETURN QUERY SELECT n, 'unchanged'::text, colname, format('already DEFAULT %s', def.expr), tbl::oid;
     END IF;
 
     -- From here on, change things.
@@ -367,11 +375,18 @@ BEGIN
     END LOOP;
 
     IF kind <> 'snowflake' THEN
+        -- Over a sequence that stays, adopted below: snowflake_nextval_for(),
+        -- so that currval() and lastval() follow the column's inserts.
         IF NOT dry_run THEN
-            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s()', tbl, col, target::regproc);
+            EXECUTE CASE WHEN adopt_seq
+                         THEN format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s(%L::regclass)', tbl, col,
+                                     target_for::regproc, seq::oid)
+                         ELSE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s()', tbl, col, target::regproc) END;
         END IF;
         n := n + 1;
-        RETURN QUERY SELECT n, 'set default'::text, colname, format('%s()', target::regproc), tbl::oid;
+        RETURN QUERY SELECT n, 'set default'::text, colname,
+            CASE WHEN adopt_seq THEN format('%s(%L::regclass)', target_for::regproc, seq_name)
+                 ELSE format('%s()', target::regproc) END, tbl::oid;
     END IF;
 
     IF adopt_seq THEN

@@ -83,11 +83,17 @@ EXECUTE by_name('adopt.orders_id_seq') \gset p_
 EXECUTE by_name('adopt.plain') \gset q_
 SELECT snowflake_worker_id(:p_nextval) AS worker, :q_nextval AS plain;
 SELECT snowflake_worker_id(nextval(pg_get_serial_sequence('adopt.orders', 'id'))) AS worker;
--- Inserts through the default, and COPY: Snowflake IDs.
+-- Inserts through the default, and COPY: Snowflake IDs, which currval()
+-- and lastval() then return, as after an insert into a bigserial column
+-- (PHP's PDO::lastInsertId() with and without the sequence's name).
 INSERT INTO adopt.orders (item) VALUES ('a'), ('b');
+SELECT currval('adopt.orders_id_seq') = id AS currval_is_b, lastval() = id AS lastval_is_b
+  FROM adopt.orders WHERE item = 'b';
 COPY adopt.orders (item) FROM STDIN;
 c
 \.
+SELECT currval('adopt.orders_id_seq') = id AS currval_is_c, lastval() = id AS lastval_is_c
+  FROM adopt.orders WHERE item = 'c';
 INSERT INTO adopt.orders (id, item) VALUES (nextval('adopt.orders_id_seq'), 'd');
 SELECT count(*) AS rows, count(*) FILTER (WHERE snowflake_worker_id(id) = 42) AS snowflake
   FROM adopt.orders;
@@ -247,8 +253,11 @@ SELECT seq::text, adopted_by FROM snowflake_id_internal.snowflake_adopted ORDER 
 SELECT seqincrement FROM pg_sequence WHERE seqrelid = 'sw.b_id_seq'::regclass;
 SET ROLE adopt_owner;
 INSERT INTO sw.a (v) VALUES ('x');
+SELECT currval('sw.a_id_seq') = id AS a_currval, lastval() = id AS a_lastval FROM sw.a;
 INSERT INTO sw.b (v) VALUES ('x');
+SELECT currval('sw.b_id_seq') = id AS b_currval, lastval() = id AS b_lastval FROM sw.b;
 INSERT INTO sw.d (k) VALUES ('x');
+SELECT lastval() = id2 AS d_lastval_is_id2 FROM sw.d;
 SELECT snowflake_worker_id(nextval('sw.alone')) AS alone, nextval('sw.small') AS small,
        snowflake_worker_id(nextval('sw.b_id_seq') - 49) AS b_low_end;
 RESET ROLE;
