@@ -189,6 +189,29 @@ pub fn snowflake_nextval_for(seq: pg_sys::Oid) -> i64 {
     v
 }
 
+/// An identity column's draw, wrapped by the planner ([`planner`]'s
+/// `wrap_draw`): PostgreSQL's `lastval()` returns it now, so the
+/// session's last value is no adopted sequence's. Returns its argument.
+#[pg_extern(sql = false)]
+pub fn seq_drawn8(v: i64) -> i64 {
+    session::with(|s| s.last = None);
+    v
+}
+
+/// [`seq_drawn8`] for an `integer` identity column.
+#[pg_extern(sql = false)]
+pub fn seq_drawn4(v: i32) -> i32 {
+    session::with(|s| s.last = None);
+    v
+}
+
+/// [`seq_drawn8`] for a `smallint` identity column.
+#[pg_extern(sql = false)]
+pub fn seq_drawn2(v: i16) -> i16 {
+    session::with(|s| s.last = None);
+    v
+}
+
 /// `currval(seq)` in a database with adopted sequences.
 #[pg_extern(sql = false)]
 pub fn seq_currval(seq: pg_sys::Oid) -> i64 {

@@ -38,6 +38,9 @@ struct Fns {
     setval: pg_sys::Oid,
     setval3: pg_sys::Oid,
     lastval: pg_sys::Oid,
+    /// `seq_drawn` for `smallint`, `integer` and `bigint`: wrapped around
+    /// an identity column's draw, so that `lastval()` knows of it.
+    drawn: [pg_sys::Oid; 3],
 }
 
 impl Fns {
@@ -48,6 +51,7 @@ impl Fns {
         setval: pg_sys::Oid::INVALID,
         setval3: pg_sys::Oid::INVALID,
         lastval: pg_sys::Oid::INVALID,
+        drawn: [pg_sys::Oid::INVALID; 3],
     };
 
     /// The replacement of built-in function `f`, or `InvalidOid`.
@@ -58,6 +62,16 @@ impl Fns {
             pg_sys::F_SETVAL_REGCLASS_INT8 => self.setval,
             pg_sys::F_SETVAL_REGCLASS_INT8_BOOL => self.setval3,
             pg_sys::F_LASTVAL => self.lastval,
+            _ => pg_sys::Oid::INVALID,
+        }
+    }
+
+    /// The `seq_drawn` of an identity column's type, or `InvalidOid`.
+    fn drawn_of(&self, typ: pg_sys::Oid) -> pg_sys::Oid {
+        match typ {
+            pg_sys::INT2OID => self.drawn[0],
+            pg_sys::INT4OID => self.drawn[1],
+            pg_sys::INT8OID => self.drawn[2],
             _ => pg_sys::Oid::INVALID,
         }
     }
@@ -337,6 +351,8 @@ fn load() {
                 &[regclass, pg_sys::INT8OID, pg_sys::BOOLOID],
             ),
             lastval: member_function(ext, ns, c"seq_lastval", &[]),
+            drawn: [pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID]
+                .map(|t| member_function(ext, ns, c"seq_drawn", &[t])),
         };
         if [
             fns.nextval,
@@ -345,7 +361,9 @@ fn load() {
             fns.setval3,
             fns.lastval,
         ]
-        .contains(&pg_sys::Oid::INVALID)
+        .iter()
+        .chain(&fns.drawn)
+        .any(|f| *f == pg_sys::Oid::INVALID)
         {
             return absent();
         }
@@ -582,6 +600,81 @@ unsafe extern "C-unwind" fn utility(
             // As PostgreSQL forgets its sequences' values (sequence.c).
             session::discard();
         }
+        if !stmt.is_null()
+            && (*stmt).type_ == pg_sys::NodeTag::T_CopyStmt
+            && session::with(|s| s.last.is_some())
+        {
+            after_copy(stmt.cast(), qc);
+        }
+    }
+}
+
+/// After `COPY ... FROM` of rows into a table with a column left to its
+/// default that draws from a sequence that is not adopted (an identity
+/// column's, a `serial`'s): PostgreSQL drew those values without a
+/// planned call, so `lastval()` is PostgreSQL's own again, as it is after
+/// [`wrap_draw`]'s draws. Only where the session's last value is an
+/// adopted sequence's (nothing to do otherwise).
+#[pg_guard]
+unsafe extern "C-unwind" fn after_copy(
+    stmt: *mut pg_sys::CopyStmt,
+    qc: *mut pg_sys::QueryCompletion,
+) {
+    // SAFETY: the statement that just ran, and catalog look-ups in its
+    // transaction.
+    unsafe {
+        if !(*stmt).is_from || (*stmt).relation.is_null() || qc.is_null() || (*qc).nprocessed == 0 {
+            return;
+        }
+        // Without a column list COPY gives every column: no default runs.
+        let given = (*stmt).attlist;
+        if given.is_null() {
+            return;
+        }
+        let rel = pg_sys::RangeVarGetRelidExtended(
+            (*stmt).relation,
+            pg_sys::NoLock as pg_sys::LOCKMODE,
+            pg_sys::RVROption::RVR_MISSING_OK as _,
+            None,
+            std::ptr::null_mut(),
+        );
+        if rel == pg_sys::Oid::INVALID {
+            return;
+        }
+        let names: Vec<&std::ffi::CStr> = (0..(*given).length as usize)
+            .map(|i| (*(*given).elements.add(i)).ptr_value as *mut pg_sys::String)
+            .filter(|n| !n.is_null() && (**n).type_ == pg_sys::NodeTag::T_String)
+            .map(|n| std::ffi::CStr::from_ptr((*n).sval))
+            .collect();
+        let owned = pg_sys::getOwnedSequences(rel);
+        if owned.is_null() {
+            return;
+        }
+        for i in 0..(*owned).length as usize {
+            let seq = (*(*owned).elements.add(i)).oid_value;
+            if is_adopted(seq) {
+                continue;
+            }
+            let (mut table, mut col) = (pg_sys::InvalidOid, 0i32);
+            if !pg_sys::sequenceIsOwned(
+                seq,
+                pg_sys::DependencyType::DEPENDENCY_AUTO as _,
+                &mut table,
+                &mut col,
+            ) && !pg_sys::sequenceIsOwned(
+                seq,
+                pg_sys::DependencyType::DEPENDENCY_INTERNAL as _,
+                &mut table,
+                &mut col,
+            ) {
+                continue;
+            }
+            let name = pg_sys::get_attname(table, col as _, true);
+            if !name.is_null() && !names.contains(&std::ffi::CStr::from_ptr(name)) {
+                session::with(|s| s.last = None);
+                return;
+            }
+        }
     }
 }
 
@@ -763,9 +856,44 @@ unsafe fn called_function(node: *mut pg_sys::Node) -> *mut pg_sys::Oid {
     }
 }
 
+/// Wrap the expression in `slot`, if it is an identity column's draw
+/// (a `NextValueExpr`, which the rewriter puts in a target list or a
+/// `VALUES` row for a column left to its default), in `seq_drawn(...)` of
+/// its type: `lastval()` then returns it, as PostgreSQL's does, and not
+/// an adopted sequence's value drawn before.
+///
+/// # Safety
+/// `slot` points into a query tree that the planner may scribble on.
+unsafe fn wrap_draw(slot: *mut *mut pg_sys::Node, f: &Fns) {
+    // SAFETY: the node's tag says its type; `makeFuncExpr` and `lappend`
+    // allocate in the planner's memory context.
+    unsafe {
+        let node = *slot;
+        if node.is_null() || (*node).type_ != pg_sys::NodeTag::T_NextValueExpr {
+            return;
+        }
+        let typ = (*(node as *mut pg_sys::NextValueExpr)).typeId;
+        let drawn = f.drawn_of(typ);
+        if drawn == pg_sys::Oid::INVALID {
+            return;
+        }
+        let args = pg_sys::lappend(std::ptr::null_mut(), node.cast());
+        *slot = pg_sys::makeFuncExpr(
+            drawn,
+            typ,
+            args,
+            pg_sys::InvalidOid,
+            pg_sys::InvalidOid,
+            pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+        )
+        .cast();
+    }
+}
+
 /// The walker: every query and expression of the statement, subqueries,
 /// CTEs and sublinks included; each `FuncExpr` of the four functions gets
-/// its replacement's OID. Unguarded, and calling PostgreSQL's walkers
+/// its replacement's OID, and each identity column's draw is wrapped
+/// ([`wrap_draw`]). Unguarded, and calling PostgreSQL's walkers
 /// unguarded (see [`raw`]): it is called once per node, and holds
 /// nothing to drop.
 unsafe extern "C-unwind" fn swap(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
@@ -774,12 +902,33 @@ unsafe extern "C-unwind" fn swap(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_
     }
     // SAFETY: nodes of a query tree; `ctx` is the `Fns` of `planner`.
     unsafe {
-        if (*node).type_ == pg_sys::NodeTag::T_Query {
-            return raw::query_tree_walker(node.cast(), Some(swap), ctx, 0);
+        let f = &*(ctx as *const Fns);
+        match (*node).type_ {
+            pg_sys::NodeTag::T_Query => {
+                return raw::query_tree_walker(node.cast(), Some(swap), ctx, 0);
+            }
+            // A target list's entry, or a VALUES row (a list): where the
+            // rewriter puts an identity column's draw.
+            pg_sys::NodeTag::T_TargetEntry => {
+                wrap_draw(&raw mut (*(node as *mut pg_sys::TargetEntry)).expr as _, f);
+            }
+            pg_sys::NodeTag::T_List => {
+                let list = node as *mut pg_sys::List;
+                for i in 0..(*list).length as usize {
+                    wrap_draw(&raw mut (*(*list).elements.add(i)).ptr_value as _, f);
+                }
+            }
+            // A draw wrapped already: nothing more inside.
+            pg_sys::NodeTag::T_FuncExpr
+                if f.drawn.contains(&(*(node as *mut pg_sys::FuncExpr)).funcid) =>
+            {
+                return false;
+            }
+            _ => {}
         }
         let slot = called_function(node);
         if !slot.is_null() {
-            let to = (*(ctx as *const Fns)).swap_of(*slot);
+            let to = f.swap_of(*slot);
             if to != pg_sys::Oid::INVALID {
                 *slot = to;
             }

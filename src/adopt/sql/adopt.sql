@@ -18,6 +18,14 @@ CREATE FUNCTION snowflake_id_internal.seq_setval(pg_catalog.regclass, bigint, bo
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_setval3_wrapper';
 CREATE FUNCTION snowflake_id_internal.seq_lastval() RETURNS bigint
 VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_lastval_wrapper';
+-- Wrapped around an identity column's draw, so that lastval() knows of
+-- it; each returns its argument.
+CREATE FUNCTION snowflake_id_internal.seq_drawn(bigint) RETURNS bigint
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_drawn8_wrapper';
+CREATE FUNCTION snowflake_id_internal.seq_drawn(integer) RETURNS integer
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_drawn4_wrapper';
+CREATE FUNCTION snowflake_id_internal.seq_drawn(smallint) RETURNS smallint
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_drawn2_wrapper';
 -- snowflake_nextval_for(seq regclass): the default of an adopted
 -- sequence's columns (src/adopt/calls.rs). EXECUTE stays with PUBLIC, as
 -- for snowflake_nextval(): it mints the caller's own ID and moves nothing.
