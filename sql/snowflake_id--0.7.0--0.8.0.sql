@@ -301,6 +301,11 @@ DECLARE
     max_val  bigint;
     next_id  bigint;
     target   regprocedure;
+    target_for regprocedure;
+    keep_seq   regclass;  -- the key's sequence, kept and adopted (issue 57)
+    keep_name  text;
+    keep_inc   bigint;
+    keep_ident "char";
 BEGIN
     -- Before any @extschema@ name is looked up (docs/security.md, "The
     -- extension's schema"): every role that can create in the extension's
@@ -337,6 +342,7 @@ BEGIN
                   HINT = 'Install snowflake_id in a schema that only a superuser can create in (CREATE SCHEMA snowflake AUTHORIZATION postgres; CREATE EXTENSION snowflake_id SCHEMA snowflake), or run this as the schema''s owner. See docs/security.md, "The extension''s schema".';
     END IF;
     target := '@extschema@.snowflake_nextval()'::regprocedure;
+    target_for := '@extschema@.snowflake_nextval_for(regclass)'::regprocedure;
     IF batch_pages < 1 THEN
         RAISE EXCEPTION 'batch_pages must be at least 1' USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -738,6 +744,30 @@ BEGIN
                     USING DETAIL = 'It was GENERATED ALWAYS AS IDENTITY; a DEFAULT lets an INSERT supply its own value.',
                           HINT = 'Revoke INSERT on the column from roles that must not choose keys, if that protection mattered.';
             END IF;
+            -- The key's own sequence stays, as after the offline
+            -- conversion (issue 57): a serial's, if nothing else uses it,
+            -- is let go by the old column first; an identity's goes with
+            -- the column and another of its name and increment is made.
+            IF p.rel = $1 AND p.rel_col = $2 THEN
+                keep_seq := pg_get_serial_sequence(p.rel::text, p.rel_col)::regclass;
+                SELECT a2.attidentity INTO keep_ident FROM pg_attribute a2
+                 WHERE a2.attrelid = p.rel AND a2.attnum = p.attnum;
+                IF keep_seq IS NOT NULL AND keep_ident = '' AND EXISTS (
+                       SELECT FROM pg_depend kd
+                        WHERE kd.refclassid = 'pg_class'::regclass AND kd.refobjid = keep_seq AND kd.deptype = 'n'
+                          AND NOT (kd.classid = 'pg_attrdef'::regclass AND kd.objid IN (
+                              SELECT kad.oid FROM pg_attrdef kad WHERE kad.adrelid = p.rel AND kad.adnum = p.attnum))) THEN
+                    keep_seq := NULL;   -- other objects use it: it stays as it is
+                END IF;
+                IF keep_seq IS NOT NULL THEN
+                    keep_name := keep_seq::text;
+                    SELECT kq.seqincrement INTO keep_inc FROM pg_sequence kq WHERE kq.seqrelid = keep_seq;
+                    IF keep_ident = '' THEN
+                        PERFORM @extschema@.snowflake_convert_as_owner(keep_seq,
+                            format('ALTER SEQUENCE %s OWNED BY NONE', keep_seq));
+                    END IF;
+                END IF;
+            END IF;
             EXECUTE format('ALTER TABLE %s DROP COLUMN %I', p.rel, p.rel_col);
             EXECUTE format('ALTER TABLE %s RENAME COLUMN %I TO %I', p.rel, p.new_col, p.rel_col);
             SELECT k.conname INTO newname FROM pg_constraint k
@@ -762,7 +792,24 @@ BEGIN
                 EXECUTE format('ALTER TABLE %s RENAME COLUMN %I TO %I', c.indexrelid::regclass, p.new_col, p.rel_col);
             END LOOP;
         END LOOP;
-        EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s()', $1, $2, target::regproc);
+        IF keep_seq IS NULL THEN
+            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s()', $1, $2, target::regproc);
+        ELSE
+            IF keep_ident <> '' THEN
+                PERFORM @extschema@.snowflake_convert_as_owner($1,
+                    format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s OWNED BY %s.%I', keep_name, keep_inc, $1, $2));
+                keep_seq := to_regclass(keep_name);
+            ELSE
+                IF (SELECT kq.seqtypid FROM pg_sequence kq WHERE kq.seqrelid = keep_seq) <> 'bigint'::regtype THEN
+                    PERFORM @extschema@.snowflake_convert_as_owner(keep_seq, format('ALTER SEQUENCE %s AS bigint', keep_seq));
+                END IF;
+                PERFORM @extschema@.snowflake_convert_as_owner(keep_seq,
+                    format('ALTER SEQUENCE %s OWNED BY %s.%I', keep_seq, $1, $2));
+            END IF;
+            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s(%L::regclass)', $1, $2,
+                           target_for::regproc, keep_seq::oid);
+            PERFORM @extschema@.snowflake_convert_adopt_sequence(keep_seq);
+        END IF;
         max_val := @extschema@.snowflake_convert_as_owner($1, format('SELECT max(%I)::bigint FROM %s', $2, $1));
         next_id := @extschema@.snowflake_nextval();
         IF max_val IS NOT NULL AND max_val >= next_id THEN

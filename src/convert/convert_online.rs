@@ -30,9 +30,11 @@
 //! 5. **swap:** one short transaction: drop the triggers and the old
 //!    columns, rename the new ones, attach the primary key and unique
 //!    constraints to the new indexes, give constraints and indexes their
-//!    old names, copy column comments and grants, `SET DEFAULT
-//!    snowflake_nextval()`, and check that existing values are below the
-//!    next ID.
+//!    old names, copy column comments and grants, keep the key's own
+//!    sequence (a serial's, an identity's made again) and `SET DEFAULT
+//!    snowflake_nextval_for(seq)` over it, adopted (issue 57; without one,
+//!    `snowflake_nextval()`), and check that existing values are below
+//!    the next ID.
 //!
 //! A cancel, a crash or a killed session loses at most the batch in
 //! flight; `CALL` again resumes from the recorded step.

@@ -73,6 +73,14 @@ SELECT count(*) AS accounts, count(parent_id) AS with_parent,
        bool_and(parent_id IS NULL OR parent_id = id - 1) AS parents_kept FROM live.accounts;
 SELECT count(*) AS entries, sum(account_id) AS account_sum FROM live.entries;
 INSERT INTO live.accounts (name) VALUES ('new') RETURNING id > 300 AS snowflake_id;
+-- Its sequence stays, adopted, as after the offline conversion (issue
+-- 57): pg_get_serial_sequence() names it, nextval() of it and the insert
+-- above give Snowflake IDs, currval() and lastval() the inserted one.
+SELECT pg_get_serial_sequence('live.accounts', 'id') AS sequence,
+       (SELECT adopted_by FROM snowflake_id_internal.snowflake_adopted WHERE seq = 'live.accounts_id_seq'::regclass);
+SELECT currval('live.accounts_id_seq') = id AS currval_is_it, lastval() = id AS lastval_is_it
+  FROM live.accounts WHERE name = 'new';
+SELECT snowflake_worker_id(nextval('live.accounts_id_seq')) AS worker;
 
 -- Backing out half way: the table is as it was, and nothing is recorded.
 CREATE TABLE live.undo (id serial PRIMARY KEY, v int);
