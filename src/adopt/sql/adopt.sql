@@ -381,6 +381,7 @@ BEGIN
     FOREACH s IN ARRAY seqs LOOP
         SELECT q.seqrelid::pg_catalog.regclass AS seq, q.seqtypid::pg_catalog.regtype AS seqtyp, q.seqincrement,
                d.refobjid::pg_catalog.regclass AS tbl, a.attname, a.atttypid::pg_catalog.regtype AS typ, d.deptype,
+               a.attidentity,
                sc.relpersistence
           INTO c
           FROM pg_catalog.pg_sequence q
@@ -417,6 +418,11 @@ BEGIN
         END IF;
         newseq := c.seq;
         IF c.deptype OPERATOR(pg_catalog.=) 'i' THEN
+            IF c.attidentity OPERATOR(pg_catalog.=) 'a' THEN
+                RAISE NOTICE 'column %.% no longer rejects explicit values', c.tbl, pg_catalog.quote_ident(c.attname)
+                      USING DETAIL = 'It was GENERATED ALWAYS AS IDENTITY; it becomes a DEFAULT, which an INSERT may override.',
+                            HINT = 'Revoke INSERT on the column from roles that must not choose keys, if that protection mattered.';
+            END IF;
             seqname := c.seq::text;
             PERFORM snowflake_id_internal.adopt_as_owner(c.tbl::pg_catalog.oid,
                 pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', c.tbl, c.attname));
