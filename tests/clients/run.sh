@@ -89,6 +89,7 @@ rm -rf "$DIR/django_adopt"
 (cd "$HERE" && "$CACHE/venv/bin/python" test_adopt.py django "$DIR/django_adopt") || die "the Django adoption test failed"
 (cd "$HERE" && "$CACHE/venv/bin/python" test_adopt.py sqlalchemy) || die "the SQLAlchemy adoption test failed"
 (cd "$HERE" && ruby test_adopt_ruby.rb) || die "the ActiveRecord adoption test failed"
+(cd "$HERE" && php test_adopt_php.php) || die "the PHP (PDO) adoption test failed"
 # Hibernate 3.6 and what it needs, all from Debian.
 HIB_CP=$(printf '/usr/share/java/%s.jar:' hibernate3 hibernate-commons-annotations geronimo-jpa_2.0_spec \
     geronimo-jta-1.2-spec dom4j slf4j-api slf4j-nop antlr commons-collections3 javassist postgresql)
@@ -101,7 +102,7 @@ log "clients: IDs made by other generators' libraries, decoded by the server"
 echo "python: psycopg asyncpg SQLAlchemy Django (and a converted Django project); node: pg knex;" \
     "public IDs: Django, Express; php: PDO; java: pgjdbc; go: pgx lib/pq; ruby: ActiveRecord; rust: tokio-postgres sqlx diesel;" \
     "interop: @sapphire/snowflake, sonyflake (npm), sonyflake-py;" \
-    "adopted sequences: Django migrate, SQLAlchemy Identity()/Sequence(), ActiveRecord create_table, Hibernate 3.6 pooled/pooled-lo" \
+    "adopted sequences: Django migrate, SQLAlchemy Identity()/Sequence(), ActiveRecord create_table, PDO lastInsertId(), Hibernate 3.6 pooled/pooled-lo" \
     > "$ROOT/.run/clients.summary"
 log "clients: ok"
 trap - EXIT
