@@ -305,6 +305,7 @@ DECLARE
     keep_seq   regclass;  -- the key's sequence, kept and adopted (issue 57)
     keep_name  text;
     keep_inc   bigint;
+    keep_next  bigint;
     keep_ident "char";
 BEGIN
     -- Before any @extschema@ name is looked up (docs/security.md, "The
@@ -762,6 +763,9 @@ BEGIN
                 IF keep_seq IS NOT NULL THEN
                     keep_name := keep_seq::text;
                     SELECT kq.seqincrement INTO keep_inc FROM pg_sequence kq WHERE kq.seqrelid = keep_seq;
+                    -- Made again, it starts where the identity stood (F1).
+                    EXECUTE format('SELECT CASE WHEN is_called THEN last_value + %s ELSE last_value END FROM %s',
+                                   keep_inc, keep_seq) INTO keep_next;
                     IF keep_ident = '' THEN
                         PERFORM @extschema@.snowflake_convert_as_owner(keep_seq,
                             format('ALTER SEQUENCE %s OWNED BY NONE', keep_seq));
@@ -797,7 +801,8 @@ BEGIN
         ELSE
             IF keep_ident <> '' THEN
                 PERFORM @extschema@.snowflake_convert_as_owner($1,
-                    format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s OWNED BY %s.%I', keep_name, keep_inc, $1, $2));
+                    format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s START WITH %s OWNED BY %s.%I',
+                           keep_name, keep_inc, keep_next, $1, $2));
                 keep_seq := to_regclass(keep_name);
             ELSE
                 IF (SELECT kq.seqtypid FROM pg_sequence kq WHERE kq.seqrelid = keep_seq) <> 'bigint'::regtype THEN
@@ -1491,6 +1496,7 @@ DECLARE
     seq_owned  boolean := false;
     adopt_seq  boolean := false;  -- keep the sequence, adopted (issue 57)
     seq_inc    bigint;
+    seq_next   bigint;   -- the value the identity would have handed out next
     ch_rel     oid[] := '{}';
     ch_att     name[] := '{}';
     ch_type    regtype[] := '{}';
@@ -1773,13 +1779,18 @@ BEGIN
         seq_name := seq::text;
         SELECT q.seqincrement INTO seq_inc FROM pg_sequence q WHERE q.seqrelid = seq;
         IF NOT dry_run THEN
+            EXECUTE format('SELECT CASE WHEN is_called THEN last_value + %s ELSE last_value END FROM %s', seq_inc, seq)
+               INTO seq_next;
             EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
             -- A sequence of its name and increment stays, owned by the
             -- column and adopted below: code that looks it up
             -- (pg_get_serial_sequence) or calls nextval() of it gets
-            -- Snowflake IDs.
+            -- Snowflake IDs. It starts where the identity stood, so the
+            -- adoption's fence stops below no value the identity handed
+            -- out (the fourth review of issue 57, F1).
             PERFORM @extschema@.snowflake_convert_as_owner(tbl,
-                format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s OWNED BY %s.%I', seq_name, seq_inc, tbl, col));
+                format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s START WITH %s OWNED BY %s.%I',
+                       seq_name, seq_inc, seq_next, tbl, col));
             seq := to_regclass(seq_name);
         END IF;
         adopt_seq := true;
@@ -2970,16 +2981,25 @@ DECLARE
 BEGIN
     INSERT INTO snowflake_id_internal.snowflake_adopted (seq, adopted_by) VALUES (seq, adopted_by)
         ON CONFLICT DO NOTHING;
-    SELECT s.seqmin, s.seqmax, s.seqstart, s.seqcycle INTO q FROM pg_catalog.pg_sequence s
+    SELECT s.seqmin, s.seqmax, s.seqstart, s.seqcycle, s.seqincrement INTO q FROM pg_catalog.pg_sequence s
      WHERE s.seqrelid OPERATOR(pg_catalog.=) seq;
     -- The counter as it stands, called or not (setval(s, v, false) leaves
     -- pg_sequence_last_value() NULL and the next value v).
     EXECUTE pg_catalog.format('SELECT last_value FROM %s', seq) INTO top;
-    top := GREATEST(top, q.seqmin OPERATOR(pg_catalog.+) 1::bigint);
     -- NO CYCLE: a cycling counter would come back to values it gave out.
-    IF top OPERATOR(pg_catalog.<) q.seqmax OR q.seqcycle THEN
-        PERFORM snowflake_id_internal.adopt_as_owner(seq::pg_catalog.oid,
-            pg_catalog.format('ALTER SEQUENCE %s MAXVALUE %s NO CYCLE', seq, LEAST(top, q.seqmax)));
+    -- A descending one is fenced at its MINVALUE (the fourth review).
+    IF q.seqincrement OPERATOR(pg_catalog.<) 0::bigint THEN
+        top := LEAST(top, q.seqmax OPERATOR(pg_catalog.-) 1::bigint);
+        IF top OPERATOR(pg_catalog.>) q.seqmin OR q.seqcycle THEN
+            PERFORM snowflake_id_internal.adopt_as_owner(seq::pg_catalog.oid,
+                pg_catalog.format('ALTER SEQUENCE %s MINVALUE %s NO CYCLE', seq, GREATEST(top, q.seqmin)));
+        END IF;
+    ELSE
+        top := GREATEST(top, q.seqmin OPERATOR(pg_catalog.+) 1::bigint);
+        IF top OPERATOR(pg_catalog.<) q.seqmax OR q.seqcycle THEN
+            PERFORM snowflake_id_internal.adopt_as_owner(seq::pg_catalog.oid,
+                pg_catalog.format('ALTER SEQUENCE %s MAXVALUE %s NO CYCLE', seq, LEAST(top, q.seqmax)));
+        END IF;
     END IF;
 END
 $f$;
@@ -3277,6 +3297,7 @@ DECLARE
     s        pg_catalog.oid;
     seqname  text;
     newseq   pg_catalog.regclass;
+    nextv    bigint;
 BEGIN
     IF NOT EXISTS (SELECT FROM snowflake_id_internal.snowflake_adopt_switch w WHERE w.enabled) THEN
         RETURN;
@@ -3333,11 +3354,16 @@ BEGIN
                             HINT = 'Revoke INSERT on the column from roles that must not choose keys, if that protection mattered.';
             END IF;
             seqname := c.seq::text;
+            -- The new one starts where the identity stood (it filled the
+            -- rows an ADD COLUMN found), so the fence stops below no value
+            -- it handed out (the fourth review, F1).
+            EXECUTE pg_catalog.format('SELECT CASE WHEN is_called THEN last_value OPERATOR(pg_catalog.+) %s ELSE last_value END FROM %s',
+                                      c.seqincrement, c.seq) INTO nextv;
             PERFORM snowflake_id_internal.adopt_as_owner(c.tbl::pg_catalog.oid,
                 pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', c.tbl, c.attname));
             PERFORM snowflake_id_internal.adopt_as_owner(c.tbl::pg_catalog.oid,
-                pg_catalog.format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s OWNED BY %s.%I',
-                                  seqname, c.seqincrement, c.tbl, c.attname));
+                pg_catalog.format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s START WITH %s OWNED BY %s.%I',
+                                  seqname, c.seqincrement, nextv, c.tbl, c.attname));
             newseq := pg_catalog.to_regclass(seqname);
         END IF;
         PERFORM snowflake_id_internal.adopt_set_default(c.tbl, c.attname, newseq);

@@ -585,6 +585,10 @@ unsafe extern "C-unwind" fn utility(
         {
             refuse_unreadable();
         }
+        let draws = !stmt.is_null()
+            && (*stmt).type_ == pg_sys::NodeTag::T_CopyStmt
+            && session::with(|s| s.last.is_some())
+            && copy_draws(stmt.cast());
         let next = PREV_UTILITY.unwrap_or(raw::standard_ProcessUtility);
         next(
             pstmt,
@@ -600,36 +604,32 @@ unsafe extern "C-unwind" fn utility(
             // As PostgreSQL forgets its sequences' values (sequence.c).
             session::discard();
         }
-        if !stmt.is_null()
-            && (*stmt).type_ == pg_sys::NodeTag::T_CopyStmt
-            && session::with(|s| s.last.is_some())
-        {
-            after_copy(stmt.cast(), qc);
+        if draws && (qc.is_null() || (*qc).nprocessed > 0) {
+            session::with(|s| s.last = None);
         }
     }
 }
 
-/// After `COPY ... FROM` of rows into a table with a column left to its
-/// default that draws from a sequence that is not adopted (an identity
-/// column's, a `serial`'s): PostgreSQL drew those values without a
-/// planned call, so `lastval()` is PostgreSQL's own again, as it is after
-/// [`wrap_draw`]'s draws. Only where the session's last value is an
-/// adopted sequence's (nothing to do otherwise).
+/// Whether a `COPY ... FROM` about to run draws from a sequence that is
+/// not adopted: a column it leaves to its default is an identity column
+/// (a partition's too), or its default depends on such a sequence (a
+/// `serial`'s, an inheritance child's copy of its parent's, any
+/// `nextval('s')`). PostgreSQL draws those values without a planned call,
+/// so after the `COPY` `lastval()` is PostgreSQL's own again, as it is
+/// after [`wrap_draw`]'s draws. Asked only where the session's last value
+/// is an adopted sequence's, before the `COPY` runs: the relation is
+/// looked up as `COPY` itself looks it up (the same errors), not again
+/// after it, when a trigger may have changed the search path or the
+/// caller's privileges (the fourth review, F2 and F3).
 #[pg_guard]
-unsafe extern "C-unwind" fn after_copy(
-    stmt: *mut pg_sys::CopyStmt,
-    qc: *mut pg_sys::QueryCompletion,
-) {
-    // SAFETY: the statement that just ran, and catalog look-ups in its
-    // transaction.
+unsafe extern "C-unwind" fn copy_draws(stmt: *mut pg_sys::CopyStmt) -> bool {
+    // SAFETY: the statement about to run, and catalog reads in its
+    // transaction (every name and operator qualified).
     unsafe {
-        if !(*stmt).is_from || (*stmt).relation.is_null() || qc.is_null() || (*qc).nprocessed == 0 {
-            return;
-        }
-        // Without a column list COPY gives every column: no default runs.
         let given = (*stmt).attlist;
-        if given.is_null() {
-            return;
+        // Without a column list COPY gives every column: no default runs.
+        if !(*stmt).is_from || (*stmt).relation.is_null() || given.is_null() {
+            return false;
         }
         let rel = pg_sys::RangeVarGetRelidExtended(
             (*stmt).relation,
@@ -639,42 +639,46 @@ unsafe extern "C-unwind" fn after_copy(
             std::ptr::null_mut(),
         );
         if rel == pg_sys::Oid::INVALID {
-            return;
+            return false;
         }
-        let names: Vec<&std::ffi::CStr> = (0..(*given).length as usize)
+        let names: Vec<String> = (0..(*given).length as usize)
             .map(|i| (*(*given).elements.add(i)).ptr_value as *mut pg_sys::String)
             .filter(|n| !n.is_null() && (**n).type_ == pg_sys::NodeTag::T_String)
-            .map(|n| std::ffi::CStr::from_ptr((*n).sval))
+            .map(|n| {
+                std::ffi::CStr::from_ptr((*n).sval)
+                    .to_string_lossy()
+                    .into_owned()
+            })
             .collect();
-        let owned = pg_sys::getOwnedSequences(rel);
-        if owned.is_null() {
-            return;
-        }
-        for i in 0..(*owned).length as usize {
-            let seq = (*(*owned).elements.add(i)).oid_value;
-            if is_adopted(seq) {
-                continue;
+        let rows = Spi::connect(|c| {
+            let t = c.select(
+                "SELECT a.attidentity OPERATOR(pg_catalog.<>) '' AS identity, d.refobjid AS seq
+                   FROM pg_catalog.pg_attribute a
+                   LEFT JOIN pg_catalog.pg_attrdef ad ON ad.adrelid OPERATOR(pg_catalog.=) a.attrelid
+                                                    AND ad.adnum OPERATOR(pg_catalog.=) a.attnum
+                   LEFT JOIN pg_catalog.pg_depend d
+                          ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_attrdef'::pg_catalog.regclass
+                         AND d.objid OPERATOR(pg_catalog.=) ad.oid
+                         AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+                         AND EXISTS (SELECT FROM pg_catalog.pg_class s
+                                      WHERE s.oid OPERATOR(pg_catalog.=) d.refobjid
+                                        AND s.relkind OPERATOR(pg_catalog.=) 'S')
+                  WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.>) 0
+                    AND NOT a.attisdropped AND a.attgenerated OPERATOR(pg_catalog.=) ''
+                    AND NOT (a.attname::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($2))
+                    AND (a.attidentity OPERATOR(pg_catalog.<>) '' OR d.refobjid IS NOT NULL)",
+                None,
+                &[rel.into(), names.into()],
+            )?;
+            let mut out = Vec::new();
+            for r in t {
+                out.push((r.get::<bool>(1)?.unwrap_or(false), r.get::<pg_sys::Oid>(2)?));
             }
-            let (mut table, mut col) = (pg_sys::InvalidOid, 0i32);
-            if !pg_sys::sequenceIsOwned(
-                seq,
-                pg_sys::DependencyType::DEPENDENCY_AUTO as _,
-                &mut table,
-                &mut col,
-            ) && !pg_sys::sequenceIsOwned(
-                seq,
-                pg_sys::DependencyType::DEPENDENCY_INTERNAL as _,
-                &mut table,
-                &mut col,
-            ) {
-                continue;
-            }
-            let name = pg_sys::get_attname(table, col as _, true);
-            if !name.is_null() && !names.contains(&std::ffi::CStr::from_ptr(name)) {
-                session::with(|s| s.last = None);
-                return;
-            }
-        }
+            Ok::<_, pgrx::spi::Error>(out)
+        })
+        .unwrap_or_default();
+        rows.iter()
+            .any(|(identity, seq)| *identity || seq.is_some_and(|s| !is_adopted(s)))
     }
 }
 

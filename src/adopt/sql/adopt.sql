@@ -61,16 +61,25 @@ DECLARE
 BEGIN
     INSERT INTO snowflake_id_internal.snowflake_adopted (seq, adopted_by) VALUES (seq, adopted_by)
         ON CONFLICT DO NOTHING;
-    SELECT s.seqmin, s.seqmax, s.seqstart, s.seqcycle INTO q FROM pg_catalog.pg_sequence s
+    SELECT s.seqmin, s.seqmax, s.seqstart, s.seqcycle, s.seqincrement INTO q FROM pg_catalog.pg_sequence s
      WHERE s.seqrelid OPERATOR(pg_catalog.=) seq;
     -- The counter as it stands, called or not (setval(s, v, false) leaves
     -- pg_sequence_last_value() NULL and the next value v).
     EXECUTE pg_catalog.format('SELECT last_value FROM %s', seq) INTO top;
-    top := GREATEST(top, q.seqmin OPERATOR(pg_catalog.+) 1::bigint);
     -- NO CYCLE: a cycling counter would come back to values it gave out.
-    IF top OPERATOR(pg_catalog.<) q.seqmax OR q.seqcycle THEN
-        PERFORM snowflake_id_internal.adopt_as_owner(seq::pg_catalog.oid,
-            pg_catalog.format('ALTER SEQUENCE %s MAXVALUE %s NO CYCLE', seq, LEAST(top, q.seqmax)));
+    -- A descending one is fenced at its MINVALUE (the fourth review).
+    IF q.seqincrement OPERATOR(pg_catalog.<) 0::bigint THEN
+        top := LEAST(top, q.seqmax OPERATOR(pg_catalog.-) 1::bigint);
+        IF top OPERATOR(pg_catalog.>) q.seqmin OR q.seqcycle THEN
+            PERFORM snowflake_id_internal.adopt_as_owner(seq::pg_catalog.oid,
+                pg_catalog.format('ALTER SEQUENCE %s MINVALUE %s NO CYCLE', seq, GREATEST(top, q.seqmin)));
+        END IF;
+    ELSE
+        top := GREATEST(top, q.seqmin OPERATOR(pg_catalog.+) 1::bigint);
+        IF top OPERATOR(pg_catalog.<) q.seqmax OR q.seqcycle THEN
+            PERFORM snowflake_id_internal.adopt_as_owner(seq::pg_catalog.oid,
+                pg_catalog.format('ALTER SEQUENCE %s MAXVALUE %s NO CYCLE', seq, LEAST(top, q.seqmax)));
+        END IF;
     END IF;
 END
 $f$;
@@ -368,6 +377,7 @@ DECLARE
     s        pg_catalog.oid;
     seqname  text;
     newseq   pg_catalog.regclass;
+    nextv    bigint;
 BEGIN
     IF NOT EXISTS (SELECT FROM snowflake_id_internal.snowflake_adopt_switch w WHERE w.enabled) THEN
         RETURN;
@@ -424,11 +434,16 @@ BEGIN
                             HINT = 'Revoke INSERT on the column from roles that must not choose keys, if that protection mattered.';
             END IF;
             seqname := c.seq::text;
+            -- The new one starts where the identity stood (it filled the
+            -- rows an ADD COLUMN found), so the fence stops below no value
+            -- it handed out (the fourth review, F1).
+            EXECUTE pg_catalog.format('SELECT CASE WHEN is_called THEN last_value OPERATOR(pg_catalog.+) %s ELSE last_value END FROM %s',
+                                      c.seqincrement, c.seq) INTO nextv;
             PERFORM snowflake_id_internal.adopt_as_owner(c.tbl::pg_catalog.oid,
                 pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', c.tbl, c.attname));
             PERFORM snowflake_id_internal.adopt_as_owner(c.tbl::pg_catalog.oid,
-                pg_catalog.format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s OWNED BY %s.%I',
-                                  seqname, c.seqincrement, c.tbl, c.attname));
+                pg_catalog.format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s START WITH %s OWNED BY %s.%I',
+                                  seqname, c.seqincrement, nextv, c.tbl, c.attname));
             newseq := pg_catalog.to_regclass(seqname);
         END IF;
         PERFORM snowflake_id_internal.adopt_set_default(c.tbl, c.attname, newseq);

@@ -24,6 +24,7 @@ DECLARE
     seq_owned  boolean := false;
     adopt_seq  boolean := false;  -- keep the sequence, adopted (issue 57)
     seq_inc    bigint;
+    seq_next   bigint;   -- the value the identity would have handed out next
     ch_rel     oid[] := '{}';
     ch_att     name[] := '{}';
     ch_type    regtype[] := '{}';
@@ -306,13 +307,18 @@ BEGIN
         seq_name := seq::text;
         SELECT q.seqincrement INTO seq_inc FROM pg_sequence q WHERE q.seqrelid = seq;
         IF NOT dry_run THEN
+            EXECUTE format('SELECT CASE WHEN is_called THEN last_value + %s ELSE last_value END FROM %s', seq_inc, seq)
+               INTO seq_next;
             EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
             -- A sequence of its name and increment stays, owned by the
             -- column and adopted below: code that looks it up
             -- (pg_get_serial_sequence) or calls nextval() of it gets
-            -- Snowflake IDs.
+            -- Snowflake IDs. It starts where the identity stood, so the
+            -- adoption's fence stops below no value the identity handed
+            -- out (the fourth review of issue 57, F1).
             PERFORM @extschema@.snowflake_convert_as_owner(tbl,
-                format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s OWNED BY %s.%I', seq_name, seq_inc, tbl, col));
+                format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s START WITH %s OWNED BY %s.%I',
+                       seq_name, seq_inc, seq_next, tbl, col));
             seq := to_regclass(seq_name);
         END IF;
         adopt_seq := true;

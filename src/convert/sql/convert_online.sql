@@ -353,6 +353,7 @@ DECLARE
     keep_seq   regclass;  -- the key's sequence, kept and adopted (issue 57)
     keep_name  text;
     keep_inc   bigint;
+    keep_next  bigint;
     keep_ident "char";
 BEGIN
     -- Before any @extschema@ name is looked up (docs/security.md, "The
@@ -810,6 +811,9 @@ BEGIN
                 IF keep_seq IS NOT NULL THEN
                     keep_name := keep_seq::text;
                     SELECT kq.seqincrement INTO keep_inc FROM pg_sequence kq WHERE kq.seqrelid = keep_seq;
+                    -- Made again, it starts where the identity stood (F1).
+                    EXECUTE format('SELECT CASE WHEN is_called THEN last_value + %s ELSE last_value END FROM %s',
+                                   keep_inc, keep_seq) INTO keep_next;
                     IF keep_ident = '' THEN
                         PERFORM @extschema@.snowflake_convert_as_owner(keep_seq,
                             format('ALTER SEQUENCE %s OWNED BY NONE', keep_seq));
@@ -845,7 +849,8 @@ BEGIN
         ELSE
             IF keep_ident <> '' THEN
                 PERFORM @extschema@.snowflake_convert_as_owner($1,
-                    format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s OWNED BY %s.%I', keep_name, keep_inc, $1, $2));
+                    format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s START WITH %s OWNED BY %s.%I',
+                           keep_name, keep_inc, keep_next, $1, $2));
                 keep_seq := to_regclass(keep_name);
             ELSE
                 IF (SELECT kq.seqtypid FROM pg_sequence kq WHERE kq.seqrelid = keep_seq) <> 'bigint'::regtype THEN
