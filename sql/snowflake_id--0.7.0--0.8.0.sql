@@ -304,8 +304,9 @@ DECLARE
     target_for regprocedure;
     keep_seq   regclass;  -- the key's sequence, kept and adopted (issue 57)
     keep_name  text;
-    keep_inc   bigint;
-    keep_next  bigint;
+    keep_opts  text;
+    keep_last  bigint;
+    keep_called boolean;
     keep_ident "char";
 BEGIN
     -- Before any @extschema@ name is looked up (docs/security.md, "The
@@ -762,10 +763,12 @@ BEGIN
                 END IF;
                 IF keep_seq IS NOT NULL THEN
                     keep_name := keep_seq::text;
-                    SELECT kq.seqincrement INTO keep_inc FROM pg_sequence kq WHERE kq.seqrelid = keep_seq;
-                    -- Made again, it starts where the identity stood (F1).
-                    EXECUTE format('SELECT CASE WHEN is_called THEN last_value + %s ELSE last_value END FROM %s',
-                                   keep_inc, keep_seq) INTO keep_next;
+                    -- Made again, with the identity's bounds and counter
+                    -- (the fourth review of issue 57).
+                    SELECT format('INCREMENT BY %s MINVALUE %s MAXVALUE %s START WITH %s %s', kq.seqincrement, kq.seqmin,
+                                  kq.seqmax, kq.seqstart, CASE WHEN kq.seqcycle THEN 'CYCLE' ELSE 'NO CYCLE' END)
+                      INTO keep_opts FROM pg_sequence kq WHERE kq.seqrelid = keep_seq;
+                    EXECUTE format('SELECT last_value, is_called FROM %s', keep_seq) INTO keep_last, keep_called;
                     IF keep_ident = '' THEN
                         PERFORM @extschema@.snowflake_convert_as_owner(keep_seq,
                             format('ALTER SEQUENCE %s OWNED BY NONE', keep_seq));
@@ -801,8 +804,9 @@ BEGIN
         ELSE
             IF keep_ident <> '' THEN
                 PERFORM @extschema@.snowflake_convert_as_owner($1,
-                    format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s START WITH %s OWNED BY %s.%I',
-                           keep_name, keep_inc, keep_next, $1, $2));
+                    format('CREATE SEQUENCE %s AS bigint %s OWNED BY %s.%I', keep_name, keep_opts, $1, $2));
+                PERFORM @extschema@.snowflake_convert_as_owner($1,
+                    format('SELECT pg_catalog.setval(%L::pg_catalog.regclass, %s, %L::pg_catalog.bool)', keep_name, keep_last, keep_called));
                 keep_seq := to_regclass(keep_name);
             ELSE
                 IF (SELECT kq.seqtypid FROM pg_sequence kq WHERE kq.seqrelid = keep_seq) <> 'bigint'::regtype THEN
@@ -1495,8 +1499,9 @@ DECLARE
     seq_name   text;
     seq_owned  boolean := false;
     adopt_seq  boolean := false;  -- keep the sequence, adopted (issue 57)
-    seq_inc    bigint;
-    seq_next   bigint;   -- the value the identity would have handed out next
+    seq_opts   text;     -- an identity's sequence's options, to make it again
+    seq_last   bigint;
+    seq_called boolean;
     ch_rel     oid[] := '{}';
     ch_att     name[] := '{}';
     ch_type    regtype[] := '{}';
@@ -1777,20 +1782,22 @@ BEGIN
 
     IF kind = 'identity' THEN
         seq_name := seq::text;
-        SELECT q.seqincrement INTO seq_inc FROM pg_sequence q WHERE q.seqrelid = seq;
         IF NOT dry_run THEN
-            EXECUTE format('SELECT CASE WHEN is_called THEN last_value + %s ELSE last_value END FROM %s', seq_inc, seq)
-               INTO seq_next;
+            SELECT format('INCREMENT BY %s MINVALUE %s MAXVALUE %s START WITH %s %s', q.seqincrement, q.seqmin,
+                          q.seqmax, q.seqstart, CASE WHEN q.seqcycle THEN 'CYCLE' ELSE 'NO CYCLE' END)
+              INTO seq_opts FROM pg_sequence q WHERE q.seqrelid = seq;
+            EXECUTE format('SELECT last_value, is_called FROM %s', seq) INTO seq_last, seq_called;
             EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
             -- A sequence of its name and increment stays, owned by the
             -- column and adopted below: code that looks it up
             -- (pg_get_serial_sequence) or calls nextval() of it gets
-            -- Snowflake IDs. It starts where the identity stood, so the
-            -- adoption's fence stops below no value the identity handed
-            -- out (the fourth review of issue 57, F1).
+            -- Snowflake IDs. Its bounds, increment and counter are the
+            -- identity's, so the adoption's fence stops below no value
+            -- the identity handed out (the fourth review of issue 57).
             PERFORM @extschema@.snowflake_convert_as_owner(tbl,
-                format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s START WITH %s OWNED BY %s.%I',
-                       seq_name, seq_inc, seq_next, tbl, col));
+                format('CREATE SEQUENCE %s AS bigint %s OWNED BY %s.%I', seq_name, seq_opts, tbl, col));
+            PERFORM @extschema@.snowflake_convert_as_owner(tbl,
+                format('SELECT pg_catalog.setval(%L::pg_catalog.regclass, %s, %L::pg_catalog.bool)', seq_name, seq_last, seq_called));
             seq := to_regclass(seq_name);
         END IF;
         adopt_seq := true;
@@ -2963,6 +2970,9 @@ REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_changed(boolean) FROM PUBLIC;
 CREATE FUNCTION snowflake_id_internal.adopt_as_owner(rel pg_catalog.oid, stmt pg_catalog.text) RETURNS void
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_as_owner_wrapper';
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_as_owner(pg_catalog.oid, pg_catalog.text) FROM PUBLIC;
+CREATE FUNCTION snowflake_id_internal.adopt_advance(seq pg_catalog.regclass, v bigint, called boolean) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_advance_wrapper';
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_advance(pg_catalog.regclass, bigint, boolean) FROM PUBLIC;
 CREATE FUNCTION snowflake_id_internal.adopt_listed_now(oids pg_catalog.oid[]) RETURNS boolean
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_listed_now_wrapper';
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_listed_now(pg_catalog.oid[]) FROM PUBLIC;
@@ -2976,11 +2986,10 @@ REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_listed_now(pg_catalog.oid[]) 
 CREATE FUNCTION snowflake_id_internal.adopt_record(seq pg_catalog.regclass, adopted_by text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE
-    q   record;
-    top bigint;
+    q     record;
+    top   bigint;
+    fence bigint;
 BEGIN
-    INSERT INTO snowflake_id_internal.snowflake_adopted (seq, adopted_by) VALUES (seq, adopted_by)
-        ON CONFLICT DO NOTHING;
     SELECT s.seqmin, s.seqmax, s.seqstart, s.seqcycle, s.seqincrement INTO q FROM pg_catalog.pg_sequence s
      WHERE s.seqrelid OPERATOR(pg_catalog.=) seq;
     -- The counter as it stands, called or not (setval(s, v, false) leaves
@@ -2990,17 +2999,30 @@ BEGIN
     -- A descending one is fenced at its MINVALUE (the fourth review).
     IF q.seqincrement OPERATOR(pg_catalog.<) 0::bigint THEN
         top := LEAST(top, q.seqmax OPERATOR(pg_catalog.-) 1::bigint);
+        fence := GREATEST(top, q.seqmin);
         IF top OPERATOR(pg_catalog.>) q.seqmin OR q.seqcycle THEN
             PERFORM snowflake_id_internal.adopt_as_owner(seq::pg_catalog.oid,
-                pg_catalog.format('ALTER SEQUENCE %s MINVALUE %s NO CYCLE', seq, GREATEST(top, q.seqmin)));
+                pg_catalog.format('ALTER SEQUENCE %s MINVALUE %s NO CYCLE', seq, fence));
         END IF;
     ELSE
         top := GREATEST(top, q.seqmin OPERATOR(pg_catalog.+) 1::bigint);
+        fence := LEAST(top, q.seqmax);
         IF top OPERATOR(pg_catalog.<) q.seqmax OR q.seqcycle THEN
             PERFORM snowflake_id_internal.adopt_as_owner(seq::pg_catalog.oid,
-                pg_catalog.format('ALTER SEQUENCE %s MAXVALUE %s NO CYCLE', seq, LEAST(top, q.seqmax)));
+                pg_catalog.format('ALTER SEQUENCE %s MAXVALUE %s NO CYCLE', seq, fence));
         END IF;
     END IF;
+    -- A CYCLE sequence may have come round already, so any value of its
+    -- range may have been handed out: its counter goes to the fence,
+    -- called, and nothing more is drawn from it (the fourth review's
+    -- re-review, A2). Before it is listed: PostgreSQL's own setval().
+    IF q.seqcycle THEN
+        PERFORM snowflake_id_internal.adopt_as_owner(seq::pg_catalog.oid,
+            pg_catalog.format('SELECT pg_catalog.setval(%s::pg_catalog.oid::pg_catalog.regclass, %s, true)',
+                              seq::pg_catalog.oid, fence));
+    END IF;
+    INSERT INTO snowflake_id_internal.snowflake_adopted (seq, adopted_by) VALUES (seq, adopted_by)
+        ON CONFLICT DO NOTHING;
 END
 $f$;
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_record(pg_catalog.regclass, text) FROM PUBLIC;
@@ -3297,7 +3319,9 @@ DECLARE
     s        pg_catalog.oid;
     seqname  text;
     newseq   pg_catalog.regclass;
-    nextv    bigint;
+    opts     text;
+    lastv    bigint;
+    called   boolean;
 BEGIN
     IF NOT EXISTS (SELECT FROM snowflake_id_internal.snowflake_adopt_switch w WHERE w.enabled) THEN
         RETURN;
@@ -3354,16 +3378,20 @@ BEGIN
                             HINT = 'Revoke INSERT on the column from roles that must not choose keys, if that protection mattered.';
             END IF;
             seqname := c.seq::text;
-            -- The new one starts where the identity stood (it filled the
-            -- rows an ADD COLUMN found), so the fence stops below no value
-            -- it handed out (the fourth review, F1).
-            EXECUTE pg_catalog.format('SELECT CASE WHEN is_called THEN last_value OPERATOR(pg_catalog.+) %s ELSE last_value END FROM %s',
-                                      c.seqincrement, c.seq) INTO nextv;
+            -- The new one has the identity's bounds, increment and
+            -- counter (it filled the rows an ADD COLUMN found), so the
+            -- fence stops below no value it handed out (the fourth
+            -- review of issue 57).
+            SELECT pg_catalog.format('INCREMENT BY %s MINVALUE %s MAXVALUE %s START WITH %s %s', q.seqincrement,
+                                     q.seqmin, q.seqmax, q.seqstart,
+                                     CASE WHEN q.seqcycle THEN 'CYCLE' ELSE 'NO CYCLE' END)
+              INTO opts FROM pg_catalog.pg_sequence q WHERE q.seqrelid OPERATOR(pg_catalog.=) c.seq;
+            EXECUTE pg_catalog.format('SELECT last_value, is_called FROM %s', c.seq) INTO lastv, called;
             PERFORM snowflake_id_internal.adopt_as_owner(c.tbl::pg_catalog.oid,
                 pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', c.tbl, c.attname));
             PERFORM snowflake_id_internal.adopt_as_owner(c.tbl::pg_catalog.oid,
-                pg_catalog.format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s START WITH %s OWNED BY %s.%I',
-                                  seqname, c.seqincrement, nextv, c.tbl, c.attname));
+                pg_catalog.format('CREATE SEQUENCE %s AS bigint %s OWNED BY %s.%I', seqname, opts, c.tbl, c.attname));
+            PERFORM snowflake_id_internal.adopt_advance(pg_catalog.to_regclass(seqname), lastv, called);
             newseq := pg_catalog.to_regclass(seqname);
         END IF;
         PERFORM snowflake_id_internal.adopt_set_default(c.tbl, c.attname, newseq);

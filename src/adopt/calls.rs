@@ -23,7 +23,7 @@
 //!   docs/converting.md).
 
 use super::{planner, session};
-use crate::convert::as_owner::relation_name;
+use crate::convert::as_owner::{self, relation_name};
 use crate::errors;
 use crate::mint::nextval;
 use pgrx::pg_sys;
@@ -151,6 +151,7 @@ pub fn seq_nextval(seq: pg_sys::Oid) -> i64 {
     session::with(|s| {
         s.current.insert(seq, v);
         s.last = Some((seq, v));
+        s.adopted_draws += 1;
     });
     v
 }
@@ -185,6 +186,7 @@ pub fn snowflake_nextval_for(seq: pg_sys::Oid) -> i64 {
     session::with(|s| {
         s.current.insert(seq, v);
         s.last = Some((seq, v));
+        s.adopted_draws += 1;
     });
     v
 }
@@ -234,7 +236,7 @@ pub fn seq_setval(seq: pg_sys::Oid, v: i64) -> i64 {
             &[pg_sys::Datum::from(seq), pg_sys::Datum::from(v)],
         );
     }
-    setval_adopted(seq, v)
+    setval_adopted(seq, v, true)
 }
 
 /// `setval(seq, v, is_called)` in a database with adopted sequences.
@@ -250,10 +252,10 @@ pub fn seq_setval3(seq: pg_sys::Oid, v: i64, called: bool) -> i64 {
             ],
         );
     }
-    setval_adopted(seq, v)
+    setval_adopted(seq, v, called)
 }
 
-fn setval_adopted(seq: pg_sys::Oid, v: i64) -> i64 {
+fn setval_adopted(seq: pg_sys::Oid, v: i64, called: bool) -> i64 {
     require(seq, pg_sys::ACL_UPDATE as u64);
     // SAFETY: PostgreSQL's checks of `setval` (sequence.c).
     unsafe {
@@ -262,7 +264,91 @@ fn setval_adopted(seq: pg_sys::Oid, v: i64) -> i64 {
     }
     open(seq);
     errors::setval_ignored(&relation_name(seq));
+    advance_counter(seq, v, called);
     v
+}
+
+/// The sequence's own counter, which only a value drawn where no planned
+/// statement sees the call takes from, up to the adoption's fence: a
+/// `setval()` moves it toward the fence, never back and never past it.
+/// A restore's `setval()` (the sequence made again by `pg_dump`, its rows
+/// loaded) and the one that follows adding an identity to a filled
+/// column then keep those draws above the rows' keys (the fourth review
+/// of issue 57, A1); nothing the generator hands out changes. The counter
+/// is read, and moved by PostgreSQL's own `setval`, as the sequence's
+/// owner.
+fn advance_counter(seq: pg_sys::Oid, v: i64, called: bool) {
+    let inc = increment_of(seq);
+    let (min, max) = bounds_of(seq);
+    // Past the fence: to the fence, called (nothing more to draw).
+    let (to, to_called) = match (inc > 0, v > max, v < min) {
+        (true, true, _) => (max, true),
+        (false, _, true) => (min, true),
+        (true, _, true) | (false, true, _) => return,
+        _ => (v, called),
+    };
+    let next = |last: i64, is_called: bool| {
+        if is_called {
+            last.checked_add(inc)
+        } else {
+            Some(last)
+        }
+    };
+    let owner = as_owner::owner_of(seq);
+    as_owner::with_role(owner, || {
+        let (last, is_called) = Spi::get_two::<i64, bool>(&format!(
+            "SELECT last_value, is_called FROM {}",
+            as_owner::qualified_name(seq)
+        ))
+        .unwrap_or_else(|e| errors::adopt_convert_failed(&e.to_string()));
+        let (Some(last), Some(is_called)) = (last, is_called) else {
+            return;
+        };
+        let forward = match (next(last, is_called), next(to, to_called)) {
+            (Some(now), Some(new)) => (inc > 0 && new > now) || (inc < 0 && new < now),
+            (Some(_), None) => true, // to the end of the range: nothing more to draw
+            (None, _) => false,      // nothing left to draw already
+        };
+        if forward {
+            pg_call(
+                builtin::setval3_oid,
+                &[
+                    pg_sys::Datum::from(seq),
+                    pg_sys::Datum::from(to),
+                    pg_sys::Datum::from(to_called),
+                ],
+            );
+        }
+    });
+}
+
+/// [`advance_counter`] for the switch, which makes an identity's sequence
+/// again and places its counter where the identity's stood: the new
+/// sequence may be adopted (and fenced) already, by the switch's own
+/// trigger on its `CREATE SEQUENCE`, so PostgreSQL's `setval()` could
+/// fail past the fence, and the extension's would warn. Internal: EXECUTE
+/// revoked from PUBLIC.
+#[pg_extern(sql = false)]
+pub fn adopt_advance(seq: pg_sys::Oid, v: i64, called: bool) {
+    advance_counter(seq, v, called);
+}
+
+/// A sequence's `MINVALUE` and `MAXVALUE` (`pg_sequence`).
+fn bounds_of(seq: pg_sys::Oid) -> (i64, i64) {
+    // SAFETY: as in `increment_of`.
+    unsafe {
+        let tup = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::SEQRELID as _,
+            pg_sys::Datum::from(seq),
+        );
+        if tup.is_null() {
+            errors::not_a_sequence(&relation_name(seq));
+        }
+        let row = &*pg_sys::heap_tuple_get_struct::<PgSequence>(tup);
+        let bounds = (row.seqmin, row.seqmax);
+        pg_sys::ReleaseSysCache(tup);
+        bounds
+    }
 }
 
 /// `lastval()` in a database with adopted sequences.

@@ -585,10 +585,15 @@ unsafe extern "C-unwind" fn utility(
         {
             refuse_unreadable();
         }
+        // A COPY that may draw where no planned call sees it: afterwards
+        // lastval() is PostgreSQL's again, unless an adopted value was
+        // taken during it (a statement trigger's; ahead of or after the
+        // rows' draws, it cannot tell: it keeps the adopted one).
         let draws = !stmt.is_null()
             && (*stmt).type_ == pg_sys::NodeTag::T_CopyStmt
             && session::with(|s| s.last.is_some())
             && copy_draws(stmt.cast());
+        let adopted_draws = session::with(|s| s.adopted_draws);
         let next = PREV_UTILITY.unwrap_or(raw::standard_ProcessUtility);
         next(
             pstmt,
@@ -604,81 +609,94 @@ unsafe extern "C-unwind" fn utility(
             // As PostgreSQL forgets its sequences' values (sequence.c).
             session::discard();
         }
-        if draws && (qc.is_null() || (*qc).nprocessed > 0) {
-            session::with(|s| s.last = None);
+        if draws {
+            session::with(|s| {
+                if s.adopted_draws == adopted_draws {
+                    s.last = None;
+                }
+            });
         }
     }
 }
 
-/// Whether a `COPY ... FROM` about to run draws from a sequence that is
-/// not adopted: a column it leaves to its default is an identity column
-/// (a partition's too), or its default depends on such a sequence (a
-/// `serial`'s, an inheritance child's copy of its parent's, any
-/// `nextval('s')`). PostgreSQL draws those values without a planned call,
-/// so after the `COPY` `lastval()` is PostgreSQL's own again, as it is
-/// after [`wrap_draw`]'s draws. Asked only where the session's last value
-/// is an adopted sequence's, before the `COPY` runs: the relation is
-/// looked up as `COPY` itself looks it up (the same errors), not again
-/// after it, when a trigger may have changed the search path or the
-/// caller's privileges (the fourth review, F2 and F3).
+/// Whether a `COPY ... FROM` about to run may draw from a sequence where
+/// no planned call sees it: a column it leaves to its default (the
+/// column's own, or its domain's) that is an identity column (a
+/// partition's too) or calls `nextval()`, whatever its argument (a
+/// `serial`'s, an inheritance child's copy of its parent's, `nextval('s'
+/// ::text)`). PostgreSQL's `lastval()` then moves, and after the `COPY`
+/// the session's is PostgreSQL's own again, as after [`wrap_draw`]'s
+/// draws. Asked only where the session's last value is an adopted
+/// sequence's, before the `COPY` runs, from the relation cache: the
+/// relation is looked up as `COPY` itself looks it up (the same errors),
+/// not again after it, and no catalog is read under a lock another
+/// session can queue (the fourth review, F2 and F3, and its re-review, B1
+/// and C1).
 #[pg_guard]
 unsafe extern "C-unwind" fn copy_draws(stmt: *mut pg_sys::CopyStmt) -> bool {
-    // SAFETY: the statement about to run, and catalog reads in its
-    // transaction (every name and operator qualified).
+    // SAFETY: the statement about to run; its relation opened as COPY
+    // opens it (a lock COPY would take anyway), and its defaults built as
+    // COPY builds them, in the current memory context.
     unsafe {
         let given = (*stmt).attlist;
         // Without a column list COPY gives every column: no default runs.
         if !(*stmt).is_from || (*stmt).relation.is_null() || given.is_null() {
             return false;
         }
-        let rel = pg_sys::RangeVarGetRelidExtended(
+        let relid = pg_sys::RangeVarGetRelidExtended(
             (*stmt).relation,
-            pg_sys::NoLock as pg_sys::LOCKMODE,
+            pg_sys::AccessShareLock as pg_sys::LOCKMODE,
             pg_sys::RVROption::RVR_MISSING_OK as _,
             None,
             std::ptr::null_mut(),
         );
-        if rel == pg_sys::Oid::INVALID {
+        if relid == pg_sys::Oid::INVALID {
             return false;
         }
-        let names: Vec<String> = (0..(*given).length as usize)
+        let names: Vec<&std::ffi::CStr> = (0..(*given).length as usize)
             .map(|i| (*(*given).elements.add(i)).ptr_value as *mut pg_sys::String)
             .filter(|n| !n.is_null() && (**n).type_ == pg_sys::NodeTag::T_String)
-            .map(|n| {
-                std::ffi::CStr::from_ptr((*n).sval)
-                    .to_string_lossy()
-                    .into_owned()
-            })
+            .map(|n| std::ffi::CStr::from_ptr((*n).sval))
             .collect();
-        let rows = Spi::connect(|c| {
-            let t = c.select(
-                "SELECT a.attidentity OPERATOR(pg_catalog.<>) '' AS identity, d.refobjid AS seq
-                   FROM pg_catalog.pg_attribute a
-                   LEFT JOIN pg_catalog.pg_attrdef ad ON ad.adrelid OPERATOR(pg_catalog.=) a.attrelid
-                                                    AND ad.adnum OPERATOR(pg_catalog.=) a.attnum
-                   LEFT JOIN pg_catalog.pg_depend d
-                          ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_attrdef'::pg_catalog.regclass
-                         AND d.objid OPERATOR(pg_catalog.=) ad.oid
-                         AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
-                         AND EXISTS (SELECT FROM pg_catalog.pg_class s
-                                      WHERE s.oid OPERATOR(pg_catalog.=) d.refobjid
-                                        AND s.relkind OPERATOR(pg_catalog.=) 'S')
-                  WHERE a.attrelid OPERATOR(pg_catalog.=) $1 AND a.attnum OPERATOR(pg_catalog.>) 0
-                    AND NOT a.attisdropped AND a.attgenerated OPERATOR(pg_catalog.=) ''
-                    AND NOT (a.attname::pg_catalog.text OPERATOR(pg_catalog.=) ANY ($2))
-                    AND (a.attidentity OPERATOR(pg_catalog.<>) '' OR d.refobjid IS NOT NULL)",
-                None,
-                &[rel.into(), names.into()],
-            )?;
-            let mut out = Vec::new();
-            for r in t {
-                out.push((r.get::<bool>(1)?.unwrap_or(false), r.get::<pg_sys::Oid>(2)?));
+        let rel = pg_sys::relation_open(relid, pg_sys::NoLock as pg_sys::LOCKMODE);
+        let desc = pgrx::PgTupleDesc::from_pg_unchecked((*rel).rd_att);
+        let mut draws = false;
+        for i in 0..desc.len() {
+            let Some(att) = desc.get(i) else { continue };
+            if att.attisdropped
+                || att.attgenerated != 0
+                || names.contains(&std::ffi::CStr::from_ptr(att.attname.data.as_ptr()))
+            {
+                continue;
             }
-            Ok::<_, pgrx::spi::Error>(out)
-        })
-        .unwrap_or_default();
-        rows.iter()
-            .any(|(identity, seq)| *identity || seq.is_some_and(|s| !is_adopted(s)))
+            let expr = pg_sys::build_column_default(rel, (i + 1) as _);
+            if !expr.is_null() && draw_in(expr, std::ptr::null_mut()) {
+                draws = true;
+                break;
+            }
+        }
+        drop(desc);
+        pg_sys::relation_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        draws
+    }
+}
+
+/// The walker of [`copy_draws`]: an identity's draw, or a call of
+/// `nextval()`. Unguarded, as [`swap`].
+unsafe extern "C-unwind" fn draw_in(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    // SAFETY: nodes of an expression tree.
+    unsafe {
+        if (*node).type_ == pg_sys::NodeTag::T_NextValueExpr {
+            return true;
+        }
+        let f = called_function(node);
+        if !f.is_null() && (*f).to_u32() == pg_sys::F_NEXTVAL {
+            return true;
+        }
+        raw::expression_tree_walker(node, Some(draw_in), ctx)
     }
 }
 

@@ -14,6 +14,9 @@ pub struct Session {
     /// `nextval`, or `None` when that was a sequence of PostgreSQL's own
     /// (then `lastval()` is PostgreSQL's).
     pub last: Option<(pg_sys::Oid, i64)>,
+    /// How many adopted values the session has taken (`nextval`,
+    /// `snowflake_nextval_for`): a `COPY` compares it before and after.
+    pub adopted_draws: u64,
 }
 
 thread_local! {

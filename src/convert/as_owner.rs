@@ -80,6 +80,21 @@ pub fn relation_name(rel: pg_sys::Oid) -> String {
     }
 }
 
+/// A relation's schema-qualified, quoted name, for SQL text.
+pub fn qualified_name(rel: pg_sys::Oid) -> String {
+    // SAFETY: catalog look-ups of an existing relation; the quoting
+    // function copies its arguments.
+    unsafe {
+        let ns = pg_sys::get_namespace_name(pg_sys::get_rel_namespace(rel));
+        let name = pg_sys::get_rel_name(rel);
+        if ns.is_null() || name.is_null() {
+            errors::undefined_table(rel.to_u32());
+        }
+        let q = pg_sys::quote_qualified_identifier(ns, name);
+        std::ffi::CStr::from_ptr(q).to_string_lossy().into_owned()
+    }
+}
+
 /// Run `f` as `role`, in a security-restricted operation with
 /// `search_path = pg_catalog, pg_temp`; then restore the caller's identity
 /// and settings. The caller checks that it may act as `role`.

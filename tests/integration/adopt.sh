@@ -25,7 +25,12 @@
 #     (round 2: an exclusive lock waited for its end);
 #  7. a DROP in REPEATABLE READ of a sequence another session adopted
 #     after its snapshot fails with 40001 rather than leave the OID listed
-#     (round 2: another relation could take it), and succeeds when retried.
+#     (round 2: another relation could take it), and succeeds when retried;
+#  8. a plan made in parallel mode while the list changes is swapped;
+#  9. a COPY with a column list, in a session whose lastval() is an
+#     adopted sequence's, does not wait behind an exclusive lock queued on
+#     pg_depend (the fourth review's re-review, B1: it did, to the 5 s
+#     lock_timeout).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 [ "$PG_MAJOR" = 18 ] || skip_test "runs on 18"
@@ -190,4 +195,29 @@ q -d app -c "SELECT snowflake_adopt_sequence('pseq2')" >/dev/null
 wait "$PAR" || true
 [ "$(grep -c '^then 31$' "$BASE/par.out")" = 2 ] \
     || die "a PL/pgSQL plan made in parallel mode while the list changed: $(cat "$BASE/par.out")"
+log "9. a COPY with a column list while an exclusive lock on pg_depend is queued"
+# The fourth review's re-review, B1: deciding whether a COPY draws from a
+# sequence read pg_depend under a lock any role can queue behind (CREATE
+# RULE takes an exclusive one before its checks): the COPY waited.
+q -d app -c "CREATE TABLE t9 (id bigint DEFAULT 0, v int)" -c "CREATE ROLE nobody9 LOGIN" >/dev/null
+open_session c9
+echo "SELECT 'drew ' || snowflake_worker_id(nextval('orders_id_seq'));" >&3
+printf '%s\n' "COPY t9 (v) FROM STDIN;" 1 '\.' "SELECT 'warm';" >&3
+answered c9 warm
+"$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app \
+    -c "BEGIN" -c "SELECT count(*) FROM pg_catalog.pg_depend" -c "SELECT pg_sleep(60)" -c "COMMIT" >/dev/null 2>&1 &
+HOLDER=$!
+sleep 0.5
+"$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U nobody9 -d app \
+    -c "CREATE RULE r9 AS ON INSERT TO pg_catalog.pg_depend DO INSTEAD NOTHING" >/dev/null 2>&1 &
+RULE=$!
+depend_queued() { [ "$(q -d postgres -c "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'pg_catalog.pg_depend'::regclass")" = 1 ]; }
+poll_until 60 depend_queued || die "CREATE RULE's lock on pg_depend did not queue"
+echo "SELECT 'drew ' || snowflake_worker_id(nextval('orders_id_seq'));" >&3
+printf '%s\n' "SET lock_timeout = '5s';" "COPY t9 (v) FROM STDIN;" 2 '\.' "SELECT 'copied ' || count(*) FROM t9;" >&3
+poll_until 60 grep -q "^copied" "$BASE/c9.out" || die "the COPY did not end: $(cat "$BASE/c9.out")"
+q -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)'" >/dev/null
+close_session; wait "$HOLDER" "$RULE" || true
+grep -qx "copied 2" "$BASE/c9.out" || die "a COPY with a column list waited behind the lock queued on pg_depend: $(cat "$BASE/c9.out")"
+q -c "DROP ROLE nobody9" >/dev/null
 log "adopt: ok"

@@ -23,8 +23,9 @@ DECLARE
     seq_name   text;
     seq_owned  boolean := false;
     adopt_seq  boolean := false;  -- keep the sequence, adopted (issue 57)
-    seq_inc    bigint;
-    seq_next   bigint;   -- the value the identity would have handed out next
+    seq_opts   text;     -- an identity's sequence's options, to make it again
+    seq_last   bigint;
+    seq_called boolean;
     ch_rel     oid[] := '{}';
     ch_att     name[] := '{}';
     ch_type    regtype[] := '{}';
@@ -305,20 +306,22 @@ BEGIN
 
     IF kind = 'identity' THEN
         seq_name := seq::text;
-        SELECT q.seqincrement INTO seq_inc FROM pg_sequence q WHERE q.seqrelid = seq;
         IF NOT dry_run THEN
-            EXECUTE format('SELECT CASE WHEN is_called THEN last_value + %s ELSE last_value END FROM %s', seq_inc, seq)
-               INTO seq_next;
+            SELECT format('INCREMENT BY %s MINVALUE %s MAXVALUE %s START WITH %s %s', q.seqincrement, q.seqmin,
+                          q.seqmax, q.seqstart, CASE WHEN q.seqcycle THEN 'CYCLE' ELSE 'NO CYCLE' END)
+              INTO seq_opts FROM pg_sequence q WHERE q.seqrelid = seq;
+            EXECUTE format('SELECT last_value, is_called FROM %s', seq) INTO seq_last, seq_called;
             EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
             -- A sequence of its name and increment stays, owned by the
             -- column and adopted below: code that looks it up
             -- (pg_get_serial_sequence) or calls nextval() of it gets
-            -- Snowflake IDs. It starts where the identity stood, so the
-            -- adoption's fence stops below no value the identity handed
-            -- out (the fourth review of issue 57, F1).
+            -- Snowflake IDs. Its bounds, increment and counter are the
+            -- identity's, so the adoption's fence stops below no value
+            -- the identity handed out (the fourth review of issue 57).
             PERFORM @extschema@.snowflake_convert_as_owner(tbl,
-                format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s START WITH %s OWNED BY %s.%I',
-                       seq_name, seq_inc, seq_next, tbl, col));
+                format('CREATE SEQUENCE %s AS bigint %s OWNED BY %s.%I', seq_name, seq_opts, tbl, col));
+            PERFORM @extschema@.snowflake_convert_as_owner(tbl,
+                format('SELECT pg_catalog.setval(%L::pg_catalog.regclass, %s, %L::pg_catalog.bool)', seq_name, seq_last, seq_called));
             seq := to_regclass(seq_name);
         END IF;
         adopt_seq := true;

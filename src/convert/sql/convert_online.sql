@@ -352,8 +352,9 @@ DECLARE
     target_for regprocedure;
     keep_seq   regclass;  -- the key's sequence, kept and adopted (issue 57)
     keep_name  text;
-    keep_inc   bigint;
-    keep_next  bigint;
+    keep_opts  text;
+    keep_last  bigint;
+    keep_called boolean;
     keep_ident "char";
 BEGIN
     -- Before any @extschema@ name is looked up (docs/security.md, "The
@@ -810,10 +811,12 @@ BEGIN
                 END IF;
                 IF keep_seq IS NOT NULL THEN
                     keep_name := keep_seq::text;
-                    SELECT kq.seqincrement INTO keep_inc FROM pg_sequence kq WHERE kq.seqrelid = keep_seq;
-                    -- Made again, it starts where the identity stood (F1).
-                    EXECUTE format('SELECT CASE WHEN is_called THEN last_value + %s ELSE last_value END FROM %s',
-                                   keep_inc, keep_seq) INTO keep_next;
+                    -- Made again, with the identity's bounds and counter
+                    -- (the fourth review of issue 57).
+                    SELECT format('INCREMENT BY %s MINVALUE %s MAXVALUE %s START WITH %s %s', kq.seqincrement, kq.seqmin,
+                                  kq.seqmax, kq.seqstart, CASE WHEN kq.seqcycle THEN 'CYCLE' ELSE 'NO CYCLE' END)
+                      INTO keep_opts FROM pg_sequence kq WHERE kq.seqrelid = keep_seq;
+                    EXECUTE format('SELECT last_value, is_called FROM %s', keep_seq) INTO keep_last, keep_called;
                     IF keep_ident = '' THEN
                         PERFORM @extschema@.snowflake_convert_as_owner(keep_seq,
                             format('ALTER SEQUENCE %s OWNED BY NONE', keep_seq));
@@ -849,8 +852,9 @@ BEGIN
         ELSE
             IF keep_ident <> '' THEN
                 PERFORM @extschema@.snowflake_convert_as_owner($1,
-                    format('CREATE SEQUENCE %s AS bigint INCREMENT BY %s START WITH %s OWNED BY %s.%I',
-                           keep_name, keep_inc, keep_next, $1, $2));
+                    format('CREATE SEQUENCE %s AS bigint %s OWNED BY %s.%I', keep_name, keep_opts, $1, $2));
+                PERFORM @extschema@.snowflake_convert_as_owner($1,
+                    format('SELECT pg_catalog.setval(%L::pg_catalog.regclass, %s, %L::pg_catalog.bool)', keep_name, keep_last, keep_called));
                 keep_seq := to_regclass(keep_name);
             ELSE
                 IF (SELECT kq.seqtypid FROM pg_sequence kq WHERE kq.seqrelid = keep_seq) <> 'bigint'::regtype THEN
