@@ -713,6 +713,18 @@ pub fn setval_ignored(seq: &str) {
     );
 }
 
+/// `setval()` of an adopted sequence could not move its own counter:
+/// another transaction holds the sequence, or its owner may not read it.
+pub fn setval_counter_stays(seq: &str) {
+    report(
+        PgLogLevel::WARNING,
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!("the counter of adopted sequence \"{seq}\" stays where it is"),
+        Some("Another transaction holds the sequence, or its owner may not read it. The counter serves only values drawn outside planned statements, up to its fence.".into()),
+        Some("Run setval() again when no other transaction uses the sequence."),
+    );
+}
+
 /// The list of adopted sequences stayed locked (another session holds a
 /// lock on it while an exclusive one is queued).
 pub fn adopt_list_locked(ms: u64) -> ! {

@@ -294,16 +294,31 @@ fn advance_counter(seq: pg_sys::Oid, v: i64, called: bool) {
             Some(last)
         }
     };
+    // Read as the owner, who may read the sequence (where it may not, as
+    // after it revoked its own SELECT, the counter stays): the caller may
+    // hold UPDATE alone. Moved as the caller, by PostgreSQL's setval(),
+    // which checks its UPDATE. No other transaction may draw from it
+    // between the read and the move (the third review: a draw there went
+    // back under the counter): a lock that conflicts with nextval's,
+    // taken only if free at once (a setval() never queues ahead of the
+    // sequence's callers) and let go right after the move.
     let owner = as_owner::owner_of(seq);
-    as_owner::with_role(owner, || {
-        let (last, is_called) = Spi::get_two::<i64, bool>(&format!(
+    let share_row_exclusive = pg_sys::ShareRowExclusiveLock as pg_sys::LOCKMODE;
+    // SAFETY: lock calls on an existing relation, in a transaction.
+    if !owner_may_read(seq, owner)
+        || !unsafe { pg_sys::ConditionalLockRelationOid(seq, share_row_exclusive) }
+    {
+        errors::setval_counter_stays(&relation_name(seq));
+        return;
+    }
+    let counter = as_owner::with_role(owner, || {
+        Spi::get_two::<i64, bool>(&format!(
             "SELECT last_value, is_called FROM {}",
             as_owner::qualified_name(seq)
         ))
-        .unwrap_or_else(|e| errors::adopt_convert_failed(&e.to_string()));
-        let (Some(last), Some(is_called)) = (last, is_called) else {
-            return;
-        };
+        .unwrap_or_else(|e| errors::adopt_convert_failed(&e.to_string()))
+    });
+    if let (Some(last), Some(is_called)) = counter {
         let forward = match (next(last, is_called), next(to, to_called)) {
             (Some(now), Some(new)) => (inc > 0 && new > now) || (inc < 0 && new < now),
             (Some(_), None) => true, // to the end of the range: nothing more to draw
@@ -319,7 +334,30 @@ fn advance_counter(seq: pg_sys::Oid, v: i64, called: bool) {
                 ],
             );
         }
-    });
+    }
+    // SAFETY: the lock taken above.
+    unsafe { pg_sys::UnlockRelationOid(seq, share_row_exclusive) };
+}
+
+/// Whether `owner` may read `seq` by name: SELECT on it, USAGE on its
+/// schema (else the read would fail where PostgreSQL's `setval` works).
+fn owner_may_read(seq: pg_sys::Oid, owner: pg_sys::Oid) -> bool {
+    // SAFETY: ACL checks of existing objects.
+    unsafe {
+        let ns = pg_sys::get_rel_namespace(seq);
+        #[cfg(feature = "pg15")]
+        let schema = pg_sys::pg_namespace_aclcheck(ns, owner, pg_sys::ACL_USAGE as _);
+        #[cfg(not(feature = "pg15"))]
+        let schema = pg_sys::object_aclcheck(
+            pg_sys::NamespaceRelationId,
+            ns,
+            owner,
+            pg_sys::ACL_USAGE as _,
+        );
+        schema == pg_sys::AclResult::ACLCHECK_OK
+            && pg_sys::pg_class_aclcheck(seq, owner, pg_sys::ACL_SELECT as _)
+                == pg_sys::AclResult::ACLCHECK_OK
+    }
 }
 
 /// [`advance_counter`] for the switch, which makes an identity's sequence

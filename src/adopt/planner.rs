@@ -609,7 +609,16 @@ unsafe extern "C-unwind" fn utility(
             // As PostgreSQL forgets its sequences' values (sequence.c).
             session::discard();
         }
-        if draws {
+        // Rows drawn for: some copied, or rows that a WHERE clause or
+        // ON_ERROR may have dropped after their defaults were drawn (an
+        // empty COPY draws nothing: lastval() stays; the third review).
+        let stmt_copy = stmt as *mut pg_sys::CopyStmt;
+        if draws
+            && (qc.is_null()
+                || (*qc).nprocessed > 0
+                || !(*stmt_copy).whereClause.is_null()
+                || has_option(stmt_copy, c"on_error"))
+        {
             session::with(|s| {
                 if s.adopted_draws == adopted_draws {
                     s.last = None;
@@ -639,8 +648,11 @@ unsafe extern "C-unwind" fn copy_draws(stmt: *mut pg_sys::CopyStmt) -> bool {
     // COPY builds them, in the current memory context.
     unsafe {
         let given = (*stmt).attlist;
-        // Without a column list COPY gives every column: no default runs.
-        if !(*stmt).is_from || (*stmt).relation.is_null() || given.is_null() {
+        // Without a column list COPY gives every column: no default runs,
+        // unless its DEFAULT option (PostgreSQL 16) names a marker that
+        // runs a column's default, given or not (the third review).
+        let marker = has_option(stmt, c"default");
+        if !(*stmt).is_from || (*stmt).relation.is_null() || (given.is_null() && !marker) {
             return false;
         }
         let relid = pg_sys::RangeVarGetRelidExtended(
@@ -653,7 +665,12 @@ unsafe extern "C-unwind" fn copy_draws(stmt: *mut pg_sys::CopyStmt) -> bool {
         if relid == pg_sys::Oid::INVALID {
             return false;
         }
-        let names: Vec<&std::ffi::CStr> = (0..(*given).length as usize)
+        let listed = if given.is_null() || marker {
+            0
+        } else {
+            (*given).length as usize
+        };
+        let names: Vec<&std::ffi::CStr> = (0..listed)
             .map(|i| (*(*given).elements.add(i)).ptr_value as *mut pg_sys::String)
             .filter(|n| !n.is_null() && (**n).type_ == pg_sys::NodeTag::T_String)
             .map(|n| std::ffi::CStr::from_ptr((*n).sval))
@@ -678,6 +695,24 @@ unsafe extern "C-unwind" fn copy_draws(stmt: *mut pg_sys::CopyStmt) -> bool {
         drop(desc);
         pg_sys::relation_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
         draws
+    }
+}
+
+/// Whether a `COPY` statement has option `name` (`WITH (name ...)`).
+///
+/// # Safety
+/// `stmt` is a valid `CopyStmt`.
+unsafe fn has_option(stmt: *mut pg_sys::CopyStmt, name: &std::ffi::CStr) -> bool {
+    // SAFETY: the statement's option list, of DefElem nodes.
+    unsafe {
+        let opts = (*stmt).options;
+        !opts.is_null()
+            && (0..(*opts).length as usize).any(|i| {
+                let d = (*(*opts).elements.add(i)).ptr_value as *mut pg_sys::DefElem;
+                !d.is_null()
+                    && !(*d).defname.is_null()
+                    && std::ffi::CStr::from_ptr((*d).defname) == name
+            })
     }
 }
 
