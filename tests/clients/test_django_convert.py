@@ -71,14 +71,14 @@ def main(stage, work):
                            FROM information_schema.columns
                           WHERE table_name LIKE 'convapp%' AND (column_name = 'id' OR column_name LIKE '%\\_id')""")
             shape = c.fetchone()[0]
-        want = ("convapp_member.id bigint snowflake_nextval(); "
+        want = ("convapp_member.id bigint snowflake_nextval_for('convapp_member_id_seq'::regclass); "
                 "convapp_member_groups.group_id integer -; "
                 "convapp_member_groups.id integer -; "
                 "convapp_member_groups.member_id bigint -; "
                 "convapp_member_user_permissions.id integer -; "
                 "convapp_member_user_permissions.member_id bigint -; "
                 "convapp_member_user_permissions.permission_id integer -; "
-                "convapp_project.id bigint snowflake_nextval(); "
+                "convapp_project.id bigint snowflake_nextval_for('convapp_project_id_seq'::regclass); "
                 "convapp_project.owner_id bigint -; "
                 "convapp_project_members.id integer -; "
                 "convapp_project_members.member_id bigint -; "

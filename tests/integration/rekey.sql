@@ -8,7 +8,8 @@
 \set ON_ERROR_STOP on
 BEGIN;
 
--- 1. bigint keys with DEFAULT snowflake_nextval(); FK columns widen too.
+-- 1. bigint keys with Snowflake defaults (their sequences kept, adopted);
+--    FK columns widen too.
 SELECT action, object, detail FROM snowflake_convert_column('legacy_users', 'id');
 SELECT action, object, detail FROM snowflake_convert_column('legacy_orders', 'id');
 

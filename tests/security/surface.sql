@@ -80,7 +80,9 @@ SELECT sectest.check(count(*) = 6 AND bool_or(action = 'widen' AND object = '"s.
   FROM snowflake_convert_plan('"s.p"";--"."t ""x"";--é"', 'i d;--');
 SELECT sectest.check(count(*) = 6, 'the conversion of a table with hostile names: 6 steps')
   FROM snowflake_convert_column('"s.p"";--"."t ""x"";--é"', 'i d;--');
-SELECT sectest.check(pg_get_expr(adbin, adrelid) = 'snowflake_nextval()', 'its key now defaults to snowflake_nextval()')
+SELECT sectest.check(pg_get_expr(adbin, adrelid)
+                     = format('snowflake_nextval_for(%L::regclass)', pg_get_serial_sequence('"s.p"";--"."t ""x"";--é"', 'i d;--')::regclass),
+                     'its key now defaults to snowflake_nextval_for() of its kept sequence')
   FROM pg_attrdef WHERE adrelid = '"s.p"";--"."t ""x"";--é"'::regclass;
 SET client_min_messages = warning;
 CALL snowflake_convert_online('"s.p"";--"."aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"', 'ééééééééééééééééééééééééééééééé');
