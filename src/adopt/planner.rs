@@ -657,7 +657,9 @@ unsafe extern "C-unwind" fn copy_draws(stmt: *mut pg_sys::CopyStmt) -> bool {
         }
         let relid = pg_sys::RangeVarGetRelidExtended(
             (*stmt).relation,
-            pg_sys::AccessShareLock as pg_sys::LOCKMODE,
+            // COPY FROM's own lock: taking a weaker one first would make
+            // COPY upgrade it, and deadlock with DDL queued in between.
+            pg_sys::RowExclusiveLock as pg_sys::LOCKMODE,
             pg_sys::RVROption::RVR_MISSING_OK as _,
             None,
             std::ptr::null_mut(),
