@@ -80,8 +80,8 @@ mod builtin {
     }
 }
 
-/// The increment of a sequence (`pg_sequence.seqincrement`).
-fn increment_of(seq: pg_sys::Oid) -> i64 {
+/// A sequence's increment, `MINVALUE` and `MAXVALUE` (`pg_sequence`).
+fn sequence_of(seq: pg_sys::Oid) -> (i64, i64, i64) {
     // SAFETY: a syscache look-up and release; the tuple is a pg_sequence row.
     unsafe {
         let tup = pg_sys::SearchSysCache1(
@@ -91,10 +91,16 @@ fn increment_of(seq: pg_sys::Oid) -> i64 {
         if tup.is_null() {
             errors::not_a_sequence(&relation_name(seq));
         }
-        let inc = (*pg_sys::heap_tuple_get_struct::<PgSequence>(tup)).seqincrement;
+        let row = &*pg_sys::heap_tuple_get_struct::<PgSequence>(tup);
+        let found = (row.seqincrement, row.seqmin, row.seqmax);
         pg_sys::ReleaseSysCache(tup);
-        inc
+        found
     }
+}
+
+/// The increment of a sequence (`pg_sequence.seqincrement`).
+fn increment_of(seq: pg_sys::Oid) -> i64 {
+    sequence_of(seq).0
 }
 
 /// Call one of PostgreSQL's own sequence functions.
@@ -278,8 +284,7 @@ fn setval_adopted(seq: pg_sys::Oid, v: i64, called: bool) -> i64 {
 /// is read, and moved by PostgreSQL's own `setval`, as the sequence's
 /// owner.
 fn advance_counter(seq: pg_sys::Oid, v: i64, called: bool) {
-    let inc = increment_of(seq);
-    let (min, max) = bounds_of(seq);
+    let (inc, min, max) = sequence_of(seq);
     // Past the fence: to the fence, called (nothing more to draw).
     let (to, to_called) = match (inc > 0, v > max, v < min) {
         (true, true, _) => (max, true),
@@ -369,24 +374,6 @@ fn owner_may_read(seq: pg_sys::Oid, owner: pg_sys::Oid) -> bool {
 #[pg_extern(sql = false)]
 pub fn adopt_advance(seq: pg_sys::Oid, v: i64, called: bool) {
     advance_counter(seq, v, called);
-}
-
-/// A sequence's `MINVALUE` and `MAXVALUE` (`pg_sequence`).
-fn bounds_of(seq: pg_sys::Oid) -> (i64, i64) {
-    // SAFETY: as in `increment_of`.
-    unsafe {
-        let tup = pg_sys::SearchSysCache1(
-            pg_sys::SysCacheIdentifier::SEQRELID as _,
-            pg_sys::Datum::from(seq),
-        );
-        if tup.is_null() {
-            errors::not_a_sequence(&relation_name(seq));
-        }
-        let row = &*pg_sys::heap_tuple_get_struct::<PgSequence>(tup);
-        let bounds = (row.seqmin, row.seqmax);
-        pg_sys::ReleaseSysCache(tup);
-        bounds
-    }
 }
 
 /// `lastval()` in a database with adopted sequences.
