@@ -655,6 +655,19 @@ unsafe extern "C-unwind" fn copy_draws(stmt: *mut pg_sys::CopyStmt) -> bool {
         if !(*stmt).is_from || (*stmt).relation.is_null() || (given.is_null() && !marker) {
             return false;
         }
+        // A server-side file or program that the caller may not read or
+        // run: COPY refuses it before it locks anything, and so no lock
+        // is taken here (the fifth review).
+        if !(*stmt).filename.is_null() {
+            let role = if (*stmt).is_program {
+                pg_sys::ROLE_PG_EXECUTE_SERVER_PROGRAM
+            } else {
+                pg_sys::ROLE_PG_READ_SERVER_FILES
+            };
+            if !pg_sys::has_privs_of_role(pg_sys::GetUserId(), pg_sys::Oid::from(role)) {
+                return false;
+            }
+        }
         let relid = pg_sys::RangeVarGetRelidExtended(
             (*stmt).relation,
             // COPY FROM's own lock: taking a weaker one first would make
