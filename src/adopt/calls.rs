@@ -129,7 +129,7 @@ fn pg_call(
 pub fn seq_nextval(seq: pg_sys::Oid) -> i64 {
     if !planner::is_adopted(seq) {
         let v = pg_call(builtin::nextval_oid, &[pg_sys::Datum::from(seq)]);
-        session::with(|s| s.last = None);
+        session::drawn_by_postgres();
         return v;
     }
     require(seq, (pg_sys::ACL_USAGE | pg_sys::ACL_UPDATE) as u64);
@@ -154,11 +154,7 @@ pub fn seq_nextval(seq: pg_sys::Oid) -> i64 {
         let len = 2 * n;
         nextval::run_of(len) + n as i64
     };
-    session::with(|s| {
-        s.current.insert(seq, v);
-        s.last = Some((seq, v));
-        s.adopted_draws += 1;
-    });
+    session::adopted(seq, v);
     v
 }
 
@@ -189,11 +185,7 @@ pub fn snowflake_nextval_for(seq: pg_sys::Oid) -> i64 {
         errors::not_a_sequence(&relation_name(seq));
     }
     let v = nextval::snowflake_nextval();
-    session::with(|s| {
-        s.current.insert(seq, v);
-        s.last = Some((seq, v));
-        s.adopted_draws += 1;
-    });
+    session::adopted(seq, v);
     v
 }
 
@@ -202,21 +194,21 @@ pub fn snowflake_nextval_for(seq: pg_sys::Oid) -> i64 {
 /// session's last value is no adopted sequence's. Returns its argument.
 #[pg_extern(sql = false)]
 pub fn seq_drawn8(v: i64) -> i64 {
-    session::with(|s| s.last = None);
+    session::drawn_by_postgres();
     v
 }
 
 /// [`seq_drawn8`] for an `integer` identity column.
 #[pg_extern(sql = false)]
 pub fn seq_drawn4(v: i32) -> i32 {
-    session::with(|s| s.last = None);
+    session::drawn_by_postgres();
     v
 }
 
 /// [`seq_drawn8`] for a `smallint` identity column.
 #[pg_extern(sql = false)]
 pub fn seq_drawn2(v: i16) -> i16 {
-    session::with(|s| s.last = None);
+    session::drawn_by_postgres();
     v
 }
 
@@ -281,8 +273,8 @@ fn setval_adopted(seq: pg_sys::Oid, v: i64, called: bool) -> i64 {
 /// loaded) and the one that follows adding an identity to a filled
 /// column then keep those draws above the rows' keys (the fourth review
 /// of issue 57, A1); nothing the generator hands out changes. The counter
-/// is read, and moved by PostgreSQL's own `setval`, as the sequence's
-/// owner.
+/// is read as the sequence's owner and moved as the caller, by
+/// PostgreSQL's own `setval`.
 fn advance_counter(seq: pg_sys::Oid, v: i64, called: bool) {
     let (inc, min, max) = sequence_of(seq);
     // Past the fence: to the fence, called (nothing more to draw).

@@ -28,6 +28,21 @@ pub fn with<R>(f: impl FnOnce(&mut Session) -> R) -> R {
     SESSION.with(|s| f(&mut s.borrow_mut()))
 }
 
+/// `v`, of adopted sequence `seq`, is the session's `currval(seq)` and
+/// `lastval()`.
+pub fn adopted(seq: pg_sys::Oid, v: i64) {
+    with(|s| {
+        s.current.insert(seq, v);
+        s.last = Some((seq, v));
+        s.adopted_draws += 1;
+    });
+}
+
+/// A value PostgreSQL drew itself: `lastval()` is PostgreSQL's again.
+pub fn drawn_by_postgres() {
+    with(|s| s.last = None);
+}
+
 /// Forget every value (`DISCARD SEQUENCES`, `DISCARD ALL`).
 pub fn discard() {
     with(|s| *s = Session::default());
