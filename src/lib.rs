@@ -74,7 +74,7 @@ pub extern "C-unwind" fn _PG_init() {
     bgworker::register();
     high_water::init();
     lease::worker::register();
-    adopt::planner::init();
+    adopt::init();
 }
 
 #[cfg(any(test, feature = "pg_test"))]

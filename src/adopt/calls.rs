@@ -22,7 +22,7 @@
 //!   identity columns' and COPY's defaults, are PostgreSQL's: see
 //!   docs/converting.md).
 
-use super::{planner, session};
+use super::{list, session};
 use crate::convert::as_owner::{self, relation_name};
 use crate::errors;
 use crate::mint::nextval;
@@ -127,7 +127,7 @@ fn pg_call(
 /// `nextval(seq)` in a database with adopted sequences.
 #[pg_extern(sql = false)]
 pub fn seq_nextval(seq: pg_sys::Oid) -> i64 {
-    if !planner::is_adopted(seq) {
+    if !list::is_adopted(seq) {
         let v = pg_call(builtin::nextval_oid, &[pg_sys::Datum::from(seq)]);
         session::drawn_by_postgres();
         return v;
@@ -189,7 +189,7 @@ pub fn snowflake_nextval_for(seq: pg_sys::Oid) -> i64 {
     v
 }
 
-/// An identity column's draw, wrapped by the planner ([`planner`]'s
+/// An identity column's draw, wrapped by the planner ([`super::walk::swap`]'s
 /// `wrap_draw`): PostgreSQL's `lastval()` returns it now, so the
 /// session's last value is no adopted sequence's. Returns its argument.
 #[pg_extern(sql = false)]
@@ -215,7 +215,7 @@ pub fn seq_drawn2(v: i16) -> i16 {
 /// `currval(seq)` in a database with adopted sequences.
 #[pg_extern(sql = false)]
 pub fn seq_currval(seq: pg_sys::Oid) -> i64 {
-    if !planner::is_adopted(seq) {
+    if !list::is_adopted(seq) {
         return pg_call(builtin::currval_oid, &[pg_sys::Datum::from(seq)]);
     }
     require(seq, (pg_sys::ACL_SELECT | pg_sys::ACL_USAGE) as u64);
@@ -228,7 +228,7 @@ pub fn seq_currval(seq: pg_sys::Oid) -> i64 {
 /// `setval(seq, v)` in a database with adopted sequences.
 #[pg_extern(sql = false)]
 pub fn seq_setval(seq: pg_sys::Oid, v: i64) -> i64 {
-    if !planner::is_adopted(seq) {
+    if !list::is_adopted(seq) {
         return pg_call(
             builtin::setval_oid,
             &[pg_sys::Datum::from(seq), pg_sys::Datum::from(v)],
@@ -240,7 +240,7 @@ pub fn seq_setval(seq: pg_sys::Oid, v: i64) -> i64 {
 /// `setval(seq, v, is_called)` in a database with adopted sequences.
 #[pg_extern(sql = false)]
 pub fn seq_setval3(seq: pg_sys::Oid, v: i64, called: bool) -> i64 {
-    if !planner::is_adopted(seq) {
+    if !list::is_adopted(seq) {
         return pg_call(
             builtin::setval3_oid,
             &[

@@ -8,6 +8,12 @@
 //! - [`planner`]: the planner hook that puts the functions of [`calls`]
 //!   in place of `nextval`, `currval`, `setval` and `lastval` in every
 //!   statement of a database with adopted sequences;
+//! - [`utility`]: the same for `CALL`'s arguments, `DISCARD`, and
+//!   `lastval()` after a `COPY`;
+//! - [`walk`]: the walks of a statement's tree both hooks make;
+//! - [`list`]: which sequences of the database are adopted, as this
+//!   backend knows them;
+//! - [`session`]: the session's `currval`/`lastval` values;
 //! - [`calls`]: those functions;
 //! - `sql/adopt.sql`: the list of adopted sequences (a configuration
 //!   table, carried by `pg_dump`), `snowflake_adopt_sequence()`, and the
@@ -36,14 +42,25 @@
 //! ```
 
 pub mod calls;
-pub mod planner;
+mod list;
+mod planner;
 pub mod session;
+mod utility;
+mod walk;
 
 #[allow(unused_imports)] // named in `requires` below
 use crate::convert::as_owner::snowflake_convert_as_owner;
 use crate::{convert::as_owner, errors, mint::shmem};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+
+/// Install the hooks and callbacks of adopted sequences: in the
+/// postmaster, at preload (every backend inherits them).
+pub fn init() {
+    list::init();
+    planner::init();
+    utility::init();
+}
 
 extension_sql_file!(
     "sql/adopt.sql",
@@ -192,10 +209,10 @@ pub fn adopt_listed_now(oids: Vec<pg_sys::Oid>) -> bool {
     if table == pg_sys::Oid::INVALID {
         return false;
     }
-    // SAFETY: the list read as `planner::read_list` reads it, in the
+    // SAFETY: the list read as `list::read_list` reads it, in the
     // event trigger's transaction.
     unsafe {
-        planner::read_list(table, false)
+        list::read_list(table, false)
             .unwrap_or_default()
             .iter()
             .any(|o| oids.contains(o))

@@ -1,0 +1,259 @@
+//! The utility hook of adopted sequences: `CALL p(nextval('s'))`, whose
+//! arguments are evaluated without a plan, is swapped here as
+//! [`super::planner`] swaps a planned statement; `DISCARD` forgets the
+//! session's values; and after a `COPY ... FROM` that drew from a
+//! sequence where no planned call sees it, `lastval()` is PostgreSQL's
+//! again ([`copy_draws`]).
+
+use super::list::{self, Fns};
+use super::session;
+use super::walk::{draw_in, mentions, swap};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+static mut PREV_UTILITY: pg_sys::ProcessUtility_hook_type = None;
+
+/// Install the hook: in the postmaster, at preload.
+pub(super) fn init() {
+    // SAFETY: the hook is installed once, in _PG_init of the postmaster,
+    // before any backend exists.
+    unsafe {
+        PREV_UTILITY = pg_sys::ProcessUtility_hook;
+        pg_sys::ProcessUtility_hook = Some(utility);
+    }
+}
+
+unsafe extern "C-unwind" {
+    /// PostgreSQL's utility processor, called unguarded (see
+    /// [`super::walk::raw`]).
+    #[allow(clippy::too_many_arguments)]
+    fn standard_ProcessUtility(
+        pstmt: *mut pg_sys::PlannedStmt,
+        query_string: *const std::ffi::c_char,
+        read_only_tree: bool,
+        context: pg_sys::ProcessUtilityContext::Type,
+        params: pg_sys::ParamListInfo,
+        query_env: *mut pg_sys::QueryEnvironment,
+        dest: *mut pg_sys::DestReceiver,
+        qc: *mut pg_sys::QueryCompletion,
+    );
+}
+
+/// `CALL p(nextval('s'))`: a procedure's arguments are evaluated without
+/// a plan, so the hook swaps them in the statement (in a copy where the
+/// tree is the plan cache's own); `DISCARD ALL` and `DISCARD SEQUENCES`
+/// forget the session's values. The statement itself runs unguarded
+/// (see [`super::walk::raw`]).
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C-unwind" fn utility(
+    pstmt: *mut pg_sys::PlannedStmt,
+    query_string: *const std::ffi::c_char,
+    read_only_tree: bool,
+    context: pg_sys::ProcessUtilityContext::Type,
+    params: pg_sys::ParamListInfo,
+    query_env: *mut pg_sys::QueryEnvironment,
+    dest: *mut pg_sys::DestReceiver,
+    qc: *mut pg_sys::QueryCompletion,
+) {
+    let mut pstmt = pstmt;
+    let mut read_only_tree = read_only_tree;
+    // SAFETY: the statement PostgreSQL passes (copied before any change
+    // where it is read-only); then the next hook or the standard one.
+    unsafe {
+        let mut f = Fns::NONE;
+        let discard = prepare_utility(&raw mut pstmt, &raw mut read_only_tree, &raw mut f);
+        let stmt = (*pstmt).utilityStmt;
+        if f.nextval != pg_sys::Oid::INVALID {
+            let call = stmt as *mut pg_sys::CallStmt;
+            swap((*call).funcexpr.cast(), (&raw mut f).cast());
+        } else if !stmt.is_null()
+            && (*stmt).type_ == pg_sys::NodeTag::T_CallStmt
+            && list::unreadable()
+            && mentions(
+                (*(stmt as *mut pg_sys::CallStmt)).funcexpr.cast(),
+                std::ptr::null_mut(),
+            )
+        {
+            list::refuse_unreadable();
+        }
+        // A COPY that may draw where no planned call sees it: afterwards
+        // lastval() is PostgreSQL's again, unless an adopted value was
+        // taken during it (a statement trigger's; ahead of or after the
+        // rows' draws, it cannot tell: it keeps the adopted one).
+        let draws = !stmt.is_null()
+            && (*stmt).type_ == pg_sys::NodeTag::T_CopyStmt
+            && session::with(|s| s.last.is_some())
+            && copy_draws(stmt.cast());
+        let adopted_draws = session::with(|s| s.adopted_draws);
+        let next = PREV_UTILITY.unwrap_or(standard_ProcessUtility);
+        next(
+            pstmt,
+            query_string,
+            read_only_tree,
+            context,
+            params,
+            query_env,
+            dest,
+            qc,
+        );
+        if discard {
+            // As PostgreSQL forgets its sequences' values (sequence.c).
+            session::discard();
+        }
+        // Rows drawn for: some copied, or rows that a WHERE clause or
+        // ON_ERROR may have dropped after their defaults were drawn (an
+        // empty COPY draws nothing: lastval() stays; the third review).
+        let stmt_copy = stmt as *mut pg_sys::CopyStmt;
+        if draws
+            && (qc.is_null()
+                || (*qc).nprocessed > 0
+                || !(*stmt_copy).whereClause.is_null()
+                || has_option(stmt_copy, c"on_error"))
+        {
+            session::with(|s| {
+                if s.adopted_draws == adopted_draws {
+                    s.last = None;
+                }
+            });
+        }
+    }
+}
+
+/// Whether a `COPY ... FROM` about to run may draw from a sequence where
+/// no planned call sees it: a column it leaves to its default (the
+/// column's own, or its domain's) that is an identity column (a
+/// partition's too) or calls `nextval()`, whatever its argument (a
+/// `serial`'s, an inheritance child's copy of its parent's, `nextval('s'
+/// ::text)`). PostgreSQL's `lastval()` then moves, and after the `COPY`
+/// the session's is PostgreSQL's own again, as after [`super::walk::swap`]'s
+/// draws. Asked only where the session's last value is an adopted
+/// sequence's, before the `COPY` runs, from the relation cache: the
+/// relation is looked up as `COPY` itself looks it up (the same errors),
+/// not again after it, and no catalog is read under a lock another
+/// session can queue (the fourth review, F2 and F3, and its re-review, B1
+/// and C1).
+#[pg_guard]
+unsafe extern "C-unwind" fn copy_draws(stmt: *mut pg_sys::CopyStmt) -> bool {
+    // SAFETY: the statement about to run; its relation opened as COPY
+    // opens it (a lock COPY would take anyway), and its defaults built as
+    // COPY builds them, in the current memory context.
+    unsafe {
+        let given = (*stmt).attlist;
+        // Without a column list COPY gives every column: no default runs,
+        // unless its DEFAULT option (PostgreSQL 16) names a marker that
+        // runs a column's default, given or not (the third review).
+        let marker = has_option(stmt, c"default");
+        if !(*stmt).is_from || (*stmt).relation.is_null() || (given.is_null() && !marker) {
+            return false;
+        }
+        // A server-side file or program that the caller may not read or
+        // run: COPY refuses it before it locks anything, and so no lock
+        // is taken here (the fifth review).
+        if !(*stmt).filename.is_null() {
+            let role = if (*stmt).is_program {
+                pg_sys::ROLE_PG_EXECUTE_SERVER_PROGRAM
+            } else {
+                pg_sys::ROLE_PG_READ_SERVER_FILES
+            };
+            if !pg_sys::has_privs_of_role(pg_sys::GetUserId(), pg_sys::Oid::from(role)) {
+                return false;
+            }
+        }
+        let relid = pg_sys::RangeVarGetRelidExtended(
+            (*stmt).relation,
+            // COPY FROM's own lock: taking a weaker one first would make
+            // COPY upgrade it, and deadlock with DDL queued in between.
+            pg_sys::RowExclusiveLock as pg_sys::LOCKMODE,
+            pg_sys::RVROption::RVR_MISSING_OK as _,
+            None,
+            std::ptr::null_mut(),
+        );
+        if relid == pg_sys::Oid::INVALID {
+            return false;
+        }
+        let listed = if given.is_null() || marker {
+            0
+        } else {
+            (*given).length as usize
+        };
+        let names: Vec<&std::ffi::CStr> = (0..listed)
+            .map(|i| (*(*given).elements.add(i)).ptr_value as *mut pg_sys::String)
+            .filter(|n| !n.is_null() && (**n).type_ == pg_sys::NodeTag::T_String)
+            .map(|n| std::ffi::CStr::from_ptr((*n).sval))
+            .collect();
+        let rel = pg_sys::relation_open(relid, pg_sys::NoLock as pg_sys::LOCKMODE);
+        let desc = pgrx::PgTupleDesc::from_pg_unchecked((*rel).rd_att);
+        let mut draws = false;
+        for i in 0..desc.len() {
+            let Some(att) = desc.get(i) else { continue };
+            if att.attisdropped
+                || att.attgenerated != 0
+                || names.contains(&std::ffi::CStr::from_ptr(att.attname.data.as_ptr()))
+            {
+                continue;
+            }
+            let expr = pg_sys::build_column_default(rel, (i + 1) as _);
+            if !expr.is_null() && draw_in(expr, std::ptr::null_mut()) {
+                draws = true;
+                break;
+            }
+        }
+        drop(desc);
+        pg_sys::relation_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        draws
+    }
+}
+
+/// Whether a `COPY` statement has option `name` (`WITH (name ...)`).
+///
+/// # Safety
+/// `stmt` is a valid `CopyStmt`.
+unsafe fn has_option(stmt: *mut pg_sys::CopyStmt, name: &std::ffi::CStr) -> bool {
+    // SAFETY: the statement's option list, of DefElem nodes.
+    unsafe {
+        let opts = (*stmt).options;
+        !opts.is_null()
+            && (0..(*opts).length as usize).any(|i| {
+                let d = (*(*opts).elements.add(i)).ptr_value as *mut pg_sys::DefElem;
+                !d.is_null()
+                    && !(*d).defname.is_null()
+                    && std::ffi::CStr::from_ptr((*d).defname) == name
+            })
+    }
+}
+
+/// The utility hook's own work: for a `CALL` in a database with adopted
+/// sequences, the swaps to make in its arguments (in `fns`; a read-only
+/// statement copied first); whether the statement is a `DISCARD` that
+/// forgets sequence values.
+#[pg_guard]
+unsafe extern "C-unwind" fn prepare_utility(
+    pstmt: *mut *mut pg_sys::PlannedStmt,
+    read_only_tree: *mut bool,
+    fns: *mut Fns,
+) -> bool {
+    // SAFETY: the statement PostgreSQL passes, copied before any change
+    // where it is read-only, as utility.c itself does.
+    unsafe {
+        let stmt = (**pstmt).utilityStmt;
+        if stmt.is_null() {
+            return false;
+        }
+        if (*stmt).type_ == pg_sys::NodeTag::T_CallStmt {
+            if let Some(f) = list::active() {
+                if *read_only_tree {
+                    *pstmt = pg_sys::copyObjectImpl((*pstmt).cast()).cast();
+                    *read_only_tree = false;
+                }
+                *fns = f;
+            }
+            return false;
+        }
+        if (*stmt).type_ == pg_sys::NodeTag::T_DiscardStmt {
+            let target = (*(stmt as *mut pg_sys::DiscardStmt)).target;
+            return target == pg_sys::DiscardMode::DISCARD_ALL
+                || target == pg_sys::DiscardMode::DISCARD_SEQUENCES;
+        }
+        false
+    }
+}

@@ -1,0 +1,200 @@
+//! The walks of a statement's tree: [`swap`] puts the functions of
+//! [`super::calls`] in place of the four built-ins and wraps an identity
+//! column's draw; [`mentions`] finds a call of the four; [`draw_in`] a
+//! draw from a sequence. Each is unguarded and calls PostgreSQL's walkers
+//! unguarded (see [`raw`]): it runs once per node (a guard per node took
+//! 1.5 kB of stack per level: a deep body ran out of stack), and holds
+//! nothing to drop.
+
+use super::list::Fns;
+use pgrx::pg_sys;
+
+/// PostgreSQL's own walkers (and, in [`super::planner`] and
+/// [`super::utility`], its planner and utility processor), called
+/// without pgrx's guard: an ERROR inside them (any statement's, a DO
+/// block's with its PL/pgSQL CONTEXT) must reach the caller as PostgreSQL
+/// raised it, not re-raised by pgrx at our frame without its CONTEXT. The
+/// frames of our callers hold nothing to drop, so the error's longjmp
+/// passes over them; the hooks' own work runs in guarded functions.
+pub(super) mod raw {
+    use pgrx::pg_sys::{Node, Query};
+    use std::ffi::{c_int, c_void};
+    /// A tree walker's callback.
+    pub type Walker = Option<unsafe extern "C-unwind" fn(*mut Node, *mut c_void) -> bool>;
+    unsafe extern "C-unwind" {
+        #[cfg_attr(not(feature = "pg15"), link_name = "expression_tree_walker_impl")]
+        pub fn expression_tree_walker(
+            node: *mut Node,
+            walker: Walker,
+            context: *mut c_void,
+        ) -> bool;
+        #[cfg_attr(not(feature = "pg15"), link_name = "query_tree_walker_impl")]
+        pub fn query_tree_walker(
+            query: *mut Query,
+            walker: Walker,
+            context: *mut c_void,
+            flags: c_int,
+        ) -> bool;
+    }
+}
+
+/// Whether `f` is one of the four built-ins (setval in both forms).
+fn is_builtin(f: pg_sys::Oid) -> bool {
+    [
+        pg_sys::F_NEXTVAL,
+        pg_sys::F_CURRVAL,
+        pg_sys::F_SETVAL_REGCLASS_INT8,
+        pg_sys::F_SETVAL_REGCLASS_INT8_BOOL,
+        pg_sys::F_LASTVAL,
+    ]
+    .contains(&f.to_u32())
+}
+
+/// Whether a parsed tree calls one of the four built-ins (as a function
+/// or through an operator). Unguarded, and calling PostgreSQL's walkers
+/// unguarded, as [`swap`]: once per node (a guard per node took 1.5 kB of
+/// stack per level: a deep body ran out of stack), holding nothing to drop.
+pub(super) unsafe extern "C-unwind" fn mentions(
+    node: *mut pg_sys::Node,
+    ctx: *mut std::ffi::c_void,
+) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    // SAFETY: nodes of a parsed tree.
+    unsafe {
+        if (*node).type_ == pg_sys::NodeTag::T_Query {
+            return raw::query_tree_walker(node.cast(), Some(mentions), ctx, 0);
+        }
+        let slot = called_function(node);
+        if !slot.is_null() && is_builtin(*slot) {
+            return true;
+        }
+        raw::expression_tree_walker(node, Some(mentions), ctx)
+    }
+}
+
+/// The walker of [`super::utility`]'s `copy_draws`: an identity's draw, or a call of
+/// `nextval()`. Unguarded, as [`swap`].
+pub(super) unsafe extern "C-unwind" fn draw_in(
+    node: *mut pg_sys::Node,
+    ctx: *mut std::ffi::c_void,
+) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    // SAFETY: nodes of an expression tree.
+    unsafe {
+        if (*node).type_ == pg_sys::NodeTag::T_NextValueExpr {
+            return true;
+        }
+        let f = called_function(node);
+        if !f.is_null() && (*f).to_u32() == pg_sys::F_NEXTVAL {
+            return true;
+        }
+        raw::expression_tree_walker(node, Some(draw_in), ctx)
+    }
+}
+
+/// The function a node calls, as the field that names it: a `FuncExpr`'s,
+/// or an operator's (`CREATE OPERATOR ... FUNCTION = nextval`); null for
+/// any other node. [`swap`] and [`mentions`] look at the same nodes.
+///
+/// # Safety
+/// `node` is a valid node.
+unsafe fn called_function(node: *mut pg_sys::Node) -> *mut pg_sys::Oid {
+    // SAFETY: the node's tag says its type.
+    unsafe {
+        match (*node).type_ {
+            pg_sys::NodeTag::T_FuncExpr => &raw mut (*(node as *mut pg_sys::FuncExpr)).funcid,
+            pg_sys::NodeTag::T_OpExpr
+            | pg_sys::NodeTag::T_DistinctExpr
+            | pg_sys::NodeTag::T_NullIfExpr => &raw mut (*(node as *mut pg_sys::OpExpr)).opfuncid,
+            _ => std::ptr::null_mut(),
+        }
+    }
+}
+
+/// Wrap the expression in `slot`, if it is an identity column's draw
+/// (a `NextValueExpr`, which the rewriter puts in a target list or a
+/// `VALUES` row for a column left to its default), in `seq_drawn(...)` of
+/// its type: `lastval()` then returns it, as PostgreSQL's does, and not
+/// an adopted sequence's value drawn before.
+///
+/// # Safety
+/// `slot` points into a query tree that the planner may scribble on.
+unsafe fn wrap_draw(slot: *mut *mut pg_sys::Node, f: &Fns) {
+    // SAFETY: the node's tag says its type; `makeFuncExpr` and `lappend`
+    // allocate in the planner's memory context.
+    unsafe {
+        let node = *slot;
+        if node.is_null() || (*node).type_ != pg_sys::NodeTag::T_NextValueExpr {
+            return;
+        }
+        let typ = (*(node as *mut pg_sys::NextValueExpr)).typeId;
+        let drawn = f.drawn_of(typ);
+        if drawn == pg_sys::Oid::INVALID {
+            return;
+        }
+        let args = pg_sys::lappend(std::ptr::null_mut(), node.cast());
+        *slot = pg_sys::makeFuncExpr(
+            drawn,
+            typ,
+            args,
+            pg_sys::InvalidOid,
+            pg_sys::InvalidOid,
+            pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+        )
+        .cast();
+    }
+}
+
+/// The walker: every query and expression of the statement, subqueries,
+/// CTEs and sublinks included; each `FuncExpr` of the four functions gets
+/// its replacement's OID, and each identity column's draw is wrapped
+/// ([`wrap_draw`]). Unguarded, and calling PostgreSQL's walkers
+/// unguarded (see [`raw`]): it is called once per node, and holds
+/// nothing to drop.
+pub(super) unsafe extern "C-unwind" fn swap(
+    node: *mut pg_sys::Node,
+    ctx: *mut std::ffi::c_void,
+) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    // SAFETY: nodes of a query tree; `ctx` is the `Fns` of `planner`.
+    unsafe {
+        let f = &*(ctx as *const Fns);
+        match (*node).type_ {
+            pg_sys::NodeTag::T_Query => {
+                return raw::query_tree_walker(node.cast(), Some(swap), ctx, 0);
+            }
+            // A target list's entry, or a VALUES row (a list): where the
+            // rewriter puts an identity column's draw.
+            pg_sys::NodeTag::T_TargetEntry => {
+                wrap_draw(&raw mut (*(node as *mut pg_sys::TargetEntry)).expr as _, f);
+            }
+            pg_sys::NodeTag::T_List => {
+                let list = node as *mut pg_sys::List;
+                for i in 0..(*list).length as usize {
+                    wrap_draw(&raw mut (*(*list).elements.add(i)).ptr_value as _, f);
+                }
+            }
+            // A draw wrapped already: nothing more inside.
+            pg_sys::NodeTag::T_FuncExpr
+                if f.drawn.contains(&(*(node as *mut pg_sys::FuncExpr)).funcid) =>
+            {
+                return false;
+            }
+            _ => {}
+        }
+        let slot = called_function(node);
+        if !slot.is_null() {
+            let to = f.swap_of(*slot);
+            if to != pg_sys::Oid::INVALID {
+                *slot = to;
+            }
+        }
+        raw::expression_tree_walker(node, Some(swap), ctx)
+    }
+}
