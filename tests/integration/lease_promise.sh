@@ -93,8 +93,18 @@
 #     80 ms on a loaded 2-core machine; the restart (1 to 5 s here, most of
 #     it the fsync of the data directory before crash recovery) overlaps
 #     the lease's remaining life, so the bound holds while a restart takes
-#     less than a TTL. Before d2d6203 the worker asked again only at the
-#     next step of its back-off (up to TTL/3, counted in whole seconds).
+#     less than a TTL. Then a late restart: h1 crashes again right after
+#     a renewal and is started so that it is up 12 s before the crashed
+#     run's lease runs out (the restart's length measured in the round
+#     before; tried again, up to 3 times, until it is up between 10.5 s
+#     and 13 s before); promises as above but the TTL + 1 s (the restart
+#     itself is later). Before d2d6203 the worker asked again only at the
+#     next step of its back-off (1, 2, 3, 6, 10, 15 s ... after the first
+#     refusal, then every TTL/3): the first round passed or failed with the
+#     phase of those steps (68208ac passed it once, 812 ms after the
+#     expiry, and failed it twice, 1.7 s after), the late restart fails on
+#     it whatever the phase (its next step comes 2 to 4.5 s after the
+#     expiry).
 # LEASE_PROMISE_ONLY="B C" runs some scenarios only; each starts and stops
 # its own minting servers. Every wait is a poll with a bound only a hung
 # machine reaches; every cluster is stopped and every stopped process
@@ -201,6 +211,7 @@ END \$f\$;"
 }
 # record NODE: its clients start minting and sampling its lease.
 record() {
+    q "$1" -c "UPDATE ctl SET stop = false"
     q "$1" -c "CALL mint_loop()" >>"$(dir_of "$1")/clients.log" 2>&1 & BG+=($!)
     q "$1" -c "CALL watch_loop()" >>"$(dir_of "$1")/clients.log" 2>&1 & BG+=($!)
 }
@@ -610,29 +621,32 @@ crash() {
 }
 # halted PID...: each stopped, or ended (a backend that was exiting).
 halted() { local p s; for p in "$@"; do s=$(ps -o stat= -p "$p" || true); [[ -z "$s" || "$s" == [TZ]* ]] || return 1; done; }
-scenarioH() {
-    local w ttl src exp_us t_crash t_restart t_up p out first_id first_at calls st msg detail first_us d lo hi cnt bad
-    log "H. a crash and an immediate restart at the default TTL: the first ID within TTL + 1 s of the crash, above every ID of the crashed run"
-    registry_db reg reg_h
-    MINT_TTL="" mint_init h1 reg reg_h   # snowflake_id.lease_ttl left at its default
-    minting H h1; w=${LEASE[h1]}
-    read -r ttl src < <(q h1 -c "SELECT setting, source FROM pg_settings WHERE name = 'snowflake_id.lease_ttl'")
-    [ "$src" = default ] || die "H: h1's snowflake_id.lease_ttl is $ttl ms from '$src', expected the default"
+# h_round LABEL LEAD_US: one crash of h1 right after a renewal, and its
+# restart: at once (LEAD_US empty), or LEAD_US before the crashed run's
+# lease runs out. Checks the restarted run's first ID (FAILS) and sets
+# H_UP (µs from the restart to h1 up) and H_LEFT (µs the crashed run's
+# lease had left when h1 was up: about when its first claim was refused).
+h_round() {
+    local label="$1" lead="$2" w exp_us t_crash t_restart t_up p out first_id first_at calls st msg detail first_us d lo hi cnt bad
+    w=$(lease_of h1)
+    [ -n "$w" ] || die "H: h1 holds no lease before its crash ($(stats_of h1))"
     # Right after a renewal the crashed run's lease lives longest: nearly
     # a TTL after the crash.
     p=$(renewed_at reg reg_h "$w")
     poll_until 60 renewed_since reg reg_h "$w" "$p" \
-        || die "H: h1's lease (worker id $w) was not renewed within 60 s, expected a renewal every $((ttl / 3000)) s"
+        || die "H: h1's lease (worker id $w) was not renewed within 60 s, expected a renewal every $((H_TTL / 3000)) s"
     exp_us=$(q reg -d reg_h -c "SELECT (extract(epoch FROM lease_expires) * 1000000)::bigint
                                   FROM snowflake_registry_holders WHERE worker_id = $w")
     t_crash=$(now_us)
     crash h1
     for p in "${BG[@]}"; do poll_until 60 gone "$p" || die "H: a recording client (PID $p) outlived h1's crash by 60 s"; done
     BG=()
+    [ -z "$lead" ] || poll_until 60 machine_past $((exp_us - lead)) || die "H: the machine's clock did not reach the restart time within 60 s"
     t_restart=$(now_us)
     start h1
     t_up=$(now_us)
-    log "   h1 (worker id $w, lease_ttl $ttl ms: the default) crashed $(ms $((t_crash - exp_us + ttl * 1000))) ms after a renewal; its lease_expires on the registry: $(ms $((exp_us - t_crash))) ms after the crash; restarted at once, up $(ms $((t_up - t_crash))) ms after the crash"
+    H_UP=$((t_up - t_restart)); H_LEFT=$((exp_us - t_up))
+    log "   $label: h1 (worker id $w, lease_ttl $H_TTL ms: the default) crashed $(ms $((t_crash - exp_us + H_TTL * 1000))) ms after a renewal; its lease_expires on the registry: $(ms $((exp_us - t_crash))) ms after the crash; restarted $(ms $((t_restart - t_crash))) ms after the crash, up $(ms $((t_up - t_crash))) ms after it, $(ms "$H_LEFT") ms before that lease ran out"
     record h1
     out=$(q h1 -c "SELECT first_id(60)")
     IFS='|' read -r first_id first_at calls st msg detail <<<"$out"
@@ -643,22 +657,50 @@ scenarioH() {
     # The restarted run's first ID: the poll's or the mint loop's, the earlier.
     first_us=$(q h1 -c "SELECT us(min(at)) FROM ids WHERE us(at) > $t_restart")
     d=$((first_us - t_crash))
-    log "   the restarted run's first ID: $(ms "$d") ms after the crash (bound: TTL + 1 s, $((ttl + 1000)) ms), $(ms $((first_us - exp_us))) ms after the crashed run's lease expired; worker id $(lease_of h1); its failures before: $(errs_summary h1)"
-    [ "$d" -le $(((ttl + 1000) * 1000)) ] \
-        || FAILS+=("the restarted run's first ID came $(ms "$d") ms after the crash, $(ms $((first_us - exp_us))) ms after the crashed run's lease expired (h1 was up again $(ms $((t_up - t_crash))) ms after the crash); expected at most TTL + 1 s ($((ttl + 1000)) ms) after the crash")
+    log "   the restarted run's first ID: $(ms "$d") ms after the crash, $(ms $((first_us - exp_us))) ms after the crashed run's lease expired; worker id $(lease_of h1); its failures before: $(errs_summary h1)"
+    # Restarted at once, within TTL + 1 s of the crash (a late restart is
+    # itself later than that).
+    [ -n "$lead" ] || [ "$d" -le $(((H_TTL + 1000) * 1000)) ] \
+        || FAILS+=("$label: the restarted run's first ID came $(ms "$d") ms after the crash, $(ms $((first_us - exp_us))) ms after the crashed run's lease expired (h1 was up again $(ms $((t_up - t_crash))) ms after the crash); expected at most TTL + 1 s ($((H_TTL + 1000)) ms) after the crash")
     # The documented wait: until the crashed run's lease runs out, and
     # not a back-off step longer.
     [ $((first_us - exp_us)) -le 1000000 ] \
-        || FAILS+=("the restarted run's first ID came $(ms $((first_us - exp_us))) ms after the crashed run's lease expired; expected at most 1 s (the lease worker asks again when the refusal says the lease runs out)")
+        || FAILS+=("$label: the restarted run's first ID came $(ms $((first_us - exp_us))) ms after the crashed run's lease expired; expected at most 1 s (the lease worker asks again when the refusal says the lease runs out)")
     [ "$first_us" -ge $((exp_us - TOL_US)) ] \
-        || FAILS+=("the restarted run's first ID came $(ms $((exp_us - first_us))) ms before the crashed run's lease expired; expected none while it lived (its role may hold one live lease)")
+        || FAILS+=("$label: the restarted run's first ID came $(ms $((exp_us - first_us))) ms before the crashed run's lease expired; expected none while it lived (its role may hold one live lease)")
     # Committed IDs only: those of the statement the crash cut short were
     # never stored, and the crashed run's last_id died with it.
     read -r hi lo cnt < <(q h1 -c "SELECT (SELECT max(id) FROM ids WHERE us(at) < $t_restart), min(id), count(*)
                                      FROM ids WHERE us(at) > $t_restart")
     bad=$(q h1 -c "SELECT count(*) FROM ids WHERE us(at) > $t_restart AND id <= $hi")
     log "   $cnt IDs of the restarted run, from $lo; the crashed run's committed IDs end at $hi; $bad of the new ones at or below it"
-    [ "$bad" = 0 ] || FAILS+=("$bad IDs of the restarted run are at or below the crashed run's highest committed ID $hi (the lowest: $lo); expected every one above")
+    [ "$bad" = 0 ] || FAILS+=("$label: $bad IDs of the restarted run are at or below the crashed run's highest committed ID $hi (the lowest: $lo); expected every one above")
+}
+scenarioH() {
+    local src lead try
+    log "H. a crash and an immediate restart at the default TTL: the first ID within TTL + 1 s of the crash, above every ID of the crashed run; then a late restart"
+    registry_db reg reg_h
+    MINT_TTL="" mint_init h1 reg reg_h   # snowflake_id.lease_ttl left at its default
+    minting H h1
+    read -r H_TTL src < <(q h1 -c "SELECT setting, source FROM pg_settings WHERE name = 'snowflake_id.lease_ttl'")
+    [ "$src" = default ] || die "H: h1's snowflake_id.lease_ttl is $H_TTL ms from '$src', expected the default"
+    h_round "at once" ""
+    # The late restart: h1 up 12 s before the crashed run's lease runs
+    # out (the restart's length measured in the round before), so that it
+    # is refused for 12 s: a worker that asked again on a back-off grown
+    # over that time, not when the refusal said, would come seconds late
+    # (68208ac's asked at 1, 2, 3, 6, 10 and 15 s: its first ID came some
+    # 3 s after the expiry), whatever the phase of its steps.
+    lead=$((H_UP + 12000000))
+    for try in 1 2 3; do
+        record h1
+        poll_until 60 minted_more h1 "$(q h1 -c "SELECT count(*) FROM ids")" || die "H: h1 minted no 100 IDs within 60 s ($(stats_of h1))"
+        h_round "late restart, try $try" "$lead"
+        [ "$H_LEFT" -lt 10500000 ] || [ "$H_LEFT" -gt 13000000 ] || break
+        log "   h1 was up $(ms "$H_LEFT") ms before the lease ran out, outside 10.5 s .. 13 s: again, with the restart's length just measured"
+        lead=$((H_UP + 12000000))
+        [ "$try" -lt 3 ] || FAILS+=("late restart: three tries did not bring h1 up between 10.5 s and 13 s before the crashed run's lease ran out")
+    done
     stop h1
     verdict H
 }
