@@ -42,18 +42,19 @@ pub fn snowflake_nextval() -> i64 {
     // Every wait of the call comes before its ID is computed (issue 55):
     // the start-up read of the marks here (after the checks that need
     // no wait), the mark's raise below.
-    new_call();
     let (mut state, mut cfg) = generator();
     if bound::prepare(held_somewhere(state)) {
         (state, cfg) = generator();
     }
     let mut again = RAISES_BEFORE_ID;
+    // One budget for the lease's cover across every ID the call computes.
+    let mut since = None;
     loop {
         let mut ev = Events::default();
         let result = if backend_clock::in_use() {
-            backend_clock::cached(|clock| next_one(state, &cfg, clock, &mut ev))
+            backend_clock::cached(|clock| next_one(state, &cfg, clock, &mut ev, &mut since))
         } else {
-            next_one(state, &cfg, &SystemClock, &mut ev)
+            next_one(state, &cfg, &SystemClock, &mut ev, &mut since)
         };
         if ev.step_back_ns.is_some() || ev.reanchored {
             report_clock_events(state, &ev);
@@ -265,7 +266,6 @@ pub fn snowflake_nextval_bulk(count: i64) -> SetOfIterator<'static, i64> {
     if count > MAX_COUNT {
         errors::count_too_large(count, MAX_COUNT);
     }
-    new_call();
     let (mut state, mut cfg) = generator();
     if bound::prepare(held_somewhere(state)) {
         (state, cfg) = generator();
@@ -289,8 +289,9 @@ pub fn snowflake_nextval_bulk(count: i64) -> SetOfIterator<'static, i64> {
     let mut left = count as u64;
     let mut ev = Events::default();
     let mut failure = None;
+    let mut since = None;
     while left > 0 {
-        match until_issued(state, &cfg, || {
+        match until_issued(state, &cfg, &mut since, || {
             state.try_next_block_within(&cfg, &SystemClock, &mut ev, left, share_ms)
         }) {
             Ok(b) => {
@@ -331,7 +332,6 @@ const RUN_TRIES: u32 = 16;
 /// never handed out, a gap like any rolled-back ID. For adopted
 /// sequences with `INCREMENT BY n` (`crate::adopt`).
 pub fn run_of(len: u64) -> i64 {
-    new_call();
     let (mut state, mut cfg) = generator();
     if bound::prepare(held_somewhere(state)) {
         (state, cfg) = generator();
@@ -347,8 +347,9 @@ pub fn run_of(len: u64) -> i64 {
     let mut ev = Events::default();
     let mut found = None;
     let mut failure = None;
+    let mut since = None;
     for _ in 0..RUN_TRIES {
-        match until_issued(state, &cfg, || {
+        match until_issued(state, &cfg, &mut since, || {
             state.try_next_block(&cfg, &SystemClock, &mut ev, len)
         }) {
             Ok(b) => {
@@ -393,8 +394,11 @@ fn next_one(
     cfg: &Config,
     clock: &impl Clock,
     ev: &mut Events,
+    since: &mut Option<i64>,
 ) -> Result<i64, GenError> {
-    until_issued(state, cfg, || state.try_next_in(cfg, clock, ev, &MINE))
+    until_issued(state, cfg, since, || {
+        state.try_next_in(cfg, clock, ev, &MINE)
+    })
 }
 
 /// The wall-clock millisecond of this backend's last ID, and the window
@@ -403,34 +407,22 @@ fn next_one(
 static MINE: LastMillisecond = LastMillisecond::new();
 
 /// [`snowflake_id_core::until_issued`] with this server's sleep and
-/// durable reservation.
+/// durable reservation. `since` is when the SQL call started waiting for
+/// the lease's cover, if it did: the caller's own, one for the whole
+/// call, so that its waits add up to a bounded total
+/// (`worker::wait_for_cover`) across every ID it computes (a call that
+/// raises its database's mark computes its ID again, and with a fresh
+/// budget waited the whole of it again).
 #[inline(always)]
 fn until_issued<T>(
     state: &GeneratorState,
     cfg: &Config,
+    since: &mut Option<i64>,
     attempt: impl FnMut() -> Result<Attempt<T>, GenError>,
 ) -> Result<T, GenError> {
-    // When this call started waiting for the lease, if it did: its waits
-    // add up to a bounded total (`worker::wait_for_cover`), across every
-    // ID the call computes (a call that raises its database's mark
-    // computes its ID again, and waited the whole budget again).
-    let mut since = CALL_WAIT_SINCE.with(|c| c.get());
-    let r = snowflake_id_core::until_issued(attempt, sleep_us, |upto_ms| {
-        reserve(state, cfg, upto_ms, &mut since)
-    });
-    CALL_WAIT_SINCE.with(|c| c.set(since));
-    r
-}
-
-thread_local! {
-    /// When the SQL call in progress started waiting for the lease's
-    /// cover, if it did (see [`until_issued`]); reset by [`new_call`].
-    static CALL_WAIT_SINCE: std::cell::Cell<Option<i64>> = const { std::cell::Cell::new(None) };
-}
-
-/// A new SQL call of the generator: its waits for the lease start afresh.
-fn new_call() {
-    CALL_WAIT_SINCE.with(|c| c.set(None));
+    snowflake_id_core::until_issued(attempt, sleep_us, |upto_ms| {
+        reserve(state, cfg, upto_ms, since)
+    })
 }
 
 /// The shared generator and this call's configuration, or the ERROR that
