@@ -142,7 +142,7 @@ unsafe extern "C-unwind" fn schema_changed(_arg: pg_sys::Datum, _cacheid: i32, _
 /// (without queueing) before it goes on without the list (see
 /// [`held_up`]): a role that holds a lock while someone queues for an
 /// exclusive one (an ALTER EXTENSION) holds up a read this long at most.
-pub(super) const LIST_LOCK_WAIT_MS: u64 = 1_000;
+const LIST_LOCK_WAIT_MS: u64 = 1_000;
 
 /// The first column of a row of `snowflake_id_internal.snowflake_adopted`
 /// (`seq regclass`, NOT NULL, fixed-width).
@@ -412,7 +412,7 @@ pub(super) fn active() -> Option<Fns> {
 }
 
 /// Whether `seq` is adopted in this database.
-pub fn is_adopted(seq: pg_sys::Oid) -> bool {
+pub(super) fn is_adopted(seq: pg_sys::Oid) -> bool {
     read_if_unknown();
     KNOWN.with(|k| matches!(&*k.borrow(), Known::Loaded { adopted, .. } if adopted.contains(&seq)))
 }

@@ -50,7 +50,7 @@ pub(super) fn init() {
 
 unsafe extern "C-unwind" {
     /// PostgreSQL's planner, called unguarded (see
-    /// [`super::walk::raw`]).
+    /// `walk::raw`).
     fn standard_planner(
         parse: *mut pg_sys::Query,
         query_string: *const std::ffi::c_char,
@@ -60,7 +60,7 @@ unsafe extern "C-unwind" {
 }
 
 /// The planner hook: our swap (guarded), then the next planner, unguarded
-/// (see [`super::walk::raw`]).
+/// (see `walk::raw`).
 unsafe extern "C-unwind" fn planner(
     parse: *mut pg_sys::Query,
     query_string: *const std::ffi::c_char,
@@ -84,7 +84,7 @@ unsafe extern "C-unwind" fn planner(
 /// The swaps to make in this database's statements, if any: [`list::active`]
 /// behind pgrx's guard (it reads the catalogs, which may raise an ERROR),
 /// called once per statement; the walk itself runs unguarded (see
-/// [`super::walk::raw`]), for its callback runs once per node.
+/// `walk::raw`), for its callback runs once per node.
 #[pg_guard]
 unsafe extern "C-unwind" fn swaps() -> Fns {
     list::active().unwrap_or(Fns::NONE)

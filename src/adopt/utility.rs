@@ -25,7 +25,7 @@ pub(super) fn init() {
 
 unsafe extern "C-unwind" {
     /// PostgreSQL's utility processor, called unguarded (see
-    /// [`super::walk::raw`]).
+    /// `walk::raw`).
     #[allow(clippy::too_many_arguments)]
     fn standard_ProcessUtility(
         pstmt: *mut pg_sys::PlannedStmt,
@@ -43,7 +43,7 @@ unsafe extern "C-unwind" {
 /// a plan, so the hook swaps them in the statement (in a copy where the
 /// tree is the plan cache's own); `DISCARD ALL` and `DISCARD SEQUENCES`
 /// forget the session's values. The statement itself runs unguarded
-/// (see [`super::walk::raw`]).
+/// (see `walk::raw`).
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C-unwind" fn utility(
     pstmt: *mut pg_sys::PlannedStmt,

@@ -16,7 +16,7 @@ use pgrx::pg_sys;
 /// raised it, not re-raised by pgrx at our frame without its CONTEXT. The
 /// frames of our callers hold nothing to drop, so the error's longjmp
 /// passes over them; the hooks' own work runs in guarded functions.
-pub(super) mod raw {
+mod raw {
     use pgrx::pg_sys::{Node, Query};
     use std::ffi::{c_int, c_void};
     /// A tree walker's callback.
