@@ -33,7 +33,8 @@
 //! row's, as after an insert into a `bigserial`. Superuser only (42501);
 //! needs the library preloaded (55000); refuses a non-sequence (42809), a
 //! sequence or column narrower than `bigint` (42804) and an identity
-//! column's sequence (0A000: convert the column instead). Adopting an adopted sequence changes nothing.
+//! column's sequence (0A000: convert the column instead). Adopting an
+//! adopted sequence changes nothing.
 //!
 //! ```sql
 //! SELECT snowflake_adopt_sequence('orders_id_seq');
