@@ -44,7 +44,8 @@
 # On PostgreSQL 18 every start path; on the other majors the cheap core
 # (clean, immediate, no state file). STARTS_PATHS="kill9 nofile" runs
 # some of the paths only, STARTS_CONTEXTS="top prepared" some of the
-# contexts (each on its own shows which fail against an older version).
+# contexts (each on its own shows which fail against an older version),
+# STARTS_FILLERS=1000 the start-up read of 1,000 databases and more.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 BASE=$(state_dir "$ROOT/.run/it-starts" it-starts)
@@ -59,13 +60,17 @@ else
     PATHS=${STARTS_PATHS:-"clean immediate nofile"}
 fi
 CONTEXTS=${STARTS_CONTEXTS:-"top savepoint exception prepared cursor trigger copy parallel"}
-FILLERS=40
+# STARTS_FILLERS=1000: that many more databases (the start-up read's
+# size); each one's first ID is asked for at once, so max_connections
+# grows with it.
+FILLERS=${STARTS_FILLERS:-40}
 
 fresh() { local d="$BASE/$1"; cluster_stop "$d"; rm -rf "$d"; mkdir -p "$d"; is_root && chown postgres:postgres "$d"; echo "$d"; }
 start() { fake_start "$1"; }  # start DIR: with the fake clock
 init() {  # init DIR PORT WORKER
     cluster_init "$1" "$2" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = $3" \
-        "snowflake_id.max_lead = '1h'" "max_prepared_transactions = 10"
+        "snowflake_id.max_lead = '1h'" "max_prepared_transactions = 10" \
+        "max_connections = $((FILLERS > 40 ? FILLERS + 100 : 100))"
 }
 q() { local d="$1" p="$2"; shift 2; pq "$d" "$p" -At -F ' ' "$@"; }
 
@@ -142,10 +147,12 @@ covered() {
 # first_calls DIR PORT OUT: the first ID of every database, all at once
 # (each asks again while the start-up read runs: mint_when_ready); the
 # DETAIL of a call refused during the read, if any, in OUT.detail.
+# databases: the context databases and the fillers, a name a line.
+databases() { for c in $CONTEXTS; do echo "c_$c"; done; [ "$FILLERS" = 0 ] || seq -f 'f%g' 1 "$FILLERS"; }
 first_calls() {
     local d="$1" p="$2" out="$3" db pids=()
     rm -f "$out".*
-    for db in $(for c in $CONTEXTS; do echo "c_$c"; done) $(seq -f 'f%g' 1 "$FILLERS"); do
+    for db in $(databases); do
         { mint_when_ready "$d" "$p" "$db" > "$out.$db" 2>&1
           [ -z "$READ_DETAIL" ] || echo "$READ_DETAIL" > "$out.detail.$db"; } & pids+=($!)
     done
@@ -154,13 +161,14 @@ first_calls() {
 
 # after DIR PORT LABEL MAX: checks 2 and 4.
 after() {
-    local d="$1" p="$2" label="$3" max="$4" f id lo c
+    local d="$1" p="$2" label="$3" max="$4" f db id lo c
     first_calls "$d" "$p" "$BASE/first"
     refused=$(cat "$BASE"/first.detail.* 2>/dev/null | head -1 || true)
-    for f in "$BASE"/first.c_* "$BASE"/first.f*; do
-        id=$(grep -E '^[0-9]+$' "$f" | tail -1 || true)
-        [ -n "$id" ] || die "$label: no first ID in ${f##*.}: $(cat "$f")"
-        [ "$id" -gt "$max" ] || die "$label: the first ID of ${f##*.}, $id, is not above $max, an ID handed out before"
+    for db in $(databases); do
+        f="$BASE/first.$db"
+        id=$(grep -E '^[0-9]+$' "$f" 2>/dev/null | tail -1 || true)
+        [ -n "$id" ] || die "$label: no first ID in $db: $(cat "$f" 2>/dev/null)"
+        [ "$id" -gt "$max" ] || die "$label: the first ID of $db, $id, is not above $max, an ID handed out before"
     done
     for c in $CONTEXTS; do
         lo=$(q "$d" "$p" -d "c_$c" -c "WITH ins AS (INSERT INTO t (v) SELECT g FROM generate_series(1, 200) g RETURNING id)
@@ -172,7 +180,7 @@ after() {
             || die "$label: a call refused during the start-up read does not say how far it has got: $refused"
         log "   $label: calls during the start-up read were refused (55000): $refused"
     fi
-    log "   $label: the first IDs of $(find "$BASE" -maxdepth 1 -name "first.[cf]*" | wc -l) databases, taken at once, and 200 more in each context, all above $max"
+    log "   $label: the first IDs of $(databases | wc -l) databases, taken at once, and 200 more in each context, all above $max"
 }
 
 # finish_prepared DIR PORT ROUND WHEN: COMMIT PREPARED or ROLLBACK
