@@ -67,18 +67,19 @@ postmaster=$(head -1 "$DIR/data/postmaster.pid")
 # CI's two cores two streams run as many queries in half the time.
 STREAMS=${SNOWFLAKE_FUZZ_STREAMS:-2}
 log "sqlsmith for ${SECS}s as an ordinary role, $STREAMS streams"
-pids=()
-for i in $(seq 1 "$STREAMS"); do
-    timeout --signal=INT "$SECS" sqlsmith --target="host=$DIR port=$PORT user=fuzz dbname=fuzz" --seed=$((41 + i)) \
-        --verbose >"$BASE/sqlsmith.$i.out" 2>&1 &
-    pids+=($!)
+declare -A pid_of=()   # seed -> its sqlsmith's PID; its output in sqlsmith.SEED.out
+for seed in $(seq 42 $((41 + STREAMS))); do
+    timeout --signal=INT "$SECS" sqlsmith --target="host=$DIR port=$PORT user=fuzz dbname=fuzz" --seed="$seed" \
+        --verbose >"$BASE/sqlsmith.$seed.out" 2>&1 &
+    pid_of[$seed]=$!
 done
 queries=0
-for i in $(seq 1 "$STREAMS"); do
-    rc=0; wait "${pids[$((i - 1))]}" || rc=$?
-    [ "$rc" = 0 ] || [ "$rc" = 124 ] || { tail -30 "$BASE/sqlsmith.$i.out" >&2; die "sqlsmith (seed $((41 + i))) failed (exit $rc)"; }
-    n=$(grep -oE 'queries: [0-9]+' "$BASE/sqlsmith.$i.out" | tail -1 | grep -oE '[0-9]+' || echo 0)
-    [ "$n" -gt 0 ] || { tail -30 "$BASE/sqlsmith.$i.out" >&2; die "sqlsmith (seed $((41 + i))) ran no query"; }
+for seed in "${!pid_of[@]}"; do
+    out="$BASE/sqlsmith.$seed.out"
+    rc=0; wait "${pid_of[$seed]}" || rc=$?
+    [ "$rc" = 0 ] || [ "$rc" = 124 ] || { tail -30 "$out" >&2; die "sqlsmith (seed $seed) failed (exit $rc)"; }
+    n=$(grep -oE 'queries: [0-9]+' "$out" | tail -1 | grep -oE '[0-9]+' || echo 0)
+    [ "$n" -gt 0 ] || { tail -30 "$out" >&2; die "sqlsmith (seed $seed) ran no query"; }
     queries=$((queries + n))
 done
 

@@ -265,12 +265,7 @@ after_event "failover $OLD -> $NEW" "$EVENT_T"
 # standby (synchronous_mode_strict): the other survivor, which may need a
 # pg_rewind first. Until then a renewal waits for it, times out and is
 # not counted, so a lease may run out and be revived or claimed again.
-sync_attached() {
-    local l; l=$(leader); [ -n "$l" ] || return 1
-    [ "$(pq_member "$l" -d postgres -c "SELECT count(*) FROM pg_stat_replication
-                                         WHERE state = 'streaming' AND sync_state = 'sync'" 2>/dev/null)" = 1 ]
-}
-wait_for "a synchronous standby of $NEW" "$BOUND_S" sync_attached
+wait_for "a synchronous standby of $NEW" "$BOUND_S" healthy sync 1
 log "patroni_registry: $NEW has a synchronous standby $(since "$EVENT_T") s after the kill"
 
 # --- the verdict ------------------------------------------------------------

@@ -157,12 +157,14 @@ wait_for() {
     dcs_dump >&2 || true
     die "$TEST: timed out after $secs s waiting for $what"
 }
-# healthy sync|async: the leader streams to both other members, one of
-# them synchronous (async: none); in synchronous mode Patroni promotes only
+# healthy sync|async [STANDBYS]: the leader streams to STANDBYS members
+# (default 2, both others; 1 once a member was killed), one of them
+# synchronous (async: none); in synchronous mode Patroni promotes only
 # the member its /sync key names, so wait until it names one.
 healthy() {
-    local l want="2 0"; l=$(leader); [ -n "$l" ] || return 1
-    if [ "$1" = sync ]; then sync_standby || return 1; want="2 1"; fi
+    local l n=${2:-2} want; l=$(leader); [ -n "$l" ] || return 1
+    want="$n 0"
+    if [ "$1" = sync ]; then sync_standby || return 1; want="$n 1"; fi
     [ "$(pq_member "$l" -d postgres -c "SELECT count(*) FILTER (WHERE state = 'streaming'),
                                                count(*) FILTER (WHERE sync_state = 'sync') FROM pg_stat_replication" 2>/dev/null)" = "$want" ]
 }
