@@ -361,6 +361,14 @@ cluster_stop() {
 pgbench_clean() {
     grep -q "number of failed transactions: 0 " "$1" && ! grep -qE " aborted in command |Run was aborted" "$1"
 }
+# pgbench_why OUTFILE: the first line of a run that was not clean that
+# says why (an error, an aborted client, failed transactions), or its last
+# line, for a die and so for the summary of scripts/test.sh.
+pgbench_why() {
+    local l
+    l=$(grep -m1 -E "ERROR|FATAL|error:| aborted in command |Run was aborted|number of failed transactions: [1-9]" "$1" || true)
+    printf '%s\n' "${l:-"no error printed; its last line: $(tail -1 "$1")"}"
+}
 
 # psql against a cluster: pq DIR PORT [psql args...]
 pq() {

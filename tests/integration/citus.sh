@@ -137,7 +137,8 @@ load() {  # load SECONDS FORMS...: each form through every node, and COPY beside
             mode=simple via="'${NAMES[$i]}'"
             [ "$f" = prepared ] && mode=prepared via=${NAMES[$i]}
             timeout $((secs + 120)) "$(pgbin)/pgbench" -n -h 127.0.0.1 -p "$(port_of "$i")" -U postgres \
-                -c 1 -j 1 -T "$secs" -M "$mode" -D via="$via" -f "$BASE/$f.sql" postgres \
+                -c 1 -j 1 -T "$secs" -M "$mode" -D via="$via" -f "$BASE/$f.sql" \
+                --failures-detailed --verbose-errors postgres \
                 >"$BASE/load-$i-$f.out" 2>&1 &
             pids+=($!)
         done
@@ -149,16 +150,28 @@ load() {  # load SECONDS FORMS...: each form through every node, and COPY beside
                     | q "$i" -c "COPY accounts (country, via, form) FROM STDIN" || exit 1
                 for a in "${accts[@]}"; do printf '%s\t%s\tcopy\n' "$a" "$n"; done \
                     | q "$i" -c "COPY account_events (account_id, via, form) FROM STDIN" || exit 1
-            done ) &
+            done ) 2> "$BASE/load-$i-copy.err" &
         pids+=($!)
     done
     local rc=0 p; for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-    for f in "$BASE"/load-*.out; do pgbench_clean "$f" || { cat "$f" >&2; rc=1; }; done
+    # Why, for the die: the first unclean pgbench run's error, or COPY's.
+    : > "$BASE/load.why"
+    for f in "$BASE"/load-*.out; do
+        pgbench_clean "$f" && continue
+        cat "$f" >&2; rc=1
+        [ -s "$BASE/load.why" ] || echo "$(basename "$f" .out): $(pgbench_why "$f")" > "$BASE/load.why"
+    done
+    for f in "$BASE"/load-*-copy.err; do
+        [ -s "$f" ] || continue
+        cat "$f" >&2
+        [ -s "$BASE/load.why" ] || echo "$(basename "$f" .err): $(grep -m1 . "$f")" > "$BASE/load.why"
+    done
     return $rc
 }
+load_why() { head -1 "$BASE/load.why" 2>/dev/null || true; }
 for i in 0 1 2; do q "$i" -c "INSERT INTO accounts (country, via, form) VALUES ('fr', '${NAMES[$i]}', 'values')"; done
 log "writes through the coordinator and both workers for ${DURATION}s: VALUES, multi-row, prepared, INSERT ... SELECT, COPY"
-load "$DURATION" values multi prepared select child || die "writes failed"
+load "$DURATION" values multi prepared select child || die "writes failed: $(load_why)"
 # Where each form evaluated the default: the worker ids seen per table,
 # statement form and receiving node.
 where=$(q 0 -At -F ' ' -c "
@@ -226,7 +239,7 @@ load "$DURATION" values multi prepared pulled child & loader=$!
 writing() { [ "$(q 0 -At -c "SELECT count(*) > $moved_from FROM accounts")" = t ]; }
 poll_until 120 writing || die "the load wrote no row in 120 s"
 q 0 -c "SELECT citus_move_shard_placement($shard, '127.0.0.1', $from_port, '127.0.0.1', $to_port, shard_transfer_mode => 'force_logical')" >/dev/null
-wait "$loader" || die "writes failed during the shard move"
+wait "$loader" || die "writes failed during the shard move: $(load_why)"
 now_port=$(q 0 -At -c "SELECT nodeport FROM citus_shards WHERE shardid = $shard")
 [ "$now_port" = "$to_port" ] || die "shard $shard is on port $now_port, not $to_port"
 for t in accounts account_events; do
