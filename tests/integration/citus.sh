@@ -130,7 +130,8 @@ SELECT max(id) AS account FROM accounts WHERE via = :via AND form = 'values' \gs
 INSERT INTO account_events (account_id, via, form) VALUES (:account, :via, 'values');
 SQL
 load() {  # load SECONDS FORMS...: each form through every node, and COPY beside
-    local secs="$1" i f mode pids=(); shift
+    local secs="$1" i f mode pids=() outs=() copies=(); shift
+    rm -f "$BASE/load.why" "$BASE"/load-*.out "$BASE"/load-*-copy.err   # an earlier run's
     for i in 0 1 2; do
         for f in "$@"; do
             # Prepared statements take :via as a parameter, the others as text.
@@ -140,7 +141,7 @@ load() {  # load SECONDS FORMS...: each form through every node, and COPY beside
                 -c 1 -j 1 -T "$secs" -M "$mode" -D via="$via" -f "$BASE/$f.sql" \
                 --failures-detailed --verbose-errors postgres \
                 >"$BASE/load-$i-$f.out" 2>&1 &
-            pids+=($!)
+            pids+=($!) outs+=("$BASE/load-$i-$f.out")
         done
         (   end=$((SECONDS + secs)); n=${NAMES[$i]}
             read -ra accts < <(q "$i" -At -c "SELECT string_agg(id::text, ' ') FROM (SELECT id FROM accounts
@@ -151,21 +152,24 @@ load() {  # load SECONDS FORMS...: each form through every node, and COPY beside
                 for a in "${accts[@]}"; do printf '%s\t%s\tcopy\n' "$a" "$n"; done \
                     | q "$i" -c "COPY account_events (account_id, via, form) FROM STDIN" || exit 1
             done ) 2> "$BASE/load-$i-copy.err" &
-        pids+=($!)
+        copies+=($!)
     done
-    local rc=0 p; for p in "${pids[@]}"; do wait "$p" || rc=$?; done
-    # Why, for the die: the first unclean pgbench run's error, or COPY's.
-    : > "$BASE/load.why"
-    for f in "$BASE"/load-*.out; do
+    # Why, for the die: the first unclean pgbench run's error, or the
+    # first failed COPY loop's (its stderr may hold a WARNING of a clean one).
+    local rc=0 p why=""
+    for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+    for f in "${outs[@]}"; do
         pgbench_clean "$f" && continue
         cat "$f" >&2; rc=1
-        [ -s "$BASE/load.why" ] || echo "$(basename "$f" .out): $(pgbench_why "$f")" > "$BASE/load.why"
+        [ -n "$why" ] || why="$(basename "$f" .out): $(pgbench_why "$f")"
     done
-    for f in "$BASE"/load-*-copy.err; do
-        [ -s "$f" ] || continue
-        cat "$f" >&2
-        [ -s "$BASE/load.why" ] || echo "$(basename "$f" .err): $(grep -m1 . "$f")" > "$BASE/load.why"
+    for i in 0 1 2; do
+        p=0; wait "${copies[$i]}" || p=$?
+        [ "$p" != 0 ] || continue
+        f="$BASE/load-$i-copy.err"; cat "$f" >&2; rc=$p
+        [ -n "$why" ] || why="load-$i-copy: $(grep -m1 . "$f" || echo "exit $p, nothing on stderr")"
     done
+    printf '%s\n' "$why" > "$BASE/load.why"
     return $rc
 }
 load_why() { head -1 "$BASE/load.why" 2>/dev/null || true; }
