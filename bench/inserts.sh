@@ -75,7 +75,7 @@ regime() {  # regime LABEL SHARED_BUFFERS PREFILL
                 echo "INSERT INTO k$i (v) VALUES (1);" > "$DIR/ins.sql"
                 "$(pgbin)/pgbench" -n -M prepared -h "$DIR" -p "$PORT" -U postgres -c "$c" -j "$c" -T "$SECS" \
                     -f "$DIR/ins.sql" postgres > "$DIR/pgbench.out" 2>&1 || { cat "$DIR/pgbench.out" >&2; die "pgbench failed for $name"; }
-                pgbench_clean "$DIR/pgbench.out" || { cat "$DIR/pgbench.out" >&2; die "pgbench had failures for $name"; }
+                pgbench_ok "$DIR/pgbench.out" "pgbench had failures for $name"
                 TPS["$label|$c|$i"]+="$(sed -nE 's/^tps = ([0-9.]+).*/\1/p' "$DIR/pgbench.out" | head -1) "
             done
         done

@@ -195,7 +195,7 @@ for c in $CLIENTS; do
             echo "SELECT $expr;" > "$DIR/select.sql"
             "$(pgbin)/pgbench" -n -M prepared -h "$DIR" -p "$PORT" -U postgres -c "$c" -j "$j" -T "$PGB_T" \
                 -f "$DIR/select.sql" bench > "$DIR/pgbench.out" 2>&1 || { cat "$DIR/pgbench.out" >&2; die "pgbench failed for $name"; }
-            pgbench_clean "$DIR/pgbench.out" || { cat "$DIR/pgbench.out" >&2; die "pgbench had failures for $name"; }
+            pgbench_ok "$DIR/pgbench.out" "pgbench had failures for $name"
             tps=$(sed -nE 's/^tps = ([0-9.]+) .*without initial connection time.*/\1/p' "$DIR/pgbench.out")
             [ -n "$tps" ] || { cat "$DIR/pgbench.out" >&2; die "no tps from pgbench"; }
             R["pgb$c|$name"]+="$tps "
@@ -237,7 +237,7 @@ for ((rep = 0; rep < REPS; rep++)); do
         start=$(date +%s%N)
         "$(pgbin)/pgbench" -n -M prepared -h "$DIR" -p "$PORT" -U postgres -c 8 -j 2 -t "$per_client" \
             -f "$DIR/insert.sql" bench > "$DIR/pgbench.out" 2>&1 || { cat "$DIR/pgbench.out" >&2; die "pgbench insert failed for $name"; }
-        pgbench_clean "$DIR/pgbench.out" || { cat "$DIR/pgbench.out" >&2; die "pgbench insert had failures for $name"; }
+        pgbench_ok "$DIR/pgbench.out" "pgbench insert had failures for $name"
         R["ins8|$name"]+="$(( ($(date +%s%N) - start) / 1000000 )) "
         [ "$(q -c "SELECT count(*) FROM $t")" = $((per_client * 8)) ] || die "pgbench inserted the wrong number of rows into $t"
     done < <(rotated "$rep" "${GENS[@]}")
@@ -288,7 +288,7 @@ fi
 at_once() {
     "$(pgbin)/pgbench" -n -h "$DIR" -p "$PORT" -U postgres -c "$1" -j "$1" -t 1 \
         -f "$2" bench > "$DIR/pgbench.out" 2>&1 || { cat "$DIR/pgbench.out" >&2; die "pgbench failed on $2"; }
-    pgbench_clean "$DIR/pgbench.out" || { cat "$DIR/pgbench.out" >&2; die "pgbench had failures on $2"; }
+    pgbench_ok "$DIR/pgbench.out" "pgbench had failures on $2"
     local tps; tps=$(sed -nE 's/^tps = ([0-9.]+) .*without initial connection time.*/\1/p' "$DIR/pgbench.out")
     [ -n "$tps" ] || { cat "$DIR/pgbench.out" >&2; die "no tps from pgbench"; }
     echo "$tps"

@@ -369,6 +369,11 @@ pgbench_why() {
     l=$(grep -m1 -E "ERROR|FATAL|error:| aborted in command |Run was aborted|number of failed transactions: [1-9]" "$1" || true)
     printf '%s\n' "${l:-"no error printed; its last line: $(tail -1 "$1")"}"
 }
+# pgbench_ok OUTFILE WHAT: a run that was not clean prints its output and
+# dies with WHAT and why (pgbench_why).
+pgbench_ok() {
+    pgbench_clean "$1" || { cat "$1" >&2; die "$2: $(pgbench_why "$1")"; }
+}
 
 # psql against a cluster: pq DIR PORT [psql args...]
 pq() {

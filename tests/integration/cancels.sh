@@ -325,7 +325,7 @@ touch "$BASE/stop"
 wait "$bench"
 [ ! -e "$BASE/pgbench.failed" ] || { cat "$BASE/pgbench.failed" "$BASE"/pgbench.*.out >&2; die "pgbench failed while bursts were terminated"; }
 for f in "$BASE"/pgbench.*.out; do
-    pgbench_clean "$f" || { cat "$f" >&2; die "pgbench had failures"; }
+    pgbench_ok "$f" "pgbench had failures"
 done
 slowest=$(sed -nE 's/^progress: .* ([0-9.]+) tps.*/\1/p' "$BASE"/pgbench.*.out | sort -g | head -1)
 log "pg_terminate_backend of $terminated bulk bursts renewing the reservation ($((written1 - written0)) renewals meanwhile): 4 pgbench clients never failed and inserted again after every termination (after ms: ${waited[*]}); slowest second: $slowest tps (reported, not asserted)"
