@@ -12,6 +12,7 @@ pub mod layout;
 pub mod lease;
 pub mod oid_set;
 pub mod public;
+pub mod starts;
 pub mod state_file;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
