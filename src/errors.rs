@@ -756,3 +756,19 @@ pub fn adopt_convert_failed(why: &str) -> ! {
         None,
     )
 }
+
+/// `DROP DATABASE`, or `DROP EXTENSION snowflake_id`, of a database
+/// whose marks of earlier starts are not applied (issue 62): nothing
+/// could carry them.
+pub fn drop_unread(what: &str, why: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("cannot {what} while its snowflake_id high-water mark is {why}"),
+        Some("Its mark may cover IDs that no other database's mark or the state file covers; dropping it now could let the server mint below them.".into()),
+        Some(if why == "held back" {
+            "A superuser decides first: SELECT snowflake_accept_configuration() if the mark is right, SELECT snowflake_discard_high_water() in that database if not."
+        } else {
+            "The high-water launcher reads it again every second; try again shortly, and see the server log if it keeps failing."
+        }),
+    )
+}

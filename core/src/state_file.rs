@@ -58,6 +58,9 @@ pub struct StateFile {
     pub system_identifier: Option<u64>,
     /// Written at a clean stop: the shutdown checkpoint's LSN.
     pub stopped_at_checkpoint: Option<u64>,
+    /// What was pending when it was written (`crate::starts`): a line
+    /// `pending=marks_unread,carry` where anything was, none otherwise.
+    pub pending: crate::starts::Pending,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,6 +106,15 @@ impl StateFile {
             body.push_str(&format!("system_identifier={id}\n"));
             if let Some(lsn) = self.stopped_at_checkpoint {
                 body.push_str(&format!("stopped_at_checkpoint={lsn}\n"));
+            }
+            let p = self.pending;
+            if p.marks_unread || p.carry {
+                let names: Vec<&str> = [(p.marks_unread, "marks_unread"), (p.carry, "carry")]
+                    .iter()
+                    .filter(|(on, _)| *on)
+                    .map(|(_, n)| *n)
+                    .collect();
+                body.push_str(&format!("pending={}\n", names.join(",")));
             }
         }
         let sum = fnv1a64(body.as_bytes());
@@ -151,6 +163,7 @@ impl StateFile {
                 None
             },
             stopped_at_checkpoint: None,
+            pending: crate::starts::Pending::NONE,
         };
         let mut s = s;
         if version >= 2 {
@@ -159,6 +172,16 @@ impl StateFile {
                 .and_then(|l| l.strip_prefix("stopped_at_checkpoint="))
             {
                 s.stopped_at_checkpoint = Some(num("stopped_at_checkpoint", v)?);
+                lines.next();
+            }
+            if let Some(v) = lines.peek().and_then(|l| l.strip_prefix("pending=")) {
+                for name in v.split(',') {
+                    match name {
+                        "marks_unread" => s.pending.marks_unread = true,
+                        "carry" => s.pending.carry = true,
+                        _ => return corrupt("bad pending"),
+                    }
+                }
                 lines.next();
             }
         }
@@ -303,7 +326,24 @@ mod tests {
             reserved_until_ms: 1_763_712_000_000,
             system_identifier: Some(7_441_000_217_000_000_000),
             stopped_at_checkpoint: None,
+            pending: crate::starts::Pending::NONE,
         }
+    }
+
+    #[test]
+    fn pending_work_round_trips_and_old_files_have_none() {
+        let mut s = sample();
+        s.stopped_at_checkpoint = Some(7);
+        for (marks_unread, carry) in [(true, false), (false, true), (true, true)] {
+            s.pending = crate::starts::Pending {
+                marks_unread,
+                carry,
+            };
+            assert_eq!(StateFile::decode(&s.encode()), Ok(s));
+        }
+        s.pending = crate::starts::Pending::NONE;
+        assert!(!s.encode().contains("pending="));
+        assert_eq!(StateFile::decode(&s.encode()), Ok(s));
     }
 
     #[test]

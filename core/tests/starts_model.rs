@@ -901,6 +901,7 @@ fn alphabet() -> Vec<Event> {
 
 /// P3: from `s`, a start (if stopped) and an acceptance (if a mark is
 /// held) let every database with the extension mint.
+#[allow(clippy::needless_range_loop)]
 fn stuck(s: &State, r: Rules) -> Option<String> {
     let mut t = *s;
     if t.run.is_none() {

@@ -47,7 +47,13 @@ pub fn before_mint() {
         if let (Ok(layout), Some(worker)) = (gucs::layout(), worker::current_worker_id()) {
             let key = key(&layout, worker);
             let lags = this_database_lags();
-            row::with_lock_timeout(|| read_own_mark(t, state, &layout, &key, lags));
+            let unread = super::marks_unread_here();
+            row::with_lock_timeout(|| read_own_mark(t, state, &layout, &key, lags, unread));
+            crate::mint::reservation::persist(
+                state,
+                &layout,
+                t.mark_found_ms.load(Ordering::Acquire),
+            );
             // Only once it was read: an ERROR on the way (a cancel, a
             // lock not granted) reads it again at the next call (the
             // red-team review of issue 55).
@@ -159,6 +165,7 @@ fn read_own_mark(
     layout: &snowflake_id_core::Layout,
     key: &row::Key,
     lags: bool,
+    unread: bool,
 ) {
     let own = t.started_at.load(Ordering::Acquire);
     let found = match Table::open(pg_sys::AccessShareLock) {
@@ -172,7 +179,7 @@ fn read_own_mark(
     let Some(found) = found else { return };
     if hold_if_far(t, state, layout, found, db, &database_name()) {
         HELD_HERE.with(|h| h.set(Some(found)));
-    } else if lags {
+    } else if unread {
         apply_found(t, state, layout, found, db, &database_name());
     }
     // Otherwise read at start-up, or needing no read (a clean restart:

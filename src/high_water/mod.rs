@@ -54,6 +54,7 @@
 //! SELECT snowflake_write_high_water();
 //! ```
 
+pub mod drops;
 pub mod gate;
 pub mod row;
 pub mod scan;
@@ -64,6 +65,7 @@ use crate::mint::{bound, shmem, worker};
 use crate::{errors, gucs};
 use pgrx::prelude::*;
 use pgrx::{pg_sys, PgLogLevel, PgSqlErrorCode};
+use snowflake_id_core::starts;
 use snowflake_id_core::{format_epoch, Clock, GeneratorState, Layout, SystemClock, DEBT_STEP_MS};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -86,6 +88,7 @@ pub fn init() {
         cover: gate::covered,
     });
     scan::register();
+    drops::init();
 }
 
 /// Set once this backend has seen the marks read since start-up.
@@ -232,6 +235,15 @@ pub fn this_database_lags() -> bool {
     shmem::tracking().is_some_and(|t| t.lag_all.load(Ordering::Acquire) || !t.lagging.is_empty())
 }
 
+/// Whether this backend's database must apply its marks of earlier
+/// starts itself: some database lags, or holds a mark back (issue 62:
+/// this one may be a copy of it made since, whose marks nobody read).
+pub fn marks_unread_here() -> bool {
+    this_database_lags()
+        || shmem::tracking()
+            .is_some_and(|t| !t.held.is_empty() || t.held_overflow.load(Ordering::Acquire))
+}
+
 /// Apply a mark found in database `db` (named `name`) that this server
 /// did not write since start-up: raise the generator above it, or hold
 /// it back when it is far ahead ([`hold_far_mark`]).
@@ -245,12 +257,18 @@ fn apply_found(
 ) {
     let clock = SystemClock;
     let frontier = state.frontier_ms(layout, clock.wall_ns(), clock.mono_ns());
-    if found < frontier {
-        return;
-    }
-    if found > far_limit(t, frontier) {
-        hold_far_mark(t, state, found, db, name, false);
-        return;
+    // Issue 62: judged against the durable reservation, not the clock: a
+    // mark the clock has passed is applied all the same (and made
+    // durable by the caller, `reservation::persist`), or a restart with
+    // the clock stepped back would forget it.
+    let reserved = state.reserved_until_ms.load(Ordering::Acquire);
+    match starts::judge_mark(found, reserved, far_limit(t, frontier), true) {
+        starts::Verdict::Hold => {
+            hold_far_mark(t, state, found, db, name, false);
+            return;
+        }
+        starts::Verdict::Nothing => return,
+        starts::Verdict::Raise => {}
     }
     state.raise_above(found, layout, clock.mono_ns());
     t.mark_found_ms.fetch_max(found, Ordering::AcqRel);
@@ -457,6 +475,7 @@ fn release_far_mark_in_reach(t: &shmem::Tracking, state: &GeneratorState, layout
     state.raise_above(far, layout, clock.mono_ns());
     t.mark_found_ms.fetch_max(far, Ordering::AcqRel);
     release_all_holds(t, state);
+    crate::mint::reservation::persist(state, layout, far);
     errors::report(
         PgLogLevel::LOG,
         PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
@@ -495,6 +514,7 @@ pub fn apply_held_marks(state: &GeneratorState, layout: &Layout) -> Option<i64> 
     state.raise_above(far, layout, SystemClock.mono_ns());
     t.mark_found_ms.fetch_max(far, Ordering::AcqRel);
     release_all_holds(t, state);
+    crate::mint::reservation::persist(state, layout, far);
     Some(far)
 }
 
@@ -602,6 +622,7 @@ pub fn snowflake_discard_high_water() -> Option<TimestampWithTimeZone> {
     let stamp = t.started_at.load(Ordering::Acquire);
     let mut discarded = vec![];
     let mut kept = i64::MIN;
+    let mut kept_below: Option<i64> = None;
     for (mark, tid) in table.rows(&key) {
         if mark > limit {
             table.lower(tid, &key, target, stamp);
@@ -609,6 +630,7 @@ pub fn snowflake_discard_high_water() -> Option<TimestampWithTimeZone> {
             kept = kept.max(target);
         } else {
             kept = kept.max(mark);
+            kept_below = kept_below.max(Some(mark));
         }
     }
     drop(table);
@@ -616,6 +638,12 @@ pub fn snowflake_discard_high_water() -> Option<TimestampWithTimeZone> {
     let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
     t.held.release(db);
     after_release(t, state);
+    // The rows it kept are this database's marks from before (issue 62:
+    // a start-up read that met the far row saw no other): applied now.
+    if let Some(below) = kept_below {
+        apply_found(t, state, &layout, below, db, &database_name());
+    }
+    crate::mint::reservation::persist(state, &layout, i64::MIN);
     bound::forget();
     for mark in &discarded {
         errors::report(
@@ -775,10 +803,12 @@ fn raise_for_restored(
             (db.to_u32(), name)
         };
         hold_far_mark(t, state, mark_ms, db, &name, true);
+        crate::mint::reservation::persist(state, &layout, i64::MIN);
         return;
     }
     state.raise_above(mark_ms, &layout, SystemClock.mono_ns());
     t.mark_found_ms.fetch_max(mark_ms, Ordering::AcqRel);
+    crate::mint::reservation::persist(state, &layout, mark_ms);
     errors::report(
         PgLogLevel::LOG,
         PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,

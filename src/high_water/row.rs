@@ -410,6 +410,11 @@ impl Table {
             crate::failpoint!("mark-raise-before-flush");
             pg_sys::XLogFlush(lsn);
             crate::failpoint!("mark-raise-after-flush");
+            // Issue 62: the page itself goes to the kernel now, not at
+            // the next checkpoint, so that `pg_resetwal` after a crash
+            // (which throws the WAL away) finds the mark that covers the
+            // IDs handed out.
+            pg_sys::FlushRelationBuffers(self.rel);
             Some(target)
         }
     }
@@ -454,6 +459,8 @@ impl Table {
             crate::failpoint!("mark-insert-before-flush");
             pg_sys::XLogFlush(pg_sys::XactLastRecEnd);
             crate::failpoint!("mark-insert-after-flush");
+            // As a raise: the page reaches the kernel at once.
+            pg_sys::FlushRelationBuffers(self.rel);
         }
     }
 }

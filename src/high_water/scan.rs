@@ -48,6 +48,11 @@ const LAGGING_RETRY: Duration = Duration::from_secs(1);
 pub const READER_NONE: u32 = 0;
 pub const READER_READ: u32 = 1;
 pub const READER_NO_TABLE: u32 = 2;
+/// A carrier raised its database's mark (issue 62).
+pub const READER_CARRIED: u32 = 3;
+/// The bit of a reader's argument that makes it a carrier: it raises its
+/// database's mark to the slot's `found_ms` instead of reading it.
+const CARRY_BIT: u64 = 1 << 62;
 
 pub fn register() {
     // After recovery only: a standby reads no marks; a promoted one
@@ -70,6 +75,63 @@ pub fn wake_launcher(t: &shmem::Tracking) {
             // SAFETY: the launcher's latch is in its PGPROC (shared
             // memory); SetLatch on a latch whose owner exited is harmless.
             unsafe { pg_sys::SetLatch(latch as *mut pg_sys::Latch) };
+        }
+    }
+}
+
+/// Wake the launcher for a carry or a database to read: it looks at its
+/// work within its tick anyway.
+pub fn wake_launcher_for_carry(t: &shmem::Tracking) {
+    let latch = t.launcher_latch.load(Ordering::Acquire);
+    if latch != 0 {
+        // SAFETY: as in `wake_launcher`.
+        unsafe { pg_sys::SetLatch(latch as *mut pg_sys::Latch) };
+    }
+}
+
+/// Carry a dropped database's IDs (the reservation in
+/// `carry_wanted_ms`) into another database's mark: one carrier at a
+/// time, database after database, until one has raised its mark.
+/// Until then every file and record says the carry is pending.
+fn carry(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) {
+    let want = t.carry_wanted_ms.load(Ordering::Acquire);
+    if want <= t.carried_ms.load(Ordering::Acquire) {
+        return;
+    }
+    let Some(dbs) = databases() else { return };
+    for db in &dbs {
+        if database_locked(db.oid) || t.lagging.contains(db.oid.to_u32()) {
+            continue;
+        }
+        t.readers[0].status.store(READER_NONE, Ordering::Release);
+        t.readers[0].found_ms.store(want, Ordering::Release);
+        let Some(handle) = start_worker(0, db.oid, CARRY_BIT) else {
+            return;
+        };
+        let began = Instant::now();
+        loop {
+            let stopped = matches!(
+                handle.pid(),
+                Err(BackgroundWorkerStatus::Stopped | BackgroundWorkerStatus::PostmasterDied)
+            );
+            if stopped {
+                break;
+            }
+            if began.elapsed() > READER_TIMEOUT {
+                let _ = handle.terminate().wait_for_shutdown();
+                break;
+            }
+            nap();
+        }
+        if t.readers[0].status.load(Ordering::Acquire) == READER_CARRIED {
+            t.carried_ms.fetch_max(want, Ordering::AcqRel);
+            pgrx::log!(
+                "snowflake_id: carried the IDs of a dropped database (up to {}) into the high-water mark of database \"{}\"",
+                snowflake_id_core::format_epoch(want),
+                db.name
+            );
+            crate::mint::reservation::persist(state, layout, i64::MIN);
+            return;
         }
     }
 }
@@ -110,9 +172,13 @@ pub extern "C-unwind" fn snowflake_id_high_water_main(_arg: pg_sys::Datum) {
             forget_dropped_holds(t, state);
             prune_at = Some(Instant::now() + LAGGING_RETRY);
         }
-        if worker::current_worker_id().is_none()
-            || retry_after.is_some_and(|at| Instant::now() < at)
-        {
+        if worker::current_worker_id().is_none() {
+            continue;
+        }
+        if t.mark_ready.load(Ordering::Acquire) {
+            carry(t, state, &layout);
+        }
+        if retry_after.is_some_and(|at| Instant::now() < at) && t.lagging.is_empty() {
             continue;
         }
         if t.mark_ready.load(Ordering::Acquire) {
@@ -375,6 +441,8 @@ fn read_lagging(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) {
             t.lagging.remove(db.oid.to_u32());
         }
     });
+    // What it applied outlives a restart (issue 62).
+    crate::mint::reservation::persist(state, layout, t.mark_found_ms.load(Ordering::Acquire));
 }
 
 /// Every valid database, read from `pg_database` (a shared catalog) by
@@ -502,6 +570,15 @@ fn start_reader(
 ) -> Option<pgrx::bgworkers::DynamicBackgroundWorker> {
     t.readers[slot].status.store(READER_NONE, Ordering::Release);
     t.readers[slot].found_ms.store(i64::MIN, Ordering::Release);
+    start_worker(slot, db, 0)
+}
+
+/// Start a reader (`flags` 0) or a carrier ([`CARRY_BIT`]) in slot `slot`.
+fn start_worker(
+    slot: usize,
+    db: pg_sys::Oid,
+    flags: u64,
+) -> Option<pgrx::bgworkers::DynamicBackgroundWorker> {
     // SAFETY: reading this process's pid.
     let me = unsafe { pg_sys::MyProcPid };
     BackgroundWorkerBuilder::new("snowflake_id high-water reader")
@@ -510,7 +587,7 @@ fn start_reader(
         .set_function("snowflake_id_high_water_reader_main")
         .enable_spi_access()
         .set_argument(Some(pg_sys::Datum::from(
-            ((slot as u64) << 32) | db.to_u32() as u64,
+            flags | ((slot as u64) << 32) | db.to_u32() as u64,
         )))
         .set_notify_pid(me)
         .set_restart_time(None)
@@ -546,7 +623,11 @@ pub extern "C-unwind" fn snowflake_id_high_water_reader_main(arg: pg_sys::Datum)
     bgworker::attach_signals();
     let Some(t) = shmem::tracking() else { return };
     let db = pg_sys::Oid::from(arg.value() as u32);
-    let Some(slot) = t.readers.get(arg.value() >> 32) else {
+    let carrier = arg.value() as u64 & CARRY_BIT != 0;
+    let Some(slot) = t
+        .readers
+        .get((arg.value() as u64 & !CARRY_BIT) as usize >> 32)
+    else {
         return;
     };
     // SAFETY: connecting as the bootstrap superuser, named (a worker that
@@ -569,6 +650,32 @@ pub extern "C-unwind" fn snowflake_id_high_water_reader_main(arg: pg_sys::Datum)
                 pg_sys::GucSource::PGC_S_OVERRIDE,
             );
         }
+    }
+    if carrier {
+        let want = slot.found_ms.load(Ordering::Acquire);
+        let carried = BackgroundWorker::transaction(|| {
+            let (Ok(layout), Some(worker)) = (gucs::layout(), worker::current_worker_id()) else {
+                return false;
+            };
+            let key = key(&layout, worker);
+            let stamp = t.started_at.load(Ordering::Acquire);
+            row::with_lock_timeout(|| match row::Table::open(pg_sys::RowExclusiveLock) {
+                row::Open::Opened(table) => match table.find(&key) {
+                    Some((_, tid)) => table
+                        .raise(tid, &key, want, stamp)
+                        .is_some_and(|m| m >= want),
+                    None => {
+                        table.insert(&key, want, stamp);
+                        true
+                    }
+                },
+                _ => false,
+            })
+        });
+        if carried {
+            slot.status.store(READER_CARRIED, Ordering::Release);
+        }
+        return;
     }
     let found = BackgroundWorker::transaction(|| {
         let (Ok(layout), Some(worker)) = (gucs::layout(), worker::current_worker_id()) else {

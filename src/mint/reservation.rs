@@ -20,9 +20,11 @@ use crate::mint::{shmem, worker};
 use crate::{errors, gucs};
 use pgrx::pg_sys;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
+use snowflake_id_core::starts::{self, FileFacts, FileFound, Pending, Progress, StartFacts};
 use snowflake_id_core::{
     compatibility, Clock, Compatibility, GeneratorState, Layout, StateFile, SystemClock,
 };
+use std::sync::atomic::Ordering;
 
 pub const WINDOW_MS: i64 = 2_000;
 pub const THRESHOLD_MS: i64 = 1_000;
@@ -116,9 +118,31 @@ fn startup_state_from_file() -> GeneratorState {
     let layout = &gucs::layout().expect("layout validated in _PG_init");
     let mono = SystemClock.mono_ns();
     let loaded = datadir::load();
-    shmem::set_marks_needed(marks_needed_at_start(
-        loaded.as_ref().ok().and_then(|f| f.as_ref()),
-    ));
+    let found = loaded.as_ref().ok().and_then(|f| f.as_ref());
+    shmem::set_marks_needed(marks_needed_at_start(found));
+    let pending = found
+        .filter(|f| f.system_identifier == Some(datadir::system_identifier()))
+        .map_or(Pending::NONE, |f| f.pending);
+    shmem::set_found_pending(
+        pending_bits(pending),
+        if pending.carry {
+            found.map_or(i64::MIN, |f| f.reserved_until_ms)
+        } else {
+            i64::MIN
+        },
+    );
+    if shmem::binary_upgrade() && starts::refuse_binary_upgrade(&file_found(found)) {
+        // pg_upgrade starts the old cluster in binary-upgrade mode: the
+        // new one gets no state file, and a dropped database's IDs that
+        // only this file covers would be below the new server's first.
+        errors::report(
+            PgLogLevel::FATAL,
+            PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+            "snowflake_id: the IDs of a dropped database are not yet carried into another database's high-water mark",
+            Some(format!("Only the state file \"{}\" covers them, and pg_upgrade does not carry it.", state_path())),
+            Some("Start this server normally once (the carry takes about a second; the log says \"carried the IDs of a dropped database\"), stop it, and run pg_upgrade again."),
+        );
+    }
     match loaded {
         Ok(None) => {
             log(
@@ -299,6 +323,84 @@ pub fn this_server_file(layout: &Layout, reserved_ms: i64) -> StateFile {
         reserved_until_ms: reserved_ms,
         system_identifier: Some(datadir::system_identifier()),
         stopped_at_checkpoint: None,
+        pending: current_pending(),
+    }
+}
+
+/// What this run has left undone (`snowflake_id_core::starts::Progress`).
+pub fn progress() -> Progress {
+    let Some(t) = shmem::tracking() else {
+        return Progress {
+            read_done: true,
+            carry_wanted: i64::MIN,
+            carried: i64::MIN,
+            ..Progress::default()
+        };
+    };
+    Progress {
+        read_done: t.mark_ready.load(Ordering::Acquire),
+        lagging: t.lag_all.load(Ordering::Acquire) || !t.lagging.is_empty(),
+        held: !t.held.is_empty() || t.held_overflow.load(Ordering::Acquire),
+        carry_wanted: t.carry_wanted_ms.load(Ordering::Acquire),
+        carried: t.carried_ms.load(Ordering::Acquire),
+    }
+}
+
+/// What every file and record written now says is pending.
+pub fn current_pending() -> Pending {
+    starts::pending(&progress())
+}
+
+/// A pending state as bits (`shmem::Tracking::logged_pending`).
+pub fn pending_bits(p: Pending) -> u32 {
+    p.marks_unread as u32 | (p.carry as u32) << 1
+}
+
+pub fn pending_of(bits: u32) -> Pending {
+    Pending {
+        marks_unread: bits & 1 != 0,
+        carry: bits & 2 != 0,
+    }
+}
+
+/// Write the state file and a reservation record now, where what is
+/// pending grew since the last ones (a database left lagging, a mark
+/// held back, a carry due: a crash that follows at once must not forget
+/// it), or where the generator was raised by a mark above the durable
+/// reservation (`at_least`: a restart with the clock behind must not
+/// forget that either). Issue 62. A no-op where nothing is reserved
+/// yet: the first reservation writes both.
+pub fn persist(state: &GeneratorState, layout: &Layout, at_least: i64) {
+    let Some(t) = shmem::tracking() else { return };
+    if shmem::in_recovery() || shmem::binary_upgrade() || worker::current_worker_id().is_none() {
+        return;
+    }
+    let grown = || {
+        starts::must_log(
+            current_pending(),
+            pending_of(t.logged_pending.load(Ordering::Acquire)),
+        ) || at_least > state.reserved_until_ms.load(Ordering::Acquire)
+    };
+    if !grown() {
+        return;
+    }
+    let guard = shmem::renewal_lock();
+    if grown() && renew_locked(state, layout, at_least).is_none() {
+        drop(guard);
+        interrupted();
+    }
+}
+
+fn file_found(file: Option<&StateFile>) -> FileFound {
+    match file {
+        None => FileFound::Missing,
+        Some(f) if f.system_identifier == Some(datadir::system_identifier()) => {
+            FileFound::Ours(FileFacts {
+                current: false,
+                pending: f.pending,
+            })
+        }
+        Some(_) => FileFound::Unusable,
     }
 }
 
@@ -336,24 +438,34 @@ fn control_file() -> Option<(pg_sys::DBState::Type, u64)> {
 /// file (`pg_upgrade`, a lost file) or with another cluster's or an
 /// unusable one, only the marks know how far the old IDs went.
 fn marks_needed_at_start(file: Option<&StateFile>) -> MarksNeeded {
-    let Some(file) = file.filter(|f| f.system_identifier == Some(datadir::system_identifier()))
-    else {
-        return MarksNeeded::Yes;
+    let control = control_file();
+    let shutdown = match control {
+        Some((pg_sys::DBState::DB_SHUTDOWNED, _)) => starts::Shutdown::Clean,
+        Some((pg_sys::DBState::DB_SHUTDOWNED_IN_RECOVERY, _)) => starts::Shutdown::CleanInRecovery,
+        // A crash, or pg_control unreadable: crash recovery that replays
+        // a reservation record covers every ID (issue 55: a crash costs
+        // no wait), else the marks are read.
+        _ => starts::Shutdown::Crash,
     };
-    if datadir::standby_signal() {
-        return MarksNeeded::No;
-    }
-    match control_file() {
-        Some((pg_sys::DBState::DB_SHUTDOWNED, checkpoint))
-            if file.stopped_at_checkpoint == Some(checkpoint) =>
-        {
-            MarksNeeded::No
-        }
-        Some((pg_sys::DBState::DB_SHUTDOWNED_IN_RECOVERY, _)) => MarksNeeded::No,
-        // A crash, or a clean stop that did not write this file: crash
-        // recovery that replays a reservation record covers every ID
-        // (issue 55: a crash costs no wait), else the marks are read.
-        _ => MarksNeeded::UnlessReplayed,
+    let file = match file_found(file) {
+        FileFound::Ours(facts) => FileFound::Ours(FileFacts {
+            // Written by the clean stop that pg_control names.
+            current: matches!(
+                (control, file.and_then(|f| f.stopped_at_checkpoint)),
+                (Some((pg_sys::DBState::DB_SHUTDOWNED, cp)), Some(at)) if cp == at
+            ),
+            ..facts
+        }),
+        other => other,
+    };
+    match starts::read_at_start(&StartFacts {
+        file,
+        shutdown,
+        standby: datadir::standby_signal(),
+    }) {
+        starts::Read::No => MarksNeeded::No,
+        starts::Read::UnlessReplayed => MarksNeeded::UnlessReplayed,
+        starts::Read::Yes => MarksNeeded::Yes,
     }
 }
 
@@ -385,11 +497,11 @@ unsafe extern "C-unwind" fn write_at_clean_stop(code: std::ffi::c_int, _arg: pg_
     let Some(worker) = worker::current_worker_id() else {
         return;
     };
+    // While the start-up read has not ended, the file on disk stays: it
+    // says (or its absence says) that the next start reads the marks.
     if code != 0
         || state.blocked.load(std::sync::atomic::Ordering::Acquire) & BLOCKED_MASK != 0
         || !t.mark_ready.load(std::sync::atomic::Ordering::Acquire)
-        || t.lag_all.load(std::sync::atomic::Ordering::Acquire)
-        || !t.lagging.is_empty()
         || shmem::binary_upgrade()
     {
         return;
@@ -401,9 +513,12 @@ unsafe extern "C-unwind" fn write_at_clean_stop(code: std::ffi::c_int, _arg: pg_
         layout.epoch_ms() + layout.timestamp_of(id as u64) as i64
     });
     let reserved = last_ms.max(SystemClock.wall_ns().div_euclid(1_000_000));
+    // Issue 62: never current while a mark is unread or held (the next
+    // clean start would read none); what is pending is said either way.
+    let current = starts::clean_stop_current(&progress());
     let file = StateFile {
         worker_id: worker,
-        stopped_at_checkpoint: Some(checkpoint),
+        stopped_at_checkpoint: current.then_some(checkpoint),
         ..this_server_file(&layout, reserved)
     };
     if datadir::store(&file).is_err() {
@@ -433,7 +548,12 @@ fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -> Op
         .max(at_least_ms)
         .min(worker::cap_ms())
         .max(cur);
-    if target <= cur && datadir::exists() && !crate::mint::wal::checkpoint_passed_last_record() {
+    let logged = shmem::tracking().map_or(0, |t| t.logged_pending.load(Ordering::Acquire));
+    if target <= cur
+        && datadir::exists()
+        && !crate::mint::wal::checkpoint_passed_last_record()
+        && logged == pending_bits(current_pending())
+    {
         // The lease holds the reservation back: nothing new to persist.
         return Some(cur);
     }
@@ -443,6 +563,10 @@ fn renew_locked(state: &GeneratorState, layout: &Layout, at_least_ms: i64) -> Op
     }
     if !crate::mint::wal::log_reservation(&file) {
         return None;
+    }
+    if let Some(t) = shmem::tracking() {
+        t.logged_pending
+            .store(pending_bits(file.pending), Ordering::Release);
     }
     state.publish_reservation(target);
     Some(target)

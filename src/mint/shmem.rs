@@ -61,6 +61,27 @@ pub fn set_marks_needed(needed: MarksNeeded) {
     MARKS_NEEDED.store(needed as u32, Ordering::Relaxed);
 }
 
+/// What the state file found at start-up said was pending (its bits),
+/// and the reservation of a carry it said was due (`i64::MIN`: none):
+/// set in the postmaster with [`MARKS_NEEDED`].
+static STARTED_PENDING: AtomicU32 = AtomicU32::new(0);
+static CARRY_AT_START: AtomicI64 = AtomicI64::new(i64::MIN);
+
+/// See [`STARTED_PENDING`].
+pub fn set_found_pending(bits: u32, carry_ms: i64) {
+    STARTED_PENDING.store(bits, Ordering::Relaxed);
+    CARRY_AT_START.store(carry_ms, Ordering::Relaxed);
+}
+
+/// The start-up plan as it was decided ([`MarksNeeded`] from its number).
+pub fn planned(n: u32) -> MarksNeeded {
+    match n {
+        x if x == MarksNeeded::No as u32 => MarksNeeded::No,
+        x if x == MarksNeeded::UnlessReplayed as u32 => MarksNeeded::UnlessReplayed,
+        _ => MarksNeeded::Yes,
+    }
+}
+
 fn marks_needed() -> MarksNeeded {
     match MARKS_NEEDED.load(Ordering::Relaxed) {
         x if x == MarksNeeded::No as u32 => MarksNeeded::No,
@@ -155,6 +176,17 @@ pub struct Tracking {
     /// `reservation::FAR_MS` past the later of it and the clock, however
     /// many restored marks raised the generator since.
     pub far_base_ms: AtomicI64,
+    /// What this start planned to read (`snowflake_id_core::starts::Read`
+    /// as [`MarksNeeded`]), for the decision after crash recovery.
+    pub planned_read: AtomicU32,
+    /// What the last state file and reservation record written said was
+    /// pending (`crate::mint::reservation::pending_bits`).
+    pub logged_pending: AtomicU32,
+    /// A dropped database's IDs to carry into another database's mark:
+    /// the reservation that covers them (`i64::MIN`: none), and the
+    /// largest carried (issue 62).
+    pub carry_wanted_ms: AtomicI64,
+    pub carried_ms: AtomicI64,
     /// Databases found with the extension at a version before 0.8.0, each
     /// named once in the log.
     pub old_versions: snowflake_id_core::GrowingOidSet<OLD_VERSION_DATABASES>,
@@ -268,11 +300,26 @@ impl Tracking {
     /// read of the marks is needed ([`set_marks_needed`]).
     fn at_start() -> Self {
         let needed = marks_needed();
+        let mut random = [0u8; 8];
+        // SAFETY: filling a buffer of this process with random bytes.
+        let drawn = unsafe { pg_sys::pg_strong_random(random.as_mut_ptr().cast(), 8) };
+        let random = if drawn {
+            u64::from_ne_bytes(random)
+        } else {
+            // No strong source: the clock's microseconds, mixed.
+            // SAFETY: reading the clock.
+            (unsafe { pg_sys::GetCurrentTimestamp() } as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        };
         Tracking {
             mark_ready: AtomicBool::new(needed == MarksNeeded::No),
             unless_replayed: AtomicBool::new(needed == MarksNeeded::UnlessReplayed),
-            // SAFETY: reading the clock.
-            started_at: AtomicI64::new(unsafe { pg_sys::GetCurrentTimestamp() }),
+            planned_read: AtomicU32::new(needed as u32),
+            logged_pending: AtomicU32::new(STARTED_PENDING.load(Ordering::Relaxed)),
+            carry_wanted_ms: AtomicI64::new(CARRY_AT_START.load(Ordering::Relaxed)),
+            // Issue 62: a random stamp, never the clock (two starts with
+            // the same start-up time took each other's marks for their
+            // own).
+            started_at: AtomicI64::new(snowflake_id_core::starts::start_stamp(random)),
             ..Tracking::default()
         }
     }
@@ -301,6 +348,10 @@ impl Default for Tracking {
             lag_all: AtomicBool::new(false),
             started_at: AtomicI64::new(i64::MIN),
             far_base_ms: AtomicI64::new(i64::MIN),
+            planned_read: AtomicU32::new(MarksNeeded::Yes as u32),
+            logged_pending: AtomicU32::new(0),
+            carry_wanted_ms: AtomicI64::new(i64::MIN),
+            carried_ms: AtomicI64::new(i64::MIN),
             old_versions: snowflake_id_core::GrowingOidSet::default(),
             lease: LeaseShared::default(),
         }

@@ -29,7 +29,11 @@ pub const RM_ID: u8 = 199;
 /// The one record type: a reservation (the high four bits of `xl_info`
 /// belong to the resource manager).
 const XLOG_RESERVE: u8 = 0x10;
-const XLR_INFO_MASK: u8 = 0x0F;
+/// Flags of a reservation record (issue 62): what was pending when it
+/// was written (`snowflake_id_core::starts::Pending`), in the resource
+/// manager's bits of `xl_info`.
+const XLOG_MARKS_UNREAD: u8 = 0x20;
+const XLOG_CARRY: u8 = 0x40;
 
 /// The record's payload: the reservation and the configuration it was
 /// made under (the fields of the state file).
@@ -65,6 +69,7 @@ impl Reservation {
             reserved_until_ms: self.reserved_until_ms,
             system_identifier: Some(datadir::system_identifier()),
             stopped_at_checkpoint: None,
+            pending: snowflake_id_core::starts::Pending::NONE,
         }
     }
 
@@ -75,7 +80,7 @@ impl Reservation {
     unsafe fn of(record: *mut pg_sys::XLogReaderState) -> Option<Self> {
         let decoded = (*record).record;
         if decoded.is_null()
-            || (*decoded).header.xl_info & !XLR_INFO_MASK != XLOG_RESERVE
+            || (*decoded).header.xl_info & XLOG_RESERVE == 0
             || (*decoded).main_data_len as usize != std::mem::size_of::<Self>()
             || (*decoded).main_data.is_null()
         {
@@ -129,7 +134,14 @@ pub fn log_reservation(file: &StateFile) -> bool {
             &mut rec as *mut Reservation as _,
             std::mem::size_of::<Reservation>() as _,
         );
-        let lsn = pg_sys::XLogInsert(RM_ID, XLOG_RESERVE);
+        let info = XLOG_RESERVE
+            | if file.pending.marks_unread {
+                XLOG_MARKS_UNREAD
+            } else {
+                0
+            }
+            | if file.pending.carry { XLOG_CARRY } else { 0 };
+        let lsn = pg_sys::XLogInsert(RM_ID, info);
         crate::failpoint!("reservation-wal-inserted");
         pg_sys::XLogFlush(lsn);
         crate::failpoint!("reservation-wal-flushed");
@@ -243,12 +255,20 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     let Some(rec) = Reservation::of(record) else {
         return;
     };
+    let info = (*(*record).record).header.xl_info;
+    let pending = snowflake_id_core::starts::Pending {
+        marks_unread: info & XLOG_MARKS_UNREAD != 0,
+        carry: info & XLOG_CARRY != 0,
+    };
     if let Some(state) = shmem::state() {
         if let Ok(layout) = gucs::layout() {
             state.raise_above(rec.reserved_until_ms, &layout, SystemClock.mono_ns());
-            covers_crash(&rec, &layout);
+            covers_crash(&rec, &layout, pending);
         }
-        persist_replayed(&rec.to_file());
+        persist_replayed(&snowflake_id_core::StateFile {
+            pending,
+            ..rec.to_file()
+        });
     }
 }
 
@@ -258,13 +278,41 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
 /// reservation the server made lies, and that one covers every ID it
 /// handed out, whatever the state file says (issue 55: a crash costs no
 /// wait). A record of another layout says nothing about this one's IDs.
-fn covers_crash(rec: &Reservation, layout: &snowflake_id_core::Layout) {
+fn covers_crash(
+    rec: &Reservation,
+    layout: &snowflake_id_core::Layout,
+    pending: snowflake_id_core::starts::Pending,
+) {
+    use snowflake_id_core::starts::{read_after_replay, Read};
     let Some(t) = shmem::tracking() else { return };
-    if rec.epoch_ms == layout.epoch_ms()
-        && rec.worker_bits == layout.worker_bits()
-        && rec.sequence_bits == layout.sequence_bits()
-        && t.unless_replayed.swap(false, Ordering::AcqRel)
+    if rec.epoch_ms != layout.epoch_ms()
+        || rec.worker_bits != layout.worker_bits()
+        || rec.sequence_bits != layout.sequence_bits()
     {
+        return;
+    }
+    if pending.carry {
+        // A carry the primary had not made yet is due here too.
+        t.carry_wanted_ms
+            .fetch_max(rec.reserved_until_ms, Ordering::AcqRel);
+    }
+    let planned = match shmem::planned(t.planned_read.load(Ordering::Acquire)) {
+        shmem::MarksNeeded::No => Read::No,
+        shmem::MarksNeeded::UnlessReplayed => Read::UnlessReplayed,
+        shmem::MarksNeeded::Yes => Read::Yes,
+    };
+    // The last record replayed decides (issue 62: one written while a
+    // database lagged, or held a mark, keeps the read).
+    if read_after_replay(planned, Some(pending)) {
+        t.mark_ready.store(false, Ordering::Release);
+        t.unless_replayed
+            .store(planned == Read::UnlessReplayed, Ordering::Release);
+        return;
+    }
+    if planned == Read::No {
+        t.mark_ready.store(true, Ordering::Release);
+    }
+    if t.unless_replayed.swap(false, Ordering::AcqRel) {
         t.mark_ready.store(true, Ordering::Release);
         errors::report(
             PgLogLevel::LOG,
@@ -325,7 +373,7 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
 
 #[pg_guard]
 unsafe extern "C-unwind" fn identify(info: u8) -> *const std::ffi::c_char {
-    if info & !XLR_INFO_MASK == XLOG_RESERVE {
+    if info & XLOG_RESERVE != 0 {
         c"RESERVE".as_ptr()
     } else {
         std::ptr::null()
