@@ -117,7 +117,11 @@ unsafe extern "C-unwind" fn before(pstmt: *mut pg_sys::PlannedStmt) -> bool {
                 }
                 false
             }
-            pg_sys::NodeTag::T_CreatedbStmt => true,
+            // Not yet: a copy made to lag until read would refuse its
+            // own DROP for up to a second (the launcher's retry), which
+            // the suite's create-and-drop scripts do; see the closing
+            // note of issue 62.
+            pg_sys::NodeTag::T_CreatedbStmt => false,
             _ => false,
         }
     }
