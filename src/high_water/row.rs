@@ -410,12 +410,21 @@ impl Table {
             crate::failpoint!("mark-raise-before-flush");
             pg_sys::XLogFlush(lsn);
             crate::failpoint!("mark-raise-after-flush");
-            // Issue 62: the page itself goes to the kernel now, not at
-            // the next checkpoint, so that `pg_resetwal` after a crash
-            // (which throws the WAL away) finds the mark that covers the
-            // IDs handed out.
-            pg_sys::FlushRelationBuffers(self.rel);
+            self.write_out(block);
             Some(target)
+        }
+    }
+
+    /// Raise `key`'s row to `target`, or insert it there where there is
+    /// none: the mark afterwards (`None` when the row moved between the
+    /// look and the write: look again).
+    pub fn raise_or_insert(&self, key: &Key, target: i64, stamp: i64) -> Option<i64> {
+        match self.find(key) {
+            Some((_, tid)) => self.raise(tid, key, target, stamp),
+            None => {
+                self.insert(key, target, stamp);
+                Some(target)
+            }
         }
     }
 
@@ -455,12 +464,28 @@ impl Table {
                 pg_sys::HEAP_INSERT_FROZEN as _,
                 std::ptr::null_mut(),
             );
+            let at = (*tup).t_self.ip_blkid;
             pg_sys::heap_freetuple(tup);
             crate::failpoint!("mark-insert-before-flush");
             pg_sys::XLogFlush(pg_sys::XactLastRecEnd);
             crate::failpoint!("mark-insert-after-flush");
-            // As a raise: the page reaches the kernel at once.
-            pg_sys::FlushRelationBuffers(self.rel);
+            self.write_out(((at.bi_hi as u32) << 16) | at.bi_lo as u32);
+        }
+    }
+
+    /// Write block `block` of the table out to the kernel now, not at the
+    /// next checkpoint (issue 62): `pg_resetwal` after a crash throws the
+    /// WAL away, and must still find the mark that covers the IDs handed
+    /// out. Called after the record is flushed: the page is in the buffer
+    /// cache, so this reads nothing.
+    fn write_out(&self, block: u32) {
+        // SAFETY: pinning and share-locking one buffer of an open
+        // relation, as FlushOneBuffer requires, then releasing it.
+        unsafe {
+            let buf = pg_sys::ReadBuffer(self.rel, block);
+            pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_SHARE as _);
+            pg_sys::FlushOneBuffer(buf);
+            pg_sys::UnlockReleaseBuffer(buf);
         }
     }
 }
