@@ -37,6 +37,7 @@ pub mod lease;
 pub mod mint;
 pub mod operate;
 pub mod read;
+pub mod utility_hook;
 
 ::pgrx::pg_module_magic!(name, version);
 

@@ -8,6 +8,7 @@
 use super::list::{self, Fns};
 use super::session;
 use super::walk::{draw_in, mentions, swap};
+use crate::utility_hook::standard_ProcessUtility;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -21,22 +22,6 @@ pub(super) fn init() {
         PREV_UTILITY = pg_sys::ProcessUtility_hook;
         pg_sys::ProcessUtility_hook = Some(utility);
     }
-}
-
-unsafe extern "C-unwind" {
-    /// PostgreSQL's utility processor, called unguarded (see
-    /// `walk::raw`).
-    #[allow(clippy::too_many_arguments)]
-    fn standard_ProcessUtility(
-        pstmt: *mut pg_sys::PlannedStmt,
-        query_string: *const std::ffi::c_char,
-        read_only_tree: bool,
-        context: pg_sys::ProcessUtilityContext::Type,
-        params: pg_sys::ParamListInfo,
-        query_env: *mut pg_sys::QueryEnvironment,
-        dest: *mut pg_sys::DestReceiver,
-        qc: *mut pg_sys::QueryCompletion,
-    );
 }
 
 /// `CALL p(nextval('s'))`: a procedure's arguments are evaluated without

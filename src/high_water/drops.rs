@@ -23,6 +23,7 @@ use super::{key, next_target};
 use crate::errors;
 use crate::gucs;
 use crate::mint::{reservation, shmem, worker};
+use crate::utility_hook::standard_ProcessUtility;
 use pgrx::pg_sys;
 use std::sync::atomic::Ordering;
 
@@ -36,23 +37,6 @@ pub fn init() {
         PREV_UTILITY = pg_sys::ProcessUtility_hook;
         pg_sys::ProcessUtility_hook = Some(utility);
     }
-}
-
-unsafe extern "C-unwind" {
-    /// PostgreSQL's utility processor, called unguarded (as
-    /// `crate::adopt`'s hook does: an ERROR in it unwinds as PostgreSQL's
-    /// own, through no Rust frame that holds anything).
-    #[allow(clippy::too_many_arguments)]
-    fn standard_ProcessUtility(
-        pstmt: *mut pg_sys::PlannedStmt,
-        query_string: *const std::ffi::c_char,
-        read_only_tree: bool,
-        context: pg_sys::ProcessUtilityContext::Type,
-        params: pg_sys::ParamListInfo,
-        query_env: *mut pg_sys::QueryEnvironment,
-        dest: *mut pg_sys::DestReceiver,
-        qc: *mut pg_sys::QueryCompletion,
-    );
 }
 
 /// The hook: [`before`] (guarded), the next hook or the standard one,
@@ -194,7 +178,7 @@ fn before_drop(oid: pg_sys::Oid, what: &str, whole_database: bool) {
         return;
     }
     reservation::persist(state, &layout, i64::MIN);
-    super::scan::wake_launcher_for_carry(t);
+    super::scan::set_launcher_latch(t);
 }
 
 /// Raise this database's mark to at least `want`, if it has the table:
@@ -219,15 +203,9 @@ fn carry_here(
         };
         let target = next_target(t, state, layout, want).max(want);
         let stamp = t.started_at.load(Ordering::Acquire);
-        match table.find(&key) {
-            Some((_, tid)) => table
-                .raise(tid, &key, target, stamp)
-                .is_some_and(|m| m >= want),
-            None => {
-                table.insert(&key, target, stamp);
-                true
-            }
-        }
+        table
+            .raise_or_insert(&key, target, stamp)
+            .is_some_and(|m| m >= want)
     })
 }
 
@@ -249,5 +227,5 @@ fn after_create(name: &str) {
         t.lag_all.store(true, Ordering::Release);
     }
     reservation::persist(state, &layout, i64::MIN);
-    super::scan::wake_launcher_for_carry(t);
+    super::scan::set_launcher_latch(t);
 }

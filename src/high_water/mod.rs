@@ -232,16 +232,15 @@ fn ask_again_at(mark: i64, ms: i64) -> i64 {
 /// its first ID (`gate`), since a database made from a lagging template
 /// after the listing lags without being listed.
 pub fn this_database_lags() -> bool {
-    shmem::tracking().is_some_and(|t| t.lag_all.load(Ordering::Acquire) || !t.lagging.is_empty())
+    crate::mint::reservation::progress().lagging
 }
 
 /// Whether this backend's database must apply its marks of earlier
 /// starts itself: some database lags, or holds a mark back (issue 62:
 /// this one may be a copy of it made since, whose marks nobody read).
 pub fn marks_unread_here() -> bool {
-    this_database_lags()
-        || shmem::tracking()
-            .is_some_and(|t| !t.held.is_empty() || t.held_overflow.load(Ordering::Acquire))
+    let p = crate::mint::reservation::progress();
+    p.lagging || p.held
 }
 
 /// Apply a mark found in database `db` (named `name`) that this server
@@ -705,13 +704,7 @@ pub fn snowflake_write_high_water() -> Option<TimestampWithTimeZone> {
     };
     let target = next_target(t, state, &layout, i64::MIN);
     let stamp = t.started_at.load(Ordering::Acquire);
-    let ms = match table.find(&key) {
-        Some((_, tid)) => table.raise(tid, &key, target, stamp).unwrap_or(target),
-        None => {
-            table.insert(&key, target, stamp);
-            target
-        }
-    };
+    let ms = table.raise_or_insert(&key, target, stamp).unwrap_or(target);
     // This backend's next ID looks at the mark again.
     bound::forget();
     Some(crate::read::decode::from_unix_ms(ms))

@@ -70,21 +70,17 @@ pub fn register() {
 /// Wake the launcher: a caller waits for the start-up read.
 pub fn wake_launcher(t: &shmem::Tracking) {
     if !t.mark_wanted.swap(true, Ordering::AcqRel) {
-        let latch = t.launcher_latch.load(Ordering::Acquire);
-        if latch != 0 {
-            // SAFETY: the launcher's latch is in its PGPROC (shared
-            // memory); SetLatch on a latch whose owner exited is harmless.
-            unsafe { pg_sys::SetLatch(latch as *mut pg_sys::Latch) };
-        }
+        set_launcher_latch(t);
     }
 }
 
-/// Wake the launcher for a carry or a database to read: it looks at its
-/// work within its tick anyway.
-pub fn wake_launcher_for_carry(t: &shmem::Tracking) {
+/// Wake the launcher for a carry (issue 62): it looks at its work within
+/// its tick anyway.
+pub fn set_launcher_latch(t: &shmem::Tracking) {
     let latch = t.launcher_latch.load(Ordering::Acquire);
     if latch != 0 {
-        // SAFETY: as in `wake_launcher`.
+        // SAFETY: the launcher's latch is in its PGPROC (shared memory);
+        // SetLatch on a latch whose owner exited is harmless.
         unsafe { pg_sys::SetLatch(latch as *mut pg_sys::Latch) };
     }
 }
@@ -92,13 +88,16 @@ pub fn wake_launcher_for_carry(t: &shmem::Tracking) {
 /// Carry a dropped database's IDs (the reservation in
 /// `carry_wanted_ms`) into another database's mark: one carrier at a
 /// time, database after database, until one has raised its mark.
-/// Until then every file and record says the carry is pending.
-fn carry(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) {
+/// Until then every file and record says the carry is pending. Returns
+/// whether nothing is left to carry.
+fn carry(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) -> bool {
     let want = t.carry_wanted_ms.load(Ordering::Acquire);
     if want <= t.carried_ms.load(Ordering::Acquire) {
-        return;
+        return true;
     }
-    let Some(dbs) = databases() else { return };
+    let Some(dbs) = databases() else {
+        return false;
+    };
     for db in &dbs {
         if database_locked(db.oid) || t.lagging.contains(db.oid.to_u32()) {
             continue;
@@ -106,7 +105,7 @@ fn carry(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) {
         t.readers[0].status.store(READER_NONE, Ordering::Release);
         t.readers[0].found_ms.store(want, Ordering::Release);
         let Some(handle) = start_worker(0, db.oid, CARRY_BIT) else {
-            return;
+            return false;
         };
         let began = Instant::now();
         loop {
@@ -131,9 +130,10 @@ fn carry(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) {
                 db.name
             );
             crate::mint::reservation::persist(state, layout, i64::MIN);
-            return;
+            return true;
         }
     }
+    false
 }
 
 /// The high-water launcher.
@@ -155,6 +155,7 @@ pub extern "C-unwind" fn snowflake_id_high_water_main(_arg: pg_sys::Datum) {
     }
     let mut retry_after: Option<Instant> = None;
     let mut prune_at: Option<Instant> = None;
+    let mut carry_after: Option<Instant> = None;
     // The first round runs at once: a start that needs the read waits
     // for it from the moment it accepts connections.
     let mut first = true;
@@ -175,10 +176,15 @@ pub extern "C-unwind" fn snowflake_id_high_water_main(_arg: pg_sys::Datum) {
         if worker::current_worker_id().is_none() {
             continue;
         }
-        if t.mark_ready.load(Ordering::Acquire) {
-            carry(t, state, &layout);
+        // A carry tried and not made is tried again after a second, as a
+        // lagging database is read again.
+        if t.mark_ready.load(Ordering::Acquire)
+            && carry_after.is_none_or(|at| Instant::now() >= at)
+            && !carry(t, state, &layout)
+        {
+            carry_after = Some(Instant::now() + LAGGING_RETRY);
         }
-        if retry_after.is_some_and(|at| Instant::now() < at) && t.lagging.is_empty() {
+        if retry_after.is_some_and(|at| Instant::now() < at) {
             continue;
         }
         if t.mark_ready.load(Ordering::Acquire) {
@@ -660,15 +666,9 @@ pub extern "C-unwind" fn snowflake_id_high_water_reader_main(arg: pg_sys::Datum)
             let key = key(&layout, worker);
             let stamp = t.started_at.load(Ordering::Acquire);
             row::with_lock_timeout(|| match row::Table::open(pg_sys::RowExclusiveLock) {
-                row::Open::Opened(table) => match table.find(&key) {
-                    Some((_, tid)) => table
-                        .raise(tid, &key, want, stamp)
-                        .is_some_and(|m| m >= want),
-                    None => {
-                        table.insert(&key, want, stamp);
-                        true
-                    }
-                },
+                row::Open::Opened(table) => table
+                    .raise_or_insert(&key, want, stamp)
+                    .is_some_and(|m| m >= want),
                 _ => false,
             })
         });

@@ -15,7 +15,6 @@
 //!   file is read; see [`startup_state`] for the outcomes.
 
 use crate::datadir::{self, state_path};
-use crate::mint::shmem::MarksNeeded;
 use crate::mint::{shmem, worker};
 use crate::{errors, gucs};
 use pgrx::pg_sys;
@@ -430,14 +429,14 @@ fn control_file() -> Option<(pg_sys::DBState::Type, u64)> {
 ///
 /// After a crash, the file could be a stale copy put back by hand: the
 /// marks are read unless crash recovery replays a reservation record
-/// ([`MarksNeeded::UnlessReplayed`]). Every ID is issued under a
+/// ([`starts::Read::UnlessReplayed`]). Every ID is issued under a
 /// reservation that is WAL-logged and flushed first, and reservations
 /// only grow, so the last record in the WAL covers every ID the server
 /// ever handed out; recovery replays it whenever it replays any (the
 /// reservation worker logs one again after every checkpoint). Without a
 /// file (`pg_upgrade`, a lost file) or with another cluster's or an
 /// unusable one, only the marks know how far the old IDs went.
-fn marks_needed_at_start(file: Option<&StateFile>) -> MarksNeeded {
+fn marks_needed_at_start(file: Option<&StateFile>) -> starts::Read {
     let control = control_file();
     let shutdown = match control {
         Some((pg_sys::DBState::DB_SHUTDOWNED, _)) => starts::Shutdown::Clean,
@@ -458,15 +457,11 @@ fn marks_needed_at_start(file: Option<&StateFile>) -> MarksNeeded {
         }),
         other => other,
     };
-    match starts::read_at_start(&StartFacts {
+    starts::read_at_start(&StartFacts {
         file,
         shutdown,
         standby: datadir::standby_signal(),
-    }) {
-        starts::Read::No => MarksNeeded::No,
-        starts::Read::UnlessReplayed => MarksNeeded::UnlessReplayed,
-        starts::Read::Yes => MarksNeeded::Yes,
-    }
+    })
 }
 
 /// Register [`write_at_clean_stop`] for the postmaster's exit, while its

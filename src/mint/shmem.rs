@@ -36,28 +36,16 @@ pub const OLD_VERSION_DATABASES: usize = 1024;
 pub const READERS: usize = 4;
 
 /// Whether a start must read every database's high-water mark before
-/// the first ID.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum MarksNeeded {
-    /// The state file is this cluster's and provably current (a clean
-    /// stop that wrote it, a standby).
-    No,
-    /// This cluster's file, after a crash: unless crash recovery replays
-    /// a reservation record, which then covers every ID the server
-    /// handed out (`crate::mint::wal`), a stale copy could have been put
-    /// back by hand.
-    UnlessReplayed,
-    /// No usable file of this cluster (`pg_upgrade`, a lost, corrupt or
-    /// foreign file).
-    Yes,
-}
+/// the first ID: `snowflake_id_core::starts::Read`, decided by
+/// `crate::mint::reservation` with `starts::read_at_start`.
+pub use snowflake_id_core::starts::Read;
 
 /// Set in the postmaster by the initial state's function (which runs
 /// first at every creation of shared memory).
-static MARKS_NEEDED: AtomicU32 = AtomicU32::new(MarksNeeded::Yes as u32);
+static MARKS_NEEDED: AtomicU32 = AtomicU32::new(Read::Yes as u32);
 
 /// See [`MARKS_NEEDED`].
-pub fn set_marks_needed(needed: MarksNeeded) {
+pub fn set_marks_needed(needed: Read) {
     MARKS_NEEDED.store(needed as u32, Ordering::Relaxed);
 }
 
@@ -73,21 +61,17 @@ pub fn set_found_pending(bits: u32, carry_ms: i64) {
     CARRY_AT_START.store(carry_ms, Ordering::Relaxed);
 }
 
-/// The start-up plan as it was decided ([`MarksNeeded`] from its number).
-pub fn planned(n: u32) -> MarksNeeded {
+/// A [`Read`] from the number it is kept as.
+pub fn read_of(n: u32) -> Read {
     match n {
-        x if x == MarksNeeded::No as u32 => MarksNeeded::No,
-        x if x == MarksNeeded::UnlessReplayed as u32 => MarksNeeded::UnlessReplayed,
-        _ => MarksNeeded::Yes,
+        x if x == Read::No as u32 => Read::No,
+        x if x == Read::UnlessReplayed as u32 => Read::UnlessReplayed,
+        _ => Read::Yes,
     }
 }
 
-fn marks_needed() -> MarksNeeded {
-    match MARKS_NEEDED.load(Ordering::Relaxed) {
-        x if x == MarksNeeded::No as u32 => MarksNeeded::No,
-        x if x == MarksNeeded::UnlessReplayed as u32 => MarksNeeded::UnlessReplayed,
-        _ => MarksNeeded::Yes,
-    }
+fn marks_needed() -> Read {
+    read_of(MARKS_NEEDED.load(Ordering::Relaxed))
 }
 
 /// What one high-water reader tells its launcher: a status
@@ -160,7 +144,7 @@ pub struct Tracking {
     pub read_total: AtomicU32,
     pub read_done: AtomicU32,
     /// This start needs the marks only if crash recovery replays no
-    /// reservation record ([`MarksNeeded::UnlessReplayed`]); redo clears
+    /// reservation record ([`Read::UnlessReplayed`]); redo clears
     /// the need when it replays one (`crate::mint::wal`).
     pub unless_replayed: AtomicBool,
     /// The start-up read could not list the databases (a lock request
@@ -177,7 +161,7 @@ pub struct Tracking {
     /// many restored marks raised the generator since.
     pub far_base_ms: AtomicI64,
     /// What this start planned to read (`snowflake_id_core::starts::Read`
-    /// as [`MarksNeeded`]), for the decision after crash recovery.
+    /// as a number), for the decision after crash recovery.
     pub planned_read: AtomicU32,
     /// What the last state file and reservation record written said was
     /// pending (`crate::mint::reservation::pending_bits`).
@@ -311,8 +295,8 @@ impl Tracking {
             (unsafe { pg_sys::GetCurrentTimestamp() } as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
         };
         Tracking {
-            mark_ready: AtomicBool::new(needed == MarksNeeded::No),
-            unless_replayed: AtomicBool::new(needed == MarksNeeded::UnlessReplayed),
+            mark_ready: AtomicBool::new(needed == Read::No),
+            unless_replayed: AtomicBool::new(needed == Read::UnlessReplayed),
             planned_read: AtomicU32::new(needed as u32),
             logged_pending: AtomicU32::new(STARTED_PENDING.load(Ordering::Relaxed)),
             carry_wanted_ms: AtomicI64::new(CARRY_AT_START.load(Ordering::Relaxed)),
@@ -348,7 +332,7 @@ impl Default for Tracking {
             lag_all: AtomicBool::new(false),
             started_at: AtomicI64::new(i64::MIN),
             far_base_ms: AtomicI64::new(i64::MIN),
-            planned_read: AtomicU32::new(MarksNeeded::Yes as u32),
+            planned_read: AtomicU32::new(Read::Yes as u32),
             logged_pending: AtomicU32::new(0),
             carry_wanted_ms: AtomicI64::new(i64::MIN),
             carried_ms: AtomicI64::new(i64::MIN),

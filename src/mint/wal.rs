@@ -272,7 +272,7 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     }
 }
 
-/// After a crash (`shmem::MarksNeeded::UnlessReplayed`), a replayed
+/// After a crash (`starts::Read::UnlessReplayed`), a replayed
 /// reservation of this layout makes the start-up read of the marks
 /// unnecessary: recovery replays the WAL to its end, where the last
 /// reservation the server made lies, and that one covers every ID it
@@ -296,11 +296,7 @@ fn covers_crash(
         t.carry_wanted_ms
             .fetch_max(rec.reserved_until_ms, Ordering::AcqRel);
     }
-    let planned = match shmem::planned(t.planned_read.load(Ordering::Acquire)) {
-        shmem::MarksNeeded::No => Read::No,
-        shmem::MarksNeeded::UnlessReplayed => Read::UnlessReplayed,
-        shmem::MarksNeeded::Yes => Read::Yes,
-    };
+    let planned = shmem::read_of(t.planned_read.load(Ordering::Acquire));
     // The last record replayed decides (issue 62: one written while a
     // database lagged, or held a mark, keeps the read).
     if read_after_replay(planned, Some(pending)) {
