@@ -14,9 +14,10 @@
 //!   marks of earlier starts not read) or holds a mark back cannot be
 //!   dropped, nor its extension: 55000, until the launcher has read it
 //!   or a superuser has decided.
-//! - **A copy lags.** A database made by `CREATE DATABASE … TEMPLATE`
-//!   holds its template's marks, of any start: it lags until the
-//!   launcher reads it, and its own backends apply them first.
+//! - **A copy of an unread mark lags.** A database made by `CREATE
+//!   DATABASE … TEMPLATE` of a database that lags or holds a mark holds
+//!   marks nobody applied: it lags until the launcher reads it, and its
+//!   own backends apply them first.
 
 use super::row::{self, Open, Table};
 use super::{key, next_target};
@@ -101,11 +102,7 @@ unsafe extern "C-unwind" fn before(pstmt: *mut pg_sys::PlannedStmt) -> bool {
                 }
                 false
             }
-            // Not yet: a copy made to lag until read would refuse its
-            // own DROP for up to a second (the launcher's retry), which
-            // the suite's create-and-drop scripts do; see the closing
-            // note of issue 62.
-            pg_sys::NodeTag::T_CreatedbStmt => false,
+            pg_sys::NodeTag::T_CreatedbStmt => true,
             _ => false,
         }
     }
@@ -117,10 +114,16 @@ unsafe extern "C-unwind" fn after(pstmt: *mut pg_sys::PlannedStmt) {
     // SAFETY: reading the statement's node.
     unsafe {
         let stmt = (*pstmt).utilityStmt as *mut pg_sys::CreatedbStmt;
-        let name = std::ffi::CStr::from_ptr((*stmt).dbname)
-            .to_string_lossy()
-            .into_owned();
-        after_create(&name);
+        let options = (*stmt).options;
+        let template = (0..pg_sys::list_length(options))
+            .map(|i| pg_sys::list_nth(options, i) as *mut pg_sys::DefElem)
+            .find(|&d| std::ffi::CStr::from_ptr((*d).defname) == c"template")
+            .map_or(c"template1".as_ptr(), |d| pg_sys::defGetString(d));
+        let template = pg_sys::get_database_oid(template, true);
+        let created = pg_sys::get_database_oid((*stmt).dbname, true);
+        if template != pg_sys::InvalidOid && created != pg_sys::InvalidOid {
+            after_create(template, created);
+        }
     }
 }
 
@@ -209,23 +212,25 @@ fn carry_here(
     })
 }
 
-/// After `CREATE DATABASE`: the copy lags until the launcher reads it.
-fn after_create(name: &str) {
+/// After `CREATE DATABASE … TEMPLATE`: a copy of a database that lags or
+/// holds a mark lags until the launcher reads it (its marks are the
+/// template's, which nobody applied); a copy of any other has nothing to
+/// read, and can be dropped at once.
+fn after_create(template: pg_sys::Oid, created: pg_sys::Oid) {
     let (Some(t), Some(state), Ok(layout)) = (shmem::tracking(), shmem::state(), gucs::layout())
     else {
         return;
     };
-    let Ok(c) = std::ffi::CString::new(name) else {
-        return;
-    };
-    // SAFETY: a catalog lookup by name in a backend.
-    let oid = unsafe { pg_sys::get_database_oid(c.as_ptr(), true) };
-    if oid == pg_sys::InvalidOid {
+    let from = template.to_u32();
+    let unread = t.lag_all.load(Ordering::Acquire)
+        || t.lagging.contains(from)
+        || t.held.contains(from)
+        || t.held_overflow.load(Ordering::Acquire);
+    if !unread {
         return;
     }
-    if !t.lagging.insert(oid.to_u32()) {
+    if !t.lagging.insert(created.to_u32()) {
         t.lag_all.store(true, Ordering::Release);
     }
     reservation::persist(state, &layout, i64::MIN);
-    super::scan::set_launcher_latch(t);
 }

@@ -346,11 +346,14 @@ fn step(s: &State, e: Event, r: Rules) -> Outcome {
             }
             n.dbs[dst] = copy;
             run.gated &= !bit(dst);
-            // A database copied from another lags until the launcher has
-            // read it: its marks are the template's, from any start.
+            // A copy of a database that lags or holds a mark lags until
+            // the launcher has read it: its marks are the template's,
+            // which nobody applied (`high_water::drops`).
             if r.persist_held {
                 if let Event::Template(..) = e {
-                    run.lagging |= bit(dst);
+                    if (run.lagging | run.held) & bit(src) != 0 {
+                        run.lagging |= bit(dst);
+                    }
                 }
             }
             log_if_grown(&mut n, &mut run, r);
