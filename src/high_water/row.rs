@@ -331,10 +331,10 @@ impl Table {
     /// afterwards, or `None` when the row at `tid` is not `key`'s any
     /// more (look again).
     ///
-    /// `stamp` goes into `written_at`: the start-up time of the server
-    /// that writes (`shmem::Tracking::started_at`), so that a reader can
-    /// tell this start's own marks from all others exactly, whatever the
-    /// clocks did.
+    /// `stamp` goes into `written_at`: the stamp of the start that writes
+    /// (`shmem::Tracking::started_at`, random: `starts::start_stamp`), so
+    /// that a reader can tell this start's own marks from all others,
+    /// whatever the clocks did.
     pub fn raise(
         &self,
         tid: pg_sys::ItemPointerData,

@@ -151,8 +151,9 @@ pub struct Tracking {
     /// queued on `pg_database`): every database reads its own mark before
     /// its first ID until the launcher has read them all.
     pub lag_all: AtomicBool,
-    /// When this shared memory was made (a `TimestampTz`): a mark written
-    /// later is this server's own.
+    /// This start's stamp, drawn at random when this shared memory was
+    /// made (issue 62; a valid `TimestampTz`, not the time): a mark
+    /// stamped with it is this start's own.
     pub started_at: AtomicI64,
     /// The generator's frontier when it was last established by the
     /// start-up read or a superuser's acceptance (Unix ms; `i64::MIN`:
