@@ -1,5 +1,9 @@
-//! What `DROP DATABASE`, `DROP EXTENSION snowflake_id` and `CREATE
-//! DATABASE` do to the marks (issue 62).
+//! What dropping a database or the extension, and `CREATE DATABASE`, do
+//! to the marks (issue 62). Drops are seen by PostgreSQL's object access
+//! hook (`OAT_DROP`), after the drop's lock and permission checks, however
+//! the drop comes (`DROP DATABASE`, `DROP EXTENSION`, `DROP SCHEMA …
+//! CASCADE`, `DROP OWNED`); `CREATE DATABASE` by the utility hook, which
+//! knows its template.
 //!
 //! - **A dropped database's IDs stay covered.** Its mark goes with it,
 //!   and after `pg_upgrade` or a start without the state file only the
@@ -26,22 +30,61 @@ use crate::gucs;
 use crate::mint::{reservation, shmem, worker};
 use crate::utility_hook::standard_ProcessUtility;
 use pgrx::pg_sys;
+use snowflake_id_core::{Clock, SystemClock};
 use std::sync::atomic::Ordering;
 
 static mut PREV_UTILITY: pg_sys::ProcessUtility_hook_type = None;
+static mut PREV_ACCESS: pg_sys::object_access_hook_type = None;
 
-/// Install the hook: in the postmaster, at preload.
+/// Install the hooks: in the postmaster, at preload.
 pub fn init() {
     // SAFETY: installed once, in _PG_init of the postmaster, before any
-    // backend exists; the previous hook is kept and called.
+    // backend exists; the previous hooks are kept and called.
     unsafe {
         PREV_UTILITY = pg_sys::ProcessUtility_hook;
         pg_sys::ProcessUtility_hook = Some(utility);
+        PREV_ACCESS = pg_sys::object_access_hook;
+        pg_sys::object_access_hook = Some(access);
     }
 }
 
-/// The hook: [`before`] (guarded), the next hook or the standard one,
-/// then [`after`] (guarded) for a `CREATE DATABASE`.
+/// The object access hook: a database, or this database's snowflake_id
+/// extension, about to be dropped (its lock taken, its owner checked).
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn access(
+    kind: pg_sys::ObjectAccessType::Type,
+    class: pg_sys::Oid,
+    object: pg_sys::Oid,
+    sub: std::ffi::c_int,
+    arg: *mut std::ffi::c_void,
+) {
+    // SAFETY: the previous hook, with PostgreSQL's arguments; then
+    // catalog lookups in a backend.
+    unsafe {
+        if let Some(prev) = PREV_ACCESS {
+            prev(kind, class, object, sub, arg);
+        }
+        // pg_upgrade's new cluster drops and makes databases while it
+        // restores them: nothing is minted there, and no mark is read.
+        if kind != pg_sys::ObjectAccessType::OAT_DROP
+            || shmem::tracking().is_none()
+            || shmem::in_recovery()
+            || shmem::binary_upgrade()
+        {
+            return;
+        }
+        if class == pg_sys::DatabaseRelationId {
+            before_drop(object, "drop the database", true);
+        } else if class == pg_sys::ExtensionRelationId
+            && object == pg_sys::get_extension_oid(c"snowflake_id".as_ptr(), true)
+        {
+            before_drop(pg_sys::MyDatabaseId, "drop the extension", false);
+        }
+    }
+}
+
+/// The utility hook: the next hook or the standard one, then, for a
+/// `CREATE DATABASE`, [`after`] (guarded).
 #[allow(clippy::too_many_arguments)]
 unsafe extern "C-unwind" fn utility(
     pstmt: *mut pg_sys::PlannedStmt,
@@ -56,7 +99,8 @@ unsafe extern "C-unwind" fn utility(
     // SAFETY: the statement PostgreSQL passes, read only; then the next
     // hook or the standard one.
     unsafe {
-        let created = before(pstmt);
+        let stmt = (*pstmt).utilityStmt;
+        let created = !stmt.is_null() && (*stmt).type_ == pg_sys::NodeTag::T_CreatedbStmt;
         let next = PREV_UTILITY.unwrap_or(standard_ProcessUtility);
         next(
             pstmt,
@@ -74,73 +118,27 @@ unsafe extern "C-unwind" fn utility(
     }
 }
 
-/// Before the statement: a drop's checks and carry. Returns whether it
-/// is a `CREATE DATABASE`.
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn before(pstmt: *mut pg_sys::PlannedStmt) -> bool {
-    // SAFETY: reading the statement's nodes.
-    unsafe {
-        let stmt = (*pstmt).utilityStmt;
-        if stmt.is_null() || shmem::tracking().is_none() || shmem::in_recovery() {
-            return false;
-        }
-        match (*stmt).type_ {
-            pg_sys::NodeTag::T_DropdbStmt => {
-                let name = (*(stmt as *mut pg_sys::DropdbStmt)).dbname;
-                let oid = pg_sys::get_database_oid(name, true);
-                if oid != pg_sys::InvalidOid {
-                    before_drop(oid, "drop the database", true);
-                }
-                false
-            }
-            pg_sys::NodeTag::T_DropStmt => {
-                let drop = stmt as *mut pg_sys::DropStmt;
-                if (*drop).removeType == pg_sys::ObjectType::OBJECT_EXTENSION
-                    && names_us((*drop).objects)
-                {
-                    before_drop(pg_sys::MyDatabaseId, "drop the extension", false);
-                }
-                false
-            }
-            pg_sys::NodeTag::T_CreatedbStmt => true,
-            _ => false,
-        }
-    }
-}
-
 /// After a `CREATE DATABASE`: see [`after_create`].
 #[pgrx::pg_guard]
 unsafe extern "C-unwind" fn after(pstmt: *mut pg_sys::PlannedStmt) {
-    // SAFETY: reading the statement's node.
+    // SAFETY: reading the statement's node and its options.
     unsafe {
+        if shmem::tracking().is_none() || shmem::binary_upgrade() {
+            return;
+        }
         let stmt = (*pstmt).utilityStmt as *mut pg_sys::CreatedbStmt;
         let options = (*stmt).options;
+        // `TEMPLATE = name`; `TEMPLATE DEFAULT` has no argument.
         let template = (0..pg_sys::list_length(options))
             .map(|i| pg_sys::list_nth(options, i) as *mut pg_sys::DefElem)
             .find(|&d| std::ffi::CStr::from_ptr((*d).defname) == c"template")
+            .filter(|&d| !(*d).arg.is_null())
             .map_or(c"template1".as_ptr(), |d| pg_sys::defGetString(d));
         let template = pg_sys::get_database_oid(template, true);
         let created = pg_sys::get_database_oid((*stmt).dbname, true);
         if template != pg_sys::InvalidOid && created != pg_sys::InvalidOid {
             after_create(template, created);
         }
-    }
-}
-
-/// Whether a `DROP EXTENSION` list names snowflake_id.
-///
-/// # Safety
-/// `objects` is the statement's list of `String` nodes.
-unsafe fn names_us(objects: *mut pg_sys::List) -> bool {
-    // SAFETY: iterating a node list of the statement.
-    unsafe {
-        (0..pg_sys::list_length(objects)).any(|i| {
-            let node = pg_sys::list_nth(objects, i) as *mut pg_sys::Node;
-            !node.is_null()
-                && (*node).type_ == pg_sys::NodeTag::T_String
-                && std::ffi::CStr::from_ptr((*(node as *mut pg_sys::String)).sval)
-                    == c"snowflake_id"
-        })
     }
 }
 
@@ -154,7 +152,12 @@ fn before_drop(oid: pg_sys::Oid, what: &str, whole_database: bool) {
     if worker::current_worker_id().is_none() {
         return;
     }
-    let lags = t.lag_all.load(Ordering::Acquire) || t.lagging.contains(oid.to_u32());
+    // A database is unread while the start-up read runs, too (the red-team
+    // review of issue 62: dropped before the read reached it, its mark
+    // was never applied).
+    let lags = !t.mark_ready.load(Ordering::Acquire)
+        || t.lag_all.load(Ordering::Acquire)
+        || t.lagging.contains(oid.to_u32());
     let holds = t.held.contains(oid.to_u32());
     if snowflake_id_core::starts::refuse_drop(lags, holds) {
         errors::drop_unread(
@@ -166,17 +169,24 @@ fn before_drop(oid: pg_sys::Oid, what: &str, whole_database: bool) {
             },
         );
     }
+    // Above every ID handed out and every mark applied: the generator's
+    // frontier (the clock at least), its reservation, the marks written
+    // and found.
+    let clock = SystemClock;
     let want = state
-        .reserved_until_ms
-        .load(Ordering::Acquire)
-        .max(t.mark_tried_ms.load(Ordering::Acquire));
-    if want == i64::MIN {
-        return;
-    }
+        .frontier_ms(&layout, clock.wall_ns(), clock.mono_ns())
+        .max(state.reserved_until_ms.load(Ordering::Acquire))
+        .max(t.mark_tried_ms.load(Ordering::Acquire))
+        .max(t.mark_found_ms.load(Ordering::Acquire));
     t.carry_wanted_ms.fetch_max(want, Ordering::AcqRel);
+    if t.carried_into.load(Ordering::Acquire) == oid.to_u32() {
+        // The mark it was carried into goes: carry it again.
+        t.carried_ms.store(i64::MIN, Ordering::Release);
+    }
     // SAFETY: reading this backend's database.
     let here = unsafe { pg_sys::MyDatabaseId };
     if whole_database && here != oid && carry_here(t, state, &layout, want) {
+        t.carried_into.store(here.to_u32(), Ordering::Release);
         t.carried_ms.fetch_max(want, Ordering::AcqRel);
         return;
     }

@@ -98,7 +98,13 @@ fn carry(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) -> bool {
     let Some(dbs) = databases() else {
         return false;
     };
+    let began = Instant::now();
     for db in &dbs {
+        // A round takes at most the read's budget: a second later the
+        // next round goes on (the launcher has other work).
+        if began.elapsed() > READ_BUDGET {
+            return false;
+        }
         if database_locked(db.oid) || t.lagging.contains(db.oid.to_u32()) {
             continue;
         }
@@ -123,6 +129,7 @@ fn carry(t: &shmem::Tracking, state: &GeneratorState, layout: &Layout) -> bool {
             nap();
         }
         if t.readers[0].status.load(Ordering::Acquire) == READER_CARRIED {
+            t.carried_into.store(db.oid.to_u32(), Ordering::Release);
             t.carried_ms.fetch_max(want, Ordering::AcqRel);
             pgrx::log!(
                 "snowflake_id: carried the IDs of a dropped database (up to {}) into the high-water mark of database \"{}\"",
@@ -226,6 +233,10 @@ pub extern "C-unwind" fn snowflake_id_high_water_main(_arg: pg_sys::Datum) {
         t.mark_ready.store(true, Ordering::Release);
         t.mark_wanted.store(false, Ordering::Release);
         shmem::wake_waiters();
+        // What the read applied, and what it left lagging or held,
+        // outlive a restart that follows at once (the red-team review of
+        // issue 62: no ID need be minted before it).
+        crate::mint::reservation::persist(state, &layout, t.mark_found_ms.load(Ordering::Acquire));
         if !listed {
             retry_after = Some(Instant::now() + LAGGING_RETRY);
         }

@@ -139,7 +139,7 @@ fn startup_state_from_file() -> GeneratorState {
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             "snowflake_id: the IDs of a dropped database are not yet carried into another database's high-water mark",
             Some(format!("Only the state file \"{}\" covers them, and pg_upgrade does not carry it.", state_path())),
-            Some("Start this server normally once (the carry takes about a second; the log says \"carried the IDs of a dropped database\"), stop it, and run pg_upgrade again."),
+            Some("Start this server normally once, with the extension in at least one database (CREATE EXTENSION snowflake_id where there is none): the log says \"carried the IDs of a dropped database\" about a second later. Stop it, and run pg_upgrade again."),
         );
     }
     match loaded {

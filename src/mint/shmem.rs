@@ -172,6 +172,9 @@ pub struct Tracking {
     /// largest carried (issue 62).
     pub carry_wanted_ms: AtomicI64,
     pub carried_ms: AtomicI64,
+    /// The database the last carry went into (0: none): dropping it
+    /// makes the carry due again.
+    pub carried_into: AtomicU32,
     /// Databases found with the extension at a version before 0.8.0, each
     /// named once in the log.
     pub old_versions: snowflake_id_core::GrowingOidSet<OLD_VERSION_DATABASES>,
@@ -337,6 +340,7 @@ impl Default for Tracking {
             logged_pending: AtomicU32::new(0),
             carry_wanted_ms: AtomicI64::new(i64::MIN),
             carried_ms: AtomicI64::new(i64::MIN),
+            carried_into: AtomicU32::new(0),
             old_versions: snowflake_id_core::GrowingOidSet::default(),
             lease: LeaseShared::default(),
         }

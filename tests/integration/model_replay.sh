@@ -68,6 +68,9 @@
 #   resetwal           (stopped) pg_resetwal -f
 #   drop_database D    DROP DATABASE D, from `postgres`; its IDs stay in
 #                      P1's largest
+#   drop_schema_cascade D  DROP SCHEMA public CASCADE in D: the extension
+#                      (in public) goes with it, and t too (replay-only;
+#                      the model's drop_extension)
 #   drop_extension D   DROP EXTENSION snowflake_id CASCADE in D (t keeps
 #                      its IDs; its default goes)
 #   template S D       CREATE DATABASE D TEMPLATE S: D stores S's IDs
@@ -327,10 +330,10 @@ ev_drop_database() {
         refused "$(first_error "$out")"
     fi
 }
-ev_drop_extension() {
-    local db="$1" out
+ev_drop_extension() {  # ev_drop_extension D [SQL]: the extension goes, by SQL
+    local db="$1" sql="${2:-DROP EXTENSION snowflake_id CASCADE}" out
     need_running
-    if out=$(q -d "$db" -c "DROP EXTENSION snowflake_id CASCADE" 2>&1); then DB_EXT[$db]=0
+    if out=$(q -d "$db" -c "$sql" 2>&1); then DB_EXT[$db]=0
     else refused "$(first_error "$out")"; fi
 }
 copy_ids() {  # copy_ids S D: D stores what S stores
@@ -464,6 +467,7 @@ replay() {
             resetwal) want 0; ev_resetwal ;;
             drop_database) want 1; ev_drop_database "${args[1]}" ;;
             drop_extension) want 1; ev_drop_extension "${args[1]}" ;;
+            drop_schema_cascade) want 1; ev_drop_extension "${args[1]}" "DROP SCHEMA public CASCADE" ;;
             template) want 2; ev_template "${args[1]}" "${args[2]}" ;;
             dump_restore) want 2; ev_dump_restore "${args[1]}" "${args[2]}" ;;
             hold) want 1; ev_hold "${args[1]}" ;;
