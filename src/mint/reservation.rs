@@ -371,7 +371,14 @@ pub fn pending_of(bits: u32) -> Pending {
 /// yet: the first reservation writes both.
 pub fn persist(state: &GeneratorState, layout: &Layout, at_least: i64) {
     let Some(t) = shmem::tracking() else { return };
-    if shmem::in_recovery() || shmem::binary_upgrade() || worker::current_worker_id().is_none() {
+    // Nothing is written while generation is disabled: the file on disk
+    // (corrupt, another cluster's, another configuration's) is what a
+    // superuser decides about, and nothing is minted meanwhile.
+    if shmem::in_recovery()
+        || shmem::binary_upgrade()
+        || worker::current_worker_id().is_none()
+        || state.blocked.load(Ordering::Acquire) & BLOCKED_MASK != 0
+    {
         return;
     }
     let grown = || {
