@@ -240,7 +240,10 @@ pub fn must_log(now: Pending, logged: Pending) -> bool {
 /// must be refused: its marks of earlier starts are not applied (it
 /// lags, or holds a mark back), so nothing can carry them. The launcher
 /// reads a lagging database again every second; a held mark waits for a
-/// superuser's decision (accept or discard), which comes first.
+/// superuser's decision (accept or discard), which comes first. (A copy
+/// of a held database holds the same mark, but the model finds that
+/// "another database holds it as high" is no rule: that one may be
+/// discarded as wrong, with the dropped one's right mark gone.)
 pub fn refuse_drop(lags: bool, holds: bool) -> bool {
     lags || holds
 }

@@ -18,10 +18,9 @@
 //!   marks of earlier starts not read) or holds a mark back cannot be
 //!   dropped, nor its extension: 55000, until the launcher has read it
 //!   or a superuser has decided.
-//! - **A copy of an unread mark lags.** A database made by `CREATE
-//!   DATABASE … TEMPLATE` of a database that lags or holds a mark holds
-//!   marks nobody applied: it lags until the launcher reads it, and its
-//!   own backends apply them first.
+//! - **A copy of an unread mark is not forgotten.** A database made by
+//!   `CREATE DATABASE … TEMPLATE` of a held database holds its mark at
+//!   once; a copy of one that lags lags until the launcher reads it.
 
 use super::row::{self, Open, Table};
 use super::{key, next_target};
@@ -222,25 +221,31 @@ fn carry_here(
     })
 }
 
-/// After `CREATE DATABASE … TEMPLATE`: a copy of a database that lags or
-/// holds a mark lags until the launcher reads it (its marks are the
-/// template's, which nobody applied); a copy of any other has nothing to
-/// read, and can be dropped at once.
+/// After `CREATE DATABASE … TEMPLATE`: a copy of a held database holds
+/// its template's mark at once (its backends would find it held); a
+/// copy of one that lags lags until the launcher reads it (its marks are
+/// the template's, which nobody applied); a copy of any other has
+/// nothing to read, and can be dropped at once.
 fn after_create(template: pg_sys::Oid, created: pg_sys::Oid) {
     let (Some(t), Some(state), Ok(layout)) = (shmem::tracking(), shmem::state(), gucs::layout())
     else {
         return;
     };
     let from = template.to_u32();
-    let unread = t.lag_all.load(Ordering::Acquire)
+    if let Some(mark) = t.held.mark_of(from) {
+        if !t.held.hold(created.to_u32(), mark) {
+            // No slot: its backends hold it themselves.
+            t.held_overflow.store(true, Ordering::Release);
+        }
+    } else if t.lag_all.load(Ordering::Acquire)
         || t.lagging.contains(from)
-        || t.held.contains(from)
-        || t.held_overflow.load(Ordering::Acquire);
-    if !unread {
+        || t.held_overflow.load(Ordering::Acquire)
+    {
+        if !t.lagging.insert(created.to_u32()) {
+            t.lag_all.store(true, Ordering::Release);
+        }
+    } else {
         return;
-    }
-    if !t.lagging.insert(created.to_u32()) {
-        t.lag_all.store(true, Ordering::Release);
     }
     reservation::persist(state, &layout, i64::MIN);
 }

@@ -642,6 +642,8 @@ pub fn snowflake_discard_high_water() -> Option<TimestampWithTimeZone> {
     if let Some(below) = kept_below {
         apply_found(t, state, &layout, below, db, &database_name());
     }
+    // Every row of this database was read and decided here.
+    t.lagging.remove(db);
     crate::mint::reservation::persist(state, &layout, i64::MIN);
     bound::forget();
     for mark in &discarded {

@@ -320,10 +320,12 @@ fn step(s: &State, e: Event, r: Rules) -> Outcome {
             db.restored = NONE;
             db.kept = (NONE, 0);
             run.held &= !bit(d);
-            // The rows it kept are read as the start-up read would have.
+            // The rows it kept are read as the start-up read would have:
+            // the database lags no more.
             if let Some(found) = earlier(&n.dbs[d], &run) {
                 apply(&n, &mut run, d, found, true);
             }
+            run.lagging &= !bit(d);
             log_if_grown(&mut n, &mut run, r);
             n.run = Some(run);
         }
@@ -346,12 +348,15 @@ fn step(s: &State, e: Event, r: Rules) -> Outcome {
             }
             n.dbs[dst] = copy;
             run.gated &= !bit(dst);
-            // A copy of a database that lags or holds a mark lags until
-            // the launcher has read it: its marks are the template's,
-            // which nobody applied (`high_water::drops`).
+            // A copy of a held database holds its mark at once; a copy of
+            // one that lags lags until the launcher has read it: its marks
+            // are the template's, which nobody applied
+            // (`high_water::drops`).
             if r.persist_held {
                 if let Event::Template(..) = e {
-                    if (run.lagging | run.held) & bit(src) != 0 {
+                    if run.held & bit(src) != 0 {
+                        run.held |= bit(dst);
+                    } else if run.lagging & bit(src) != 0 {
                         run.lagging |= bit(dst);
                     }
                 }
