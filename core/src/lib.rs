@@ -2,6 +2,7 @@
 //! generator state machine. No pgrx, no PostgreSQL: everything here is
 //! unit-tested with an injected clock (`cargo test -p snowflake_id_core`).
 
+pub mod adopted;
 pub mod base32;
 pub mod clock;
 pub mod epoch;
