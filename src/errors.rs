@@ -726,13 +726,29 @@ pub fn setval_counter_stays(seq: &str) {
 }
 
 /// The list of adopted sequences stayed locked (another session holds a
-/// lock on it while an exclusive one is queued).
-pub fn adopt_list_locked(ms: u64) -> ! {
+/// lock on it while an exclusive one is queued): for `ms` (the event
+/// trigger's read), or at the one try a statement makes (`None`).
+pub fn adopt_list_locked(ms: Option<u64>) -> ! {
+    let how = match ms {
+        Some(ms) => format!("stayed locked for {ms} ms"),
+        None => "is locked, and this database's adopted sequences are not in shared memory yet (they are read once after a start)".into(),
+    };
     raise(
         PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
         "could not read the list of adopted sequences",
-        Some(format!("snowflake_id_internal.snowflake_adopted stayed locked for {ms} ms: a session holds a lock on it while another waits for an exclusive one.")),
+        Some(format!("snowflake_id_internal.snowflake_adopted {how}: a session holds a lock on it while another waits for an exclusive one.")),
         Some("Look for both in pg_locks; the statement can be run again once either ends."),
+    )
+}
+
+/// `PREPARE TRANSACTION` of a transaction that changed the list of
+/// adopted sequences.
+pub fn adopt_prepare() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        "cannot PREPARE a transaction that has changed the adopted sequences",
+        Some("Every server process learns of an adoption when the transaction that made it commits; a prepared transaction commits elsewhere.".into()),
+        Some("Commit the adoption (or the DDL that adopted a sequence) in a transaction of its own."),
     )
 }
 

@@ -27,6 +27,7 @@ use pgrx::prelude::*;
 
 pub mod adopt;
 pub mod backtraces;
+pub mod catalog;
 pub mod convert;
 pub mod datadir;
 pub mod errors;

@@ -1,19 +1,28 @@
 //! Which sequences of this database are adopted, as this backend knows
-//! them: read once per backend from
+//! them: a copy of the server's table in shared memory ([`super::shared`]),
+//! taken again whenever that table's word for this database moves (one
+//! atomic read per statement). Where the table has not loaded this
+//! database yet (after a start), this backend reads
 //! `snowflake_id_internal.snowflake_adopted` (the extension's own table
-//! and functions only, checked by their extension membership, with a
-//! fresh snapshot and no SQL), and read again after an invalidation of
-//! that table, which every change of a row sends
-//! (`snowflake_id_internal.adopt_changed()`); the same invalidation drops
-//! every cached plan of the backend, so no plan made before an adoption
-//! outlives it. [`super::planner`] and [`super::utility`] ask it which
+//! and functions only: a schema, table and functions owned by a superuser;
+//! with a fresh snapshot and no SQL), under a lock it takes only if it is
+//! free at once, and publishes what it read. So no statement reads a
+//! catalog that ordinary planning does not, and none waits for a lock
+//! that another role can queue (issue 63). Every change of the list also
+//! sends an invalidation of its table (`snowflake_id_internal.adopt_changed()`),
+//! which drops every cached plan of the backend, so no plan made before an
+//! adoption outlives it. [`super::planner`] and [`super::utility`] ask it which
 //! swaps to make ([`active`]), [`super::calls`] whether a sequence is
 //! adopted ([`is_adopted`]).
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
+use snowflake_id_core::adopted::Word;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
+
+use super::shared;
+use crate::catalog;
 
 /// The functions that take the built-ins' places.
 #[derive(Clone, Copy)]
@@ -85,6 +94,9 @@ thread_local! {
     /// planned then is swapped as the last list said (a swap of a sequence
     /// that is not adopted calls the built-in: harmless).
     static LAST_SWAPS: Cell<Fns> = const { Cell::new(Fns::NONE) };
+    /// The word of the shared table the copy in [`KNOWN`] was taken at
+    /// (`None`: read by this backend alone, in recovery).
+    static COPIED_AT: Cell<Option<Word>> = const { Cell::new(None) };
     /// Whether this backend has read the list since it started.
     static EVER_READ: Cell<bool> = const { Cell::new(false) };
     /// Whether a read was skipped since the last plan-cache reset: the
@@ -138,10 +150,10 @@ unsafe extern "C-unwind" fn schema_changed(_arg: pg_sys::Datum, _cacheid: i32, _
     });
 }
 
-/// How long a backend tries for the locks it reads the list under
-/// (without queueing) before it goes on without the list (see
-/// [`held_up`]): a role that holds a lock while someone queues for an
-/// exclusive one (an ALTER EXTENSION) holds up a read this long at most.
+/// How long the event trigger that forgets dropped sequences tries for
+/// the list's lock (without queueing) before it fails (55P03). A
+/// statement's own read of the list does not wait at all (see
+/// [`held_up`]).
 const LIST_LOCK_WAIT_MS: u64 = 1_000;
 
 /// The first column of a row of `snowflake_id_internal.snowflake_adopted`
@@ -151,51 +163,12 @@ struct AdoptedRow {
     seq: pg_sys::Oid,
 }
 
-/// The function `name(args)` of schema `ns` if it is a member of
-/// extension `ext`, else `InvalidOid`.
-///
-/// # Safety
-/// In a transaction.
-unsafe fn member_function(
-    ext: pg_sys::Oid,
-    ns: pg_sys::Oid,
-    name: &std::ffi::CStr,
-    args: &[pg_sys::Oid],
-) -> pg_sys::Oid {
-    // SAFETY: a syscache look-up by name, exact argument types and schema
-    // (no search path, no defaults, no privilege check: this runs for
-    // every role), released at once; then its extension membership.
-    unsafe {
-        let types = pg_sys::buildoidvector(args.as_ptr(), args.len() as _);
-        let tup = pg_sys::SearchSysCache3(
-            pg_sys::SysCacheIdentifier::PROCNAMEARGSNSP as _,
-            pg_sys::Datum::from(name.as_ptr()),
-            pg_sys::Datum::from(types),
-            pg_sys::Datum::from(ns),
-        );
-        pg_sys::pfree(types.cast());
-        if tup.is_null() {
-            return pg_sys::Oid::INVALID;
-        }
-        let f = (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(tup)).oid;
-        pg_sys::ReleaseSysCache(tup);
-        if pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, f) != ext {
-            return pg_sys::Oid::INVALID;
-        }
-        f
-    }
-}
-
-/// pg_extension and pg_depend.
-const EXTENSION_RELATION: pg_sys::Oid = pg_sys::ExtensionRelationId;
-const DEPEND_RELATION: pg_sys::Oid = pg_sys::Oid::from_u32(2608);
-
 /// Take ACCESS SHARE on each of `rels` without queueing behind anyone,
-/// trying for at most [`LIST_LOCK_WAIT_MS`]; false (and none held) if not.
+/// trying for at most `wait_ms`; false (and none held) if not.
 ///
 /// # Safety
 /// In a transaction.
-unsafe fn lock_without_queueing(rels: &[pg_sys::Oid]) -> bool {
+unsafe fn lock_without_queueing(rels: &[pg_sys::Oid], wait_ms: u64) -> bool {
     let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
     let mut waited = 0;
     // SAFETY: lock calls of this backend; each one taken is released on
@@ -212,7 +185,7 @@ unsafe fn lock_without_queueing(rels: &[pg_sys::Oid]) -> bool {
             for r in &rels[..got] {
                 pg_sys::UnlockRelationOid(*r, lock);
             }
-            if waited >= LIST_LOCK_WAIT_MS {
+            if waited >= wait_ms {
                 return false;
             }
             pgrx::check_for_interrupts!();
@@ -222,21 +195,11 @@ unsafe fn lock_without_queueing(rels: &[pg_sys::Oid]) -> bool {
     }
 }
 
-/// Releases ACCESS SHARE on the relations when dropped (taken by
-/// [`lock_without_queueing`]).
-struct UnlockOnDrop(&'static [pg_sys::Oid]);
-impl Drop for UnlockOnDrop {
-    fn drop(&mut self) {
-        for r in self.0 {
-            // SAFETY: a lock this backend took.
-            unsafe { pg_sys::UnlockRelationOid(*r, pg_sys::AccessShareLock as pg_sys::LOCKMODE) };
-        }
-    }
-}
-
-/// The list could not be read for a lock: a backend that read it before
-/// goes on with what it read (see [`LAST_SWAPS`]); one that never did
-/// refuses the statements that call the four ([`UNREADABLE`]).
+/// The list could not be read for a lock (only a superuser, or the
+/// database's owner with `VACUUM FULL`, can queue one on it): a backend
+/// that read it before goes on with what it read (see [`LAST_SWAPS`]); one
+/// that never did refuses the statements that call the four
+/// ([`UNREADABLE`]). Neither waits; the next statement tries again.
 fn held_up() {
     SKIPPED.with(|k| k.set(true));
     if !EVER_READ.with(|e| e.get()) {
@@ -245,14 +208,15 @@ fn held_up() {
 }
 
 /// Read the list into [`KNOWN`]: only the extension's own objects (a
-/// schema, table or function of that name that is not a member of the
-/// installed extension is ignored: any role with CREATE on a database
-/// can make them), with a fresh snapshot (a session in REPEATABLE READ
-/// sees an adoption committed after its snapshot), and no SQL.
+/// schema, table and functions of those names owned by a superuser: the
+/// extension is not trusted, so only a superuser's script makes them, and
+/// only a superuser creates in its schema), from the shared table where
+/// it has this database loaded, else from the list itself (a fresh
+/// snapshot, no SQL), which it then publishes there.
 fn load() {
-    // SAFETY: catalog look-ups, in a transaction; the list's table is
-    // scanned under its lock with a registered snapshot, and its rows'
-    // first column is a NOT NULL oid.
+    // SAFETY: catalog look-ups through the syscache, in a transaction;
+    // the list's table is scanned under its lock with a registered
+    // snapshot, and its rows' first column is a NOT NULL oid.
     unsafe {
         // Not in a parallel worker or a parallel query (no new snapshot may
         // be taken there, and nothing is planned there), nor under logical
@@ -268,47 +232,21 @@ fn load() {
             LAST_SWAPS.with(|l| l.set(Fns::NONE));
             KNOWN.with(|k| *k.borrow_mut() = Known::Absent)
         };
-        // The schema first, from the syscache that planning reads anyway:
-        // a database without it has no list, and its statements touch no
-        // catalog they would not touch without the extension.
-        let ns = pg_sys::get_namespace_oid(c"snowflake_id_internal".as_ptr(), true);
-        if ns == pg_sys::Oid::INVALID {
+        // Only the syscache, which planning reads anyway: no pg_extension,
+        // no pg_depend (a lock queued on either must not hold up anyone).
+        let Some((ns, table)) = catalog::own_relation(c"snowflake_adopted") else {
             return absent();
-        }
-        // The extension and its members: pg_extension and pg_depend, which
-        // ordinary planning does not read. A lock queued on either (CREATE
-        // RULE takes one before it checks anything) must not hold up every
-        // statement: take them without queueing, for at most a second.
-        if !lock_without_queueing(&[EXTENSION_RELATION, DEPEND_RELATION]) {
-            return held_up();
-        }
-        let _unlock = UnlockOnDrop(&[EXTENSION_RELATION, DEPEND_RELATION]);
-        let ext = pg_sys::get_extension_oid(c"snowflake_id".as_ptr(), true);
-        if ext == pg_sys::Oid::INVALID
-            || pg_sys::getExtensionOfObject(pg_sys::NamespaceRelationId, ns) != ext
-        {
-            return absent();
-        }
-        let table = pg_sys::get_relname_relid(c"snowflake_adopted".as_ptr(), ns);
-        if table == pg_sys::Oid::INVALID
-            || pg_sys::getExtensionOfObject(pg_sys::RelationRelationId, table) != ext
-        {
-            return absent();
-        }
+        };
+        let member_function = |name, args: &[pg_sys::Oid]| catalog::own_function(ns, name, args);
         let regclass = pg_sys::REGCLASSOID;
         let fns = Fns {
-            nextval: member_function(ext, ns, c"seq_nextval", &[regclass]),
-            currval: member_function(ext, ns, c"seq_currval", &[regclass]),
-            setval: member_function(ext, ns, c"seq_setval", &[regclass, pg_sys::INT8OID]),
-            setval3: member_function(
-                ext,
-                ns,
-                c"seq_setval",
-                &[regclass, pg_sys::INT8OID, pg_sys::BOOLOID],
-            ),
-            lastval: member_function(ext, ns, c"seq_lastval", &[]),
+            nextval: member_function(c"seq_nextval", &[regclass]),
+            currval: member_function(c"seq_currval", &[regclass]),
+            setval: member_function(c"seq_setval", &[regclass, pg_sys::INT8OID]),
+            setval3: member_function(c"seq_setval", &[regclass, pg_sys::INT8OID, pg_sys::BOOLOID]),
+            lastval: member_function(c"seq_lastval", &[]),
             drawn: [pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID]
-                .map(|t| member_function(ext, ns, c"seq_drawn", &[t])),
+                .map(|t| member_function(c"seq_drawn", &[t])),
         };
         if [
             fns.nextval,
@@ -324,19 +262,46 @@ fn load() {
             return absent();
         }
         TABLE.with(|t| t.set(table));
-        let mut adopted = HashSet::new();
-        let Some(list) = read_list(table, true) else {
-            return held_up();
+        let (word, copied) = match shared::word() {
+            Some(_) => {
+                let (w, seqs) = shared::copy();
+                (Some(w), seqs)
+            }
+            None => (None, None),
+        };
+        let from_list = copied.is_none();
+        let list = match copied {
+            Some(seqs) => seqs,
+            None => match read_list(table, true) {
+                Some(list) => list,
+                None => return held_up(),
+            },
         };
         UNREADABLE.with(|u| u.set(false));
-        for seq in list {
-            // A sequence that is gone without a DROP (a temporary one at
-            // the end of its session) leaves its OID: ignore anything that
-            // is not a sequence now.
-            if pg_sys::get_rel_relkind(seq) == pg_sys::RELKIND_SEQUENCE as std::ffi::c_char {
-                adopted.insert(seq);
+        // A sequence that is gone without a DROP (a temporary one at the
+        // end of its session) leaves its OID: ignore anything that is not
+        // a sequence now.
+        let adopted: HashSet<pg_sys::Oid> = list
+            .into_iter()
+            .filter(|&seq| {
+                pg_sys::get_rel_relkind(seq) == pg_sys::RELKIND_SEQUENCE as std::ffi::c_char
+            })
+            .collect();
+        let mut copied_at = word;
+        if from_list {
+            if let Some(w) = word {
+                let seqs: Vec<pg_sys::Oid> = adopted.iter().copied().collect();
+                if shared::publish(w, &seqs) {
+                    copied_at = shared::word();
+                } else {
+                    // A change came in meanwhile: this copy is of the
+                    // list as this backend read it; the next statement
+                    // takes the table's (or reads again).
+                    copied_at = None;
+                }
             }
         }
+        COPIED_AT.with(|c| c.set(copied_at));
         LAST_SWAPS.with(|l| l.set(if adopted.is_empty() { Fns::NONE } else { fns }));
         EVER_READ.with(|e| e.set(true));
         if SKIPPED.with(|k| k.replace(false)) {
@@ -351,8 +316,9 @@ fn load() {
 /// taken without queueing and let go at once: a transaction that planned
 /// a statement does not hold the list to its end (an exclusive lock
 /// queued behind it would hold up every new session of the database).
-/// When the lock stays unavailable for [`LIST_LOCK_WAIT_MS`]: `None` if
-/// `may_skip` (the caller goes on with what it read before), else 55P03.
+/// When the lock is not free: `None` at once if `may_skip` (the caller
+/// goes on with what it read before), else 55P03 after trying for
+/// [`LIST_LOCK_WAIT_MS`].
 ///
 /// # Safety
 /// In a transaction, not in parallel mode; `table` is the list.
@@ -360,11 +326,11 @@ pub(super) unsafe fn read_list(table: pg_sys::Oid, may_skip: bool) -> Option<Vec
     // SAFETY: the list's table scanned under its lock with a registered
     // snapshot; its rows' first column is a NOT NULL oid.
     unsafe {
-        if !lock_without_queueing(&[table]) {
+        if !lock_without_queueing(&[table], if may_skip { 0 } else { LIST_LOCK_WAIT_MS }) {
             if may_skip {
                 return None;
             }
-            crate::errors::adopt_list_locked(LIST_LOCK_WAIT_MS);
+            crate::errors::adopt_list_locked(Some(LIST_LOCK_WAIT_MS));
         }
         let rel = pg_sys::table_open(table, pg_sys::NoLock as _);
         let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
@@ -391,9 +357,18 @@ pub(super) unsafe fn read_list(table: pg_sys::Oid, may_skip: bool) -> Option<Vec
     }
 }
 
-/// Read the list if this backend does not know it (see [`load`]).
+/// Read the list if this backend does not know it, or the shared
+/// table's copy moved since this backend took its own (see [`load`]).
 fn read_if_unknown() {
-    if KNOWN.with(|k| matches!(&*k.borrow(), Known::Unknown)) {
+    let stale = KNOWN.with(|k| match &*k.borrow() {
+        Known::Unknown => true,
+        Known::Absent => false,
+        Known::Loaded { .. } => {
+            let now = shared::word();
+            now.is_some() && now != COPIED_AT.with(|c| c.get())
+        }
+    });
+    if stale {
         load();
     }
 }
@@ -427,5 +402,5 @@ pub(super) fn unreadable() -> bool {
 /// read (see [`UNREADABLE`]).
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn refuse_unreadable() {
-    crate::errors::adopt_list_locked(LIST_LOCK_WAIT_MS);
+    crate::errors::adopt_list_locked(None);
 }

@@ -13,6 +13,9 @@
 //! - [`walk`]: the walks of a statement's tree both hooks make;
 //! - [`list`]: which sequences of the database are adopted, as this
 //!   backend knows them;
+//! - [`shared`]: which sequences of every database are adopted, as the
+//!   server knows them (shared memory), and the changes a transaction
+//!   applies there at its commit;
 //! - [`session`]: the session's `currval`/`lastval` values;
 //! - [`calls`]: those functions;
 //! - `sql/adopt.sql`: the list of adopted sequences (a configuration
@@ -46,6 +49,7 @@ pub mod calls;
 mod list;
 mod planner;
 pub mod session;
+mod shared;
 mod utility;
 mod walk;
 
@@ -58,6 +62,7 @@ use pgrx::prelude::*;
 /// Install the hooks and callbacks of adopted sequences: in the
 /// postmaster, at preload (every backend inherits them).
 pub fn init() {
+    shared::init();
     list::init();
     planner::init();
     utility::init();

@@ -49,17 +49,12 @@ const TYPES: [pg_sys::Oid; 6] = [
 /// database alone.
 pub const LOCK_WAIT: Duration = Duration::from_secs(1);
 
-/// The catalogs [`table_oid`] reads, locked first without waiting (for
-/// at most [`LOCK_WAIT`]): a lock request queued on one of them (a
-/// `CREATE RULE` on a catalog takes its lock before it checks rights)
-/// cannot hold a backend here for longer.
-const CATALOGS: [pg_sys::Oid; 4] = [
-    pg_sys::ExtensionRelationId,
-    pg_sys::NamespaceRelationId,
-    pg_sys::RelationRelationId,
-    // pg_depend: DependRelationId, which the bindings do not name.
-    pg_sys::Oid::from_u32(2608),
-];
+/// The catalogs [`table_oid`] reads on a syscache miss, locked first
+/// without waiting (for at most [`LOCK_WAIT`]): a lock request queued on
+/// one of them (a `CREATE RULE` on a catalog takes its lock before it
+/// checks rights) cannot hold a backend here for longer. (It also reads
+/// the owners' pg_authid rows, as every connection does at log-in.)
+const CATALOGS: [pg_sys::Oid; 2] = [pg_sys::NamespaceRelationId, pg_sys::RelationRelationId];
 
 thread_local! {
     /// This backend's answer of [`table_oid`] (its database never
@@ -176,30 +171,13 @@ fn lock_within(oid: pg_sys::Oid, mode: pg_sys::LOCKMODE, start: Instant) -> bool
     true
 }
 
-/// The extension's table in this database, found through the catalog
-/// (the extension's own member, never a name on `search_path`), or
-/// `None` where the extension, or a version of it with the table, is not
-/// installed here.
+/// The extension's table in this database, found through the syscache
+/// (`crate::catalog`: never a name on `search_path`, and neither
+/// `pg_extension` nor `pg_depend`, on which any role can queue a lock),
+/// or `None` where the extension, or a version of it with the table, is
+/// not installed here.
 pub fn table_oid() -> Option<pg_sys::Oid> {
-    // SAFETY: syscache and pg_depend lookups in a backend connected to a
-    // database, inside a transaction.
-    unsafe {
-        let ext = pg_sys::get_extension_oid(c"snowflake_id".as_ptr(), true);
-        if ext == pg_sys::InvalidOid {
-            return None;
-        }
-        let ns = pg_sys::get_namespace_oid(c"snowflake_id_internal".as_ptr(), true);
-        if ns == pg_sys::InvalidOid {
-            return None;
-        }
-        let rel = pg_sys::get_relname_relid(c"snowflake_high_water".as_ptr(), ns);
-        if rel == pg_sys::InvalidOid
-            || pg_sys::getExtensionOfObject(pg_sys::RelationRelationId, rel) != ext
-        {
-            return None;
-        }
-        Some(rel)
-    }
+    crate::catalog::own_relation(c"snowflake_high_water").map(|(_, rel)| rel)
 }
 
 /// The table, opened under `mode`, or why not.

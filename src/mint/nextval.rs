@@ -330,12 +330,18 @@ const RUN_TRIES: u32 = 16;
 /// checks: [`run_limit`]). A block that cannot serve (it crossed into
 /// the next millisecond, or was cut short) is left unused: its IDs are
 /// never handed out, a gap like any rolled-back ID. For adopted
-/// sequences with `INCREMENT BY n` (`crate::adopt`).
+/// sequences with `INCREMENT BY n` (`crate::adopt`). Like
+/// `snowflake_nextval(count)`, it takes IDs only up to its share of the
+/// lead (`snowflake_id.bulk_lead_share`) and waits for the clock beyond
+/// it: one role's blocks leave the rest of `max_lead` to everyone else
+/// (issue 63; before, a loop of them pushed the generator to `max_lead`
+/// and every single-ID caller slept on back-pressure).
 pub fn run_of(len: u64) -> i64 {
     let (mut state, mut cfg) = generator();
     if bound::prepare(held_somewhere(state)) {
         (state, cfg) = generator();
     }
+    let share_ms = gucs::bulk_lead_ms(cfg.max_lead_ms);
     let clock = SystemClock;
     bound::cover_ms(
         state
@@ -350,7 +356,7 @@ pub fn run_of(len: u64) -> i64 {
     let mut since = None;
     for _ in 0..RUN_TRIES {
         match until_issued(state, &cfg, &mut since, || {
-            state.try_next_block(&cfg, &SystemClock, &mut ev, len)
+            state.try_next_block_within(&cfg, &SystemClock, &mut ev, len, share_ms)
         }) {
             Ok(b) => {
                 bound::check(b.last(&layout), &layout);

@@ -155,12 +155,25 @@ CREATE TRIGGER snowflake_adopted_check
     BEFORE INSERT OR UPDATE ON snowflake_id_internal.snowflake_adopted
     FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.adopt_check_row();
 
--- Any change, by the functions below, by hand or by a restore: every
--- backend of the database reads the table again and drops its plans.
+-- Any change, by the functions below, by hand or by a restore: applied
+-- to the server's table in shared memory when the transaction commits
+-- (src/adopt/shared.rs), and every backend of the database drops its
+-- plans.
+CREATE FUNCTION snowflake_id_internal.adopt_changed_row(old_seq pg_catalog.oid, new_seq pg_catalog.oid) RETURNS void
+VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_changed_row_wrapper';
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_changed_row(pg_catalog.oid, pg_catalog.oid) FROM PUBLIC;
 CREATE FUNCTION snowflake_id_internal.adopt_changed_trigger() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $t$
 BEGIN
-    PERFORM snowflake_id_internal.adopt_changed(false);
+    IF TG_OP OPERATOR(pg_catalog.=) 'TRUNCATE' THEN
+        PERFORM snowflake_id_internal.adopt_changed_row(NULL, NULL);
+    ELSIF TG_OP OPERATOR(pg_catalog.=) 'INSERT' THEN
+        PERFORM snowflake_id_internal.adopt_changed_row(NULL, NEW.seq::pg_catalog.oid);
+    ELSIF TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN
+        PERFORM snowflake_id_internal.adopt_changed_row(OLD.seq::pg_catalog.oid, NULL);
+    ELSE
+        PERFORM snowflake_id_internal.adopt_changed_row(OLD.seq::pg_catalog.oid, NEW.seq::pg_catalog.oid);
+    END IF;
     RETURN NULL;
 END
 $t$;

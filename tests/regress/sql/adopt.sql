@@ -489,3 +489,32 @@ DROP SCHEMA sw CASCADE;
 DROP ROLE adopt_owner;
 RESET client_min_messages;
 SELECT count(*) AS adopted FROM snowflake_id_internal.snowflake_adopted;
+-- The server's table of adopted sequences (issue 63) takes a transaction's
+-- changes at its commit, and only those that were not rolled back: an
+-- adoption undone by ROLLBACK TO leaves the sequence its own.
+CREATE SEQUENCE undone;
+BEGIN;
+SAVEPOINT a;
+SELECT snowflake_adopt_sequence('undone');
+ROLLBACK TO a;
+COMMIT;
+SELECT nextval('undone') AS undone_is_its_own;
+-- Kept: an adoption in a committed subtransaction.
+CREATE SEQUENCE kept;
+BEGIN;
+SAVEPOINT a;
+SELECT snowflake_adopt_sequence('kept');
+RELEASE a;
+COMMIT;
+SELECT snowflake_worker_id(nextval('kept')) AS kept;
+-- A prepared transaction would commit its changes where nobody applies
+-- them: refused (0A000), as PostgreSQL refuses one with temporary objects.
+CREATE SEQUENCE prepared_seq;
+BEGIN;
+SELECT snowflake_adopt_sequence('prepared_seq');
+PREPARE TRANSACTION 'adopt';
+SELECT nextval('prepared_seq') AS prepared_is_its_own;
+-- A dropped adopted sequence leaves the list and the table.
+DROP SEQUENCE kept;
+SELECT count(*) AS adopted FROM snowflake_id_internal.snowflake_adopted;
+DROP SEQUENCE undone, prepared_seq;
