@@ -3395,11 +3395,24 @@ BEGIN
             -- counter (it filled the rows an ADD COLUMN found), so the
             -- fence stops below no value it handed out (the fourth
             -- review of issue 57).
+            -- It starts at the identity's next value: the CREATE SEQUENCE
+            -- below runs this trigger again, which fences the new sequence
+            -- where it starts, before the advance below could move it
+            -- (issue 63: an ADD COLUMN that filled 5 rows fenced it at 2,
+            -- under keys the table held).
+            EXECUTE pg_catalog.format('SELECT last_value, is_called FROM %s', c.seq) INTO lastv, called;
             SELECT pg_catalog.format('INCREMENT BY %s MINVALUE %s MAXVALUE %s START WITH %s %s', q.seqincrement,
-                                     q.seqmin, q.seqmax, q.seqstart,
+                                     q.seqmin, q.seqmax,
+                                     CASE WHEN NOT called THEN lastv
+                                          WHEN q.seqincrement OPERATOR(pg_catalog.>) 0::bigint
+                                           AND lastv OPERATOR(pg_catalog.<=) (q.seqmax OPERATOR(pg_catalog.-) q.seqincrement)
+                                          THEN lastv OPERATOR(pg_catalog.+) q.seqincrement
+                                          WHEN q.seqincrement OPERATOR(pg_catalog.<) 0::bigint
+                                           AND lastv OPERATOR(pg_catalog.>=) (q.seqmin OPERATOR(pg_catalog.-) q.seqincrement)
+                                          THEN lastv OPERATOR(pg_catalog.+) q.seqincrement
+                                          ELSE lastv END,
                                      CASE WHEN q.seqcycle THEN 'CYCLE' ELSE 'NO CYCLE' END)
               INTO opts FROM pg_catalog.pg_sequence q WHERE q.seqrelid OPERATOR(pg_catalog.=) c.seq;
-            EXECUTE pg_catalog.format('SELECT last_value, is_called FROM %s', c.seq) INTO lastv, called;
             PERFORM snowflake_id_internal.adopt_as_owner(c.tbl::pg_catalog.oid,
                 pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', c.tbl, c.attname));
             PERFORM snowflake_id_internal.adopt_as_owner(c.tbl::pg_catalog.oid,
