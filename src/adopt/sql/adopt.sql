@@ -378,6 +378,47 @@ REVOKE ALL ON FUNCTION snowflake_adopt_sequences(boolean) FROM PUBLIC;
 COMMENT ON FUNCTION snowflake_adopt_sequences(boolean) IS
 'while on, every new bigserial, bigint identity column and bigint sequence of this database is adopted (superuser)';
 
+-- The keys of this database that adoption leaves alone, and why (issue
+-- 63): a column narrower than bigint that draws from a sequence (serial,
+-- an integer identity), and a sequence of its own narrower than bigint.
+-- The switch says so with a NOTICE, which ORMs swallow. Read with the
+-- view owner's rights (the list is not readable by every role); it names
+-- only what pg_class shows every role.
+CREATE VIEW snowflake_keys_left_alone AS
+SELECT c.oid::pg_catalog.regclass AS table_name,
+       a.attname AS column_name,
+       q.seqrelid::pg_catalog.regclass AS sequence_name,
+       pg_catalog.format('the column is %s, which cannot hold a Snowflake ID',
+                         pg_catalog.format_type(a.atttypid, NULL)) AS reason
+  FROM pg_catalog.pg_sequence q
+  JOIN pg_catalog.pg_depend d
+    ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+   AND d.objid OPERATOR(pg_catalog.=) q.seqrelid
+   AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+   AND d.refobjsubid OPERATOR(pg_catalog.>) 0
+   AND d.deptype OPERATOR(pg_catalog.=) ANY (ARRAY['a', 'i']::"char"[])
+  JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.refobjid
+  JOIN pg_catalog.pg_attribute a
+    ON a.attrelid OPERATOR(pg_catalog.=) d.refobjid AND a.attnum OPERATOR(pg_catalog.=) d.refobjsubid
+ WHERE a.atttypid OPERATOR(pg_catalog.<>) 'pg_catalog.int8'::pg_catalog.regtype
+   AND c.relpersistence OPERATOR(pg_catalog.<>) 't'
+   AND NOT EXISTS (SELECT FROM snowflake_id_internal.snowflake_adopted l
+                    WHERE l.seq::pg_catalog.oid OPERATOR(pg_catalog.=) q.seqrelid)
+UNION ALL
+SELECT NULL, NULL, q.seqrelid::pg_catalog.regclass,
+       pg_catalog.format('the sequence is %s, which cannot hold a Snowflake ID', q.seqtypid::pg_catalog.regtype)
+  FROM pg_catalog.pg_sequence q
+  JOIN pg_catalog.pg_class s ON s.oid OPERATOR(pg_catalog.=) q.seqrelid
+ WHERE q.seqtypid OPERATOR(pg_catalog.<>) 'pg_catalog.int8'::pg_catalog.regtype
+   AND s.relpersistence OPERATOR(pg_catalog.<>) 't'
+   AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d
+                    WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+                      AND d.objid OPERATOR(pg_catalog.=) q.seqrelid
+                      AND d.deptype OPERATOR(pg_catalog.=) ANY (ARRAY['a', 'i', 'e']::"char"[]));
+COMMENT ON VIEW snowflake_keys_left_alone IS
+'the keys of this database that adoption leaves alone (narrower than bigint), and why';
+GRANT SELECT ON snowflake_keys_left_alone TO PUBLIC;
+
 -- The databases whose switch is on, server-wide (their settings).
 CREATE VIEW snowflake_adopting_databases AS
 SELECT d.datname AS database
@@ -445,6 +486,10 @@ BEGIN
             IF c.seqtyp IS DISTINCT FROM 'bigint'::pg_catalog.regtype THEN
                 RAISE NOTICE 'sequence % is of type %, which cannot hold a Snowflake ID: not adopted', c.seq, c.seqtyp
                       USING HINT = 'Create it AS bigint (the default) to have it adopted.';
+                -- ORMs swallow NOTICEs (issue 63): the server log says it
+                -- too, and the view snowflake_keys_left_alone lists it.
+                RAISE LOG 'snowflake_id: sequence % of database % is of type %, which cannot hold a Snowflake ID: not adopted',
+                          c.seq, pg_catalog.current_database(), c.seqtyp;
                 CONTINUE;
             END IF;
             PERFORM snowflake_id_internal.adopt_record(c.seq, 'switch');
@@ -454,6 +499,8 @@ BEGIN
             RAISE NOTICE 'column %.% is of type %, which cannot hold a Snowflake ID: it keeps its sequence',
                          c.tbl, pg_catalog.quote_ident(c.attname), c.typ
                   USING HINT = 'Declare it bigserial or bigint GENERATED AS IDENTITY, or widen it later with snowflake_convert_column().';
+            RAISE LOG 'snowflake_id: column %.% of database % is of type %, which cannot hold a Snowflake ID: it keeps its sequence',
+                      c.tbl, pg_catalog.quote_ident(c.attname), pg_catalog.current_database(), c.typ;
             CONTINUE;
         END IF;
         newseq := c.seq;
