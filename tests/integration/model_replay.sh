@@ -60,6 +60,8 @@
 #   read_lagging       the slots are given back (the sessions holding
 #                      them are terminated), then 3 s: the launcher
 #                      reads the lagging databases again every second
+#   expect_refused     the event before was refused (else a violation:
+#                      a trace that must show a refusal, not only P1/P2)
 #   lose_state_file    (stopped) rm $PGDATA/snowflake_id.state
 #   upgrade            (stopped) pg_upgrade --link into a new PostgreSQL
 #                      18 cluster, the server from then on (no state
@@ -197,7 +199,8 @@ violation() {
     die "$line"
 }
 malformed() { violation "malformed trace: $*"; }
-refused() { log "   [$STEP] $EVENT: refused: $*"; }
+refused() { log "   [$STEP] $EVENT: refused: $*"; REFUSED_AT=$STEP; }
+REFUSED_AT=0
 need_running() { [ "$RUNNING" = 1 ] || malformed "the server is stopped"; }
 need_stopped() { [ "$RUNNING" = 0 ] || malformed "the server runs"; }
 first_error() { grep -m1 -E 'ERROR|FATAL|error:' <<< "$1" | sed -E 's/^psql:[^ ]* //' || head -1 <<< "$1"; }
@@ -311,7 +314,8 @@ ev_upgrade() {
         SRV=$new; SPORT=$newport; UPGRADES=$((UPGRADES + 1))
     else
         [ ! -f "$SRV/data/global/pg_control.old" ] || { tail -20 "$new/pg_upgrade.out" >&2; die "pg_upgrade failed after linking: the old cluster is gone"; }
-        refused "pg_upgrade: $(grep -v '^$' "$new/pg_upgrade.out" | tail -3 | tr '\n' ' ')"
+        refused "pg_upgrade: $(grep -hm1 FATAL "$new"/data/pg_upgrade_output.d/*/log/pg_upgrade_server.log 2>/dev/null \
+                               || grep -v '^$' "$new/pg_upgrade.out" | tail -3 | tr '\n' ' ')"
     fi
 }
 ev_resetwal() {
@@ -479,6 +483,7 @@ replay() {
             clock_run) want 0; ev_clock_run ;;
             sleep) want 1; sleep "${args[1]}" ;;
             checkpoint) want 0; ev_checkpoint ;;
+            expect_refused) want 0; [ "$REFUSED_AT" = $((STEP - 1)) ] || violation "the event before was not refused" ;;
             *) malformed "unknown event '$ev'" ;;
         esac
     done < "$file"
