@@ -10,6 +10,12 @@
 #                             run did not (a die outside a step, an
 #                             interrupt)
 #   trap summary EXIT         the summary, always, and the exit status
+# The summary gives each step's wall time and the CPU time the machine
+# spent while it ran (all processes, servers included: /proc/stat), then
+# the steps that set the total (the run is sequential: the longest ones,
+# to a half of it), and flags a step that took more than twice the time
+# recorded for it in tests/README.md's table "Step times" (a flag, not a
+# failure: the machine is noisy; issue 64).
 # No step runs longer than STEP_LIMIT_S (SNOWFLAKE_STEP_LIMIT_S, default
 # 1200): a step past it is stopped with every process it started (TERM,
 # then KILL after 30 s), recorded as failed with what was still running,
@@ -18,8 +24,19 @@
 # what became of it. A step never reached says "not run".
 STEPS=() T_START=$SECONDS AT_EXIT=()
 STEP_LIMIT_S=${SNOWFLAKE_STEP_LIMIT_S:-1200}
-declare -A RESULT=() TOOK=() NOTE=()
+declare -A RESULT=() TOOK=() NOTE=() CPU=()
 plan() { STEPS+=("$1"); }
+# cpu_ticks: the machine's busy CPU time so far, in clock ticks.
+cpu_ticks() { awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/stat 2>/dev/null || echo 0; }
+CLK_TCK=$(getconf CLK_TCK 2>/dev/null || echo 100)
+# recorded_times: "NAME<TAB>SECONDS" for each row of the table under
+# "## Step times" in tests/README.md (| step | seconds | ...).
+recorded_times() {
+    [ -f "$ROOT/tests/README.md" ] || return 0
+    awk -F'|' '/^## / {on = ($0 ~ /^## Step times/)} on && NF > 3 && $3 ~ /^ *[0-9]+ *$/ {
+        name = $2; gsub(/^ +| +$/, "", name); gsub(/`/, "", name); t = $3; gsub(/ /, "", t); print name "\t" t }' \
+        "$ROOT/tests/README.md"
+}
 at_exit() { AT_EXIT+=("$1" "$2"); }
 summary() {
     local rc=$? s n_pass=0 n_fail=0 n_skip=0 n_not=0 r i
@@ -29,6 +46,9 @@ summary() {
     done
     printf '\n' >&2
     log "summary of scripts/test.sh ($(( (SECONDS - T_START) / 60 )) min $(( (SECONDS - T_START) % 60 )) s${DISK_LOW:+; at least $((DISK_LOW / 1024)) MB of disk free after each step})"
+    local -A recorded=()
+    local name secs flag slow=0 total=0 half shown=() t
+    while IFS=$'\t' read -r name secs; do recorded[$name]=$secs; done < <(recorded_times)
     for s in "${STEPS[@]}"; do
         r=${RESULT[$s]:-not run}
         case "$r" in
@@ -37,9 +57,27 @@ summary() {
             skipped) n_skip=$((n_skip + 1)) ;;
             *) n_not=$((n_not + 1)) ;;
         esac
-        printf '  %-46s %-8s %6s  %s\n' "$s" "$r" "${TOOK[$s]:+${TOOK[$s]} s}" "${NOTE[$s]:-}" >&2
+        flag=""
+        if [ -n "${TOOK[$s]:-}" ] && [ -n "${recorded[$s]:-}" ] && [ "${TOOK[$s]}" -ge 2 ] \
+            && [ "${TOOK[$s]}" -gt $((2 * recorded[$s])) ]; then
+            flag="[over twice its recorded ${recorded[$s]} s] "; slow=$((slow + 1))
+        fi
+        printf '  %-46s %-8s %6s %9s  %s%s\n' "$s" "$r" "${TOOK[$s]:+${TOOK[$s]} s}" \
+            "${CPU[$s]:+cpu ${CPU[$s]} s}" "$flag" "${NOTE[$s]:-}" >&2
+        total=$((total + ${TOOK[$s]:-0}))
     done
     [ "$n_not" = 0 ] || printf '  %s step(s) not run\n' "$n_not" >&2
+    [ "$slow" = 0 ] || printf '  %s step(s) took over twice their recorded time (tests/README.md, "Step times"): a flag, not a failure\n' "$slow" >&2
+    # The steps run one after another: the longest set the total.
+    if [ "$total" -gt 0 ]; then
+        half=0
+        while IFS=$'\t' read -r t name; do
+            [ "$half" -lt $((total / 2)) ] || break
+            half=$((half + t)); shown+=("$name ($t s)")
+        done < <(for s in "${STEPS[@]}"; do [ -z "${TOOK[$s]:-}" ] || printf '%s\t%s\n' "${TOOK[$s]}" "$s"; done | sort -t$'\t' -k1,1nr)
+        printf '  critical path (the steps run one after another): %s of %s s are these %s: %s\n' \
+            "$half" "$total" "${#shown[@]}" "$(IFS=';'; echo "${shown[*]}" | sed 's/;/, /g')" >&2
+    fi
     local failed=0
     if [ "$n_fail" != 0 ] || [ "$n_not" != 0 ] || [ "$rc" != 0 ]; then
         failed=1
@@ -57,7 +95,8 @@ summary() {
 # integration script that called skip_test), its duration, and the first
 # line of .run/step.note as its note.
 step() {
-    local name="$1" t0=$SECONDS rc wd; shift
+    local name="$1" t0=$SECONDS rc wd c0; shift
+    c0=$(cpu_ticks)
     rm -f "$ROOT/.run/skipped" "$ROOT/.run/step.note" "$ROOT/.run/step.why"
     mkdir -p "$VAR_TMP_DIR" "$ROOT/.run"
     export SNOWFLAKE_STEP_WHY="$ROOT/.run/step.why"
@@ -76,6 +115,7 @@ step() {
     reclaim_states "$name" "$rc"
     unset SNOWFLAKE_STEP_STATES SNOWFLAKE_STEP_WHY
     TOOK[$name]=$((SECONDS - t0))
+    CPU[$name]=$(( ($(cpu_ticks) - c0) / CLK_TCK ))
     if [ $rc != 0 ]; then
         RESULT[$name]=failed
         # Why, in the summary: its time-out, or else the first die of the

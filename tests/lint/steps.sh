@@ -72,6 +72,10 @@ ALL_PASS=1 bash "$SCRATCH/run.sh" > "$SCRATCH/out" 2> "$SCRATCH/err" \
 [ "$(tail -1 "$SCRATCH/out")" = "summary: 2 passed, 0 failed, 0 skipped" ] \
     || die "the summary of a passing run is wrong: $(tail -1 "$SCRATCH/out")"
 # A hung step: stopped at its limit, its processes gone, the run goes on.
+# Its time is over twice the one recorded for it: flagged, not failed.
+mkdir -p "$SCRATCH/tests"
+printf '## Step times\n\n| step | seconds |\n|---|---|\n| `hanging step` | 1 |\n| ok step | 60 |\n\n## Next\n| x | 9 |\n' \
+    > "$SCRATCH/tests/README.md"
 t0=$SECONDS
 set +e
 SNOWFLAKE_STEP_LIMIT_S=3 timeout -k 5 120 bash "$SCRATCH/hang.sh" > "$SCRATCH/out" 2> "$SCRATCH/err"
@@ -84,5 +88,12 @@ set -e
 grep -qE "hanging step +failed .*timed out after 3 s .*still running: sleep 30[12]" "$SCRATCH/err" \
     || { cat "$SCRATCH/err" >&2; die "the summary does not say the hung step timed out and what still ran"; }
 ! pgrep -f "^sleep 30[12]$" >/dev/null || die "the hung step's processes outlived it: $(pgrep -af "^sleep 30[12]$")"
+# Each step's wall and CPU time, the flag, and the steps that set the total.
+grep -qE "hanging step +failed +[0-9]+ s +cpu [0-9]+ s  \[over twice its recorded 1 s\] timed out" "$SCRATCH/err" \
+    || { cat "$SCRATCH/err" >&2; die "the summary does not flag the step over twice its recorded time, with its CPU time"; }
+! grep -qE "ok step .*over twice" "$SCRATCH/err" || die "a step within its recorded time was flagged"
+grep -q "1 step(s) took over twice their recorded time" "$SCRATCH/err" || die "the summary does not count the flagged steps"
+grep -qE "critical path .*: [0-9]+ of [0-9]+ s are these 1: hanging step \([0-9]+ s\)" "$SCRATCH/err" \
+    || { cat "$SCRATCH/err" >&2; die "the summary does not name the steps that set the total"; }
 log "steps: a hung step stopped after its 3 s limit, with its processes, in $((SECONDS - t0)) s; the run went on"
-log "steps: the summary lists every step and counts them, after a failure too"
+log "steps: the summary lists every step and counts them, after a failure too, with wall and CPU times, flags and the critical path"

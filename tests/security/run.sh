@@ -214,6 +214,16 @@ if [ "$PG_MAJOR" != 18 ]; then
     log "security: ${writers[*]}: skipped (run on 18)"
     writers=()
 fi
+# SNOWFLAKE_SECURITY_QUICK=1 (scripts/test.sh --quick): the SQL sections
+# and the attack scripts that take seconds, not those that wait for
+# rounds of the mark, for leases or for a bulk call (the whole layer runs
+# in CI).
+QUICK=${SNOWFLAKE_SECURITY_QUICK:-0}
+if [ "$QUICK" = 1 ]; then
+    writers=(attack_starts_review attack_adopt_lock_queue attack_registry_owner attack_registry_row_lock
+             attack_registry_token_reuse attack_registry_adopt_lock)
+    log "security (quick): the SQL sections and ${writers[*]} only"
+fi
 out="$(state_dir "$ROOT/.run/security-attacks" security-attacks)"
 rm -rf "$out"; mkdir -p "$out"
 run_one() {  # run_one SCRIPT: its output to $out/SCRIPT.log, "ok|FAILED (N s)" to $out/SCRIPT.result
@@ -227,7 +237,8 @@ report() {  # report SCRIPT: its output, then its line; records a failure
     log "security: $1.sh: $result"
     [[ "$result" == ok* ]] || failed+=("$1")
 }
-for s in high_water attack_schema_rename_bodies; do run_one "$s"; report "$s"; done
+slow=(high_water); [ "$QUICK" = 1 ] && slow=()
+for s in "${slow[@]}" attack_schema_rename_bodies; do run_one "$s"; report "$s"; done
 # The attack scripts mostly wait (bob INSERTs every 0.5 s, each with a
 # 15 s statement timeout, for 25-40 s; a registry renews on its own
 # schedule), each on clusters, ports and directories of its own, so
@@ -270,57 +281,60 @@ singles() {  # alice's 200 single-ID statements: each ID's lead over the clock r
     done | psql_as alice
 }
 ms_since() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
-bulk_ok=1
-out=$(psql_as mallory -c "SET snowflake_id.bulk_lead_share = 100" 2>&1 || true)
-if [[ "$out" != *"cannot be changed now"* ]]; then
-    bulk_ok=0; log "security: FAILED: mallory's SET snowflake_id.bulk_lead_share was not refused as a server setting: $out"
-fi
-share=$(psql_as postgres -c "SELECT coalesce(current_setting('snowflake_id.bulk_lead_share', true), '50')")
-max_lead=$(stat max_lead_ms)
-t=$(date +%s%N); singles >/dev/null; alone=$(ms_since "$t")
-# bulk_beside WHAT SQL: while mallory's SQL runs ahead of the clock,
-# alice's 200 statements count no back-pressure wait and none of her IDs
-# runs further ahead than the share. SQL takes far longer than alice's
-# statements however busy the machine; it is cancelled then.
-bulk_beside() {
-    local what="$1" sql="$2" bulk pid w0 w1 leads beside running furthest
-    psql_as mallory -c "SET statement_timeout = '600s'" -c "$sql" >"$BASE/bulk.out" 2>&1 &
-    bulk=$!
-    bulk_ahead() { [ "$(stat "coalesce(lead_ms, 0)::int")" -ge 100 ]; }   # the bulk call runs ahead of the clock
-    poll_until 60 bulk_ahead || { bulk_ok=0; log "security: FAILED: $what never ran 100 ms ahead of the clock in 60 s"; }
-    pid=$(psql_as postgres -c "SELECT pid FROM pg_stat_activity WHERE usename = 'mallory' AND state = 'active'
-                                 AND query = \$q\$$sql\$q\$")
-    w0=$(stat backpressure_waits)
-    t=$(date +%s%N); leads=$(singles); beside=$(ms_since "$t")
-    w1=$(stat backpressure_waits)
-    running=$(psql_as postgres -c "SELECT count(*) FROM pg_stat_activity WHERE pid = ${pid:-0} AND state = 'active'")
-    [ -n "$pid" ] && psql_as postgres -c "SELECT pg_cancel_backend($pid)" >/dev/null
-    wait "$bulk" || true
-    furthest=$(printf '%s\n' "$leads" | sort -n | tail -1)
-    log "security: alice's 200 statements took $alone ms alone and $beside ms beside $what" \
-        "(ratio $(awk -v a="$alone" -v b="$beside" 'BEGIN {printf "%.1f", b / (a > 0 ? a : 1)}')," \
-        "reported only); her IDs ran at most $furthest ms ahead (share $share % of $max_lead ms);" \
-        "back-pressure waits while they ran: $((w1 - w0))"
-    if [ -z "$pid" ] || [ "$running" != 1 ]; then
-        bulk_ok=0; log "security: FAILED: $what was not running throughout alice's statements (pid '${pid}'): $(cat "$BASE/bulk.out")"
+bulk_share() {
+    bulk_ok=1
+    out=$(psql_as mallory -c "SET snowflake_id.bulk_lead_share = 100" 2>&1 || true)
+    if [[ "$out" != *"cannot be changed now"* ]]; then
+        bulk_ok=0; log "security: FAILED: mallory's SET snowflake_id.bulk_lead_share was not refused as a server setting: $out"
     fi
-    if [ $((w1 - w0)) != 0 ]; then
-        bulk_ok=0; log "security: FAILED: $((w1 - w0)) back-pressure wait(s) while alice's statements ran beside $what"
-    fi
-    if [ "$furthest" -gt $((max_lead * share / 100 + 5)) ]; then
-        bulk_ok=0; log "security: FAILED: alice's IDs ran $furthest ms ahead of the clock: $what took more than its share"
-    fi
+    share=$(psql_as postgres -c "SELECT coalesce(current_setting('snowflake_id.bulk_lead_share', true), '50')")
+    max_lead=$(stat max_lead_ms)
+    t=$(date +%s%N); singles >/dev/null; alone=$(ms_since "$t")
+    # bulk_beside WHAT SQL: while mallory's SQL runs ahead of the clock,
+    # alice's 200 statements count no back-pressure wait and none of her IDs
+    # runs further ahead than the share. SQL takes far longer than alice's
+    # statements however busy the machine; it is cancelled then.
+    bulk_beside() {
+        local what="$1" sql="$2" bulk pid w0 w1 leads beside running furthest
+        psql_as mallory -c "SET statement_timeout = '600s'" -c "$sql" >"$BASE/bulk.out" 2>&1 &
+        bulk=$!
+        bulk_ahead() { [ "$(stat "coalesce(lead_ms, 0)::int")" -ge 100 ]; }   # the bulk call runs ahead of the clock
+        poll_until 60 bulk_ahead || { bulk_ok=0; log "security: FAILED: $what never ran 100 ms ahead of the clock in 60 s"; }
+        pid=$(psql_as postgres -c "SELECT pid FROM pg_stat_activity WHERE usename = 'mallory' AND state = 'active'
+                                     AND query = \$q\$$sql\$q\$")
+        w0=$(stat backpressure_waits)
+        t=$(date +%s%N); leads=$(singles); beside=$(ms_since "$t")
+        w1=$(stat backpressure_waits)
+        running=$(psql_as postgres -c "SELECT count(*) FROM pg_stat_activity WHERE pid = ${pid:-0} AND state = 'active'")
+        [ -n "$pid" ] && psql_as postgres -c "SELECT pg_cancel_backend($pid)" >/dev/null
+        wait "$bulk" || true
+        furthest=$(printf '%s\n' "$leads" | sort -n | tail -1)
+        log "security: alice's 200 statements took $alone ms alone and $beside ms beside $what" \
+            "(ratio $(awk -v a="$alone" -v b="$beside" 'BEGIN {printf "%.1f", b / (a > 0 ? a : 1)}')," \
+            "reported only); her IDs ran at most $furthest ms ahead (share $share % of $max_lead ms);" \
+            "back-pressure waits while they ran: $((w1 - w0))"
+        if [ -z "$pid" ] || [ "$running" != 1 ]; then
+            bulk_ok=0; log "security: FAILED: $what was not running throughout alice's statements (pid '${pid}'): $(cat "$BASE/bulk.out")"
+        fi
+        if [ $((w1 - w0)) != 0 ]; then
+            bulk_ok=0; log "security: FAILED: $((w1 - w0)) back-pressure wait(s) while alice's statements ran beside $what"
+        fi
+        if [ "$furthest" -gt $((max_lead * share / 100 + 5)) ]; then
+            bulk_ok=0; log "security: FAILED: alice's IDs ran $furthest ms ahead of the clock: $what took more than its share"
+        fi
+    }
+    # 200M IDs: ~49 s at the format's ceiling.
+    bulk_beside "mallory's bulk call" "SELECT count(*) FROM snowflake_nextval(200000000)"
+    # Issue 63: nextval() of an adopted sequence with INCREMENT BY 1024 takes
+    # 2048 IDs a call, and counts against the same share (on 97fb84c a loop of
+    # them pushed the generator to max_lead: 200,000 single IDs took 148-406
+    # ms instead of 29-35 ms). 800M IDs: ~200 s at the ceiling.
+    psql_as mallory -c "CREATE SEQUENCE mal.big INCREMENT BY 1024" >/dev/null
+    psql_as postgres -c "SELECT snowflake_adopt_sequence('mal.big')" >/dev/null
+    bulk_beside "mallory's adopted INCREMENT BY 1024" "SELECT count(nextval('mal.big')) FROM generate_series(1, 400000)"
+    [ "$bulk_ok" = 1 ] || failed+=("bulk-share")
 }
-# 200M IDs: ~49 s at the format's ceiling.
-bulk_beside "mallory's bulk call" "SELECT count(*) FROM snowflake_nextval(200000000)"
-# Issue 63: nextval() of an adopted sequence with INCREMENT BY 1024 takes
-# 2048 IDs a call, and counts against the same share (on 97fb84c a loop of
-# them pushed the generator to max_lead: 200,000 single IDs took 148-406
-# ms instead of 29-35 ms). 800M IDs: ~200 s at the ceiling.
-psql_as mallory -c "CREATE SEQUENCE mal.big INCREMENT BY 1024" >/dev/null
-psql_as postgres -c "SELECT snowflake_adopt_sequence('mal.big')" >/dev/null
-bulk_beside "mallory's adopted INCREMENT BY 1024" "SELECT count(nextval('mal.big')) FROM generate_series(1, 400000)"
-[ "$bulk_ok" = 1 ] || failed+=("bulk-share")
+if [ "$QUICK" = 1 ]; then log "security (quick): bulk-share skipped"; else bulk_share; fi
 
 # The keys of public IDs and the roles PostgreSQL gives the data
 # directory (issue 39, F8), on a server of their own. With the keys in the
