@@ -3322,7 +3322,7 @@ SELECT c.oid::pg_catalog.regclass AS table_name,
     ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
    AND d.objid OPERATOR(pg_catalog.=) q.seqrelid
    AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
-   AND d.refobjsubid OPERATOR(pg_catalog.>) 0
+   AND d.refobjsubid OPERATOR(pg_catalog.>) 0::pg_catalog.int4
    AND d.deptype OPERATOR(pg_catalog.=) ANY (ARRAY['a', 'i']::"char"[])
   JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) d.refobjid
   JOIN pg_catalog.pg_attribute a
