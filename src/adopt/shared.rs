@@ -110,6 +110,10 @@ thread_local! {
 /// Record a change of this transaction to database `db`'s list, applied
 /// at its commit.
 pub(super) fn note(db: pg_sys::Oid, change: Change) {
+    // Without preload there is no table, and no callback to apply it.
+    if !crate::mint::shmem::is_preloaded() {
+        return;
+    }
     // SAFETY: the current subtransaction's nesting level.
     let level = unsafe { pg_sys::GetCurrentTransactionNestLevel() };
     PENDING.with(|p| {
