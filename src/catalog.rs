@@ -6,9 +6,12 @@
 //! An object counts as the extension's where it sits in the schema
 //! `snowflake_id_internal` and a superuser owns both: the extension is
 //! not trusted, so only a superuser's `CREATE EXTENSION` makes that
-//! schema, and only a superuser creates objects in it. Anything else of
-//! those names (any role with CREATE on a database can make a schema) is
-//! ignored.
+//! schema. Anything else of those names (any role with CREATE on a
+//! database can make a schema) is ignored. Besides superusers, a trusted
+//! extension that a database's owner installs into that schema creates
+//! objects there, owned by the bootstrap superuser (the red-team review of
+//! issue 63, F4); none of PostgreSQL's has objects of the names looked up
+//! here, and only the server's administrator installs extensions' files.
 
 use pgrx::pg_sys;
 use std::ffi::CStr;

@@ -25,8 +25,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 const FREE: u64 = 0;
 /// A removed entry: lookups walk past it; inserts reuse it.
 const GONE: u64 = u64::MAX;
-/// A database slot whose database was dropped.
-const DB_GONE: u32 = u32::MAX;
+/// A database slot whose database was dropped (never a database's key:
+/// a key is its OID, at most `u32::MAX`, and 0 is no database).
+const DB_GONE: u64 = u64::MAX;
 
 /// One change to a database's list, applied at the commit of the
 /// transaction that made it.
@@ -45,36 +46,64 @@ pub enum Change {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Word(u64);
 
+const LOADED: u64 = 1;
+const UNFIT: u64 = 2;
+
 impl Word {
     /// A database the table has no slot for: nothing loaded, generation 0.
     pub const NONE: Word = Word(0);
 
     /// Whether the table holds the database's whole set.
     pub fn loaded(self) -> bool {
-        self.0 & 1 == 1
+        self.0 & LOADED != 0
+    }
+
+    /// Whether the database's set was found not to fit (over its share of
+    /// the table, or the table full): its backends read the list each on
+    /// their own, once per change, until a change makes the table try
+    /// again.
+    pub fn unfit(self) -> bool {
+        self.0 & UNFIT != 0
     }
 
     fn generation(self) -> u64 {
-        self.0 >> 1
+        self.0 >> 2
     }
 
-    fn next(self, loaded: bool) -> Word {
-        Word(((self.generation() + 1) << 1) | loaded as u64)
+    fn next(self, flags: u64) -> Word {
+        Word(((self.generation() + 1) << 2) | flags)
     }
 }
 
-/// The adopted sequences of up to `D` databases, `S` in all.
+/// What [`AdoptedTable::publish`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Published {
+    /// The set is the database's loaded set now.
+    Yes,
+    /// A change came in since the loader saw its word: read again later.
+    Changed,
+    /// The set does not fit: the loader keeps what it read, until the
+    /// word moves.
+    Unfit,
+}
+
+/// The adopted sequences of up to `D` databases, `S` in all, at most a
+/// quarter of them of one database (so that one database, which any
+/// role with CREATE can fill through the switch, cannot take the table
+/// from the others: the red-team review of issue 63, F3).
 pub struct AdoptedTable<const D: usize, const S: usize> {
-    db_oids: [AtomicU32; D],
+    db_keys: [AtomicU64; D],
     db_words: [AtomicU64; D],
+    db_counts: [AtomicU32; D],
     seqs: [AtomicU64; S],
 }
 
 impl<const D: usize, const S: usize> Default for AdoptedTable<D, S> {
     fn default() -> Self {
         AdoptedTable {
-            db_oids: std::array::from_fn(|_| AtomicU32::new(0)),
+            db_keys: std::array::from_fn(|_| AtomicU64::new(FREE)),
             db_words: std::array::from_fn(|_| AtomicU64::new(0)),
+            db_counts: std::array::from_fn(|_| AtomicU32::new(0)),
             seqs: std::array::from_fn(|_| AtomicU64::new(FREE)),
         }
     }
@@ -90,14 +119,21 @@ fn key(db: u32, seq: u32) -> u64 {
 }
 
 impl<const D: usize, const S: usize> AdoptedTable<D, S> {
+    /// The most entries one database may hold.
+    pub const PER_DATABASE: usize = S / 4;
+
     /// The slot of database `db`, if it has one. Lock-free.
     fn db_slot(&self, db: u32) -> Option<usize> {
-        let h = spread(db as u64);
+        if db == 0 {
+            return None;
+        }
+        let k = db as u64;
+        let h = spread(k);
         for i in 0..D {
             let at = (h + i) % D;
-            match self.db_oids[at].load(Ordering::Acquire) {
-                0 => return None,
-                v if v == db => return Some(at),
+            match self.db_keys[at].load(Ordering::Acquire) {
+                FREE => return None,
+                v if v == k => return Some(at),
                 _ => {}
             }
         }
@@ -107,17 +143,21 @@ impl<const D: usize, const S: usize> AdoptedTable<D, S> {
     /// The slot of `db`, made if it has none (writers only), and whether
     /// it was made now. `None` when every slot is taken.
     fn db_slot_or_new(&self, db: u32) -> Option<(usize, bool)> {
+        if db == 0 {
+            return None;
+        }
         if let Some(at) = self.db_slot(db) {
             return Some((at, false));
         }
         let h = spread(db as u64);
         for i in 0..D {
             let at = (h + i) % D;
-            let v = self.db_oids[at].load(Ordering::Acquire);
-            if v == 0 || v == DB_GONE {
+            let v = self.db_keys[at].load(Ordering::Acquire);
+            if v == FREE || v == DB_GONE {
                 // A reused slot keeps the word its last database left
-                // (unloaded): a loader that saw no slot reads again.
-                self.db_oids[at].store(db, Ordering::Release);
+                // (unloaded, moved by its drop): a loader that saw no slot
+                // reads again.
+                self.db_keys[at].store(db as u64, Ordering::Release);
                 return Some((at, true));
             }
         }
@@ -164,58 +204,79 @@ impl<const D: usize, const S: usize> AdoptedTable<D, S> {
         None
     }
 
-    /// Insert `k` (writers only); false when the table is full.
-    fn insert(&self, k: u64) -> bool {
+    /// Insert `k` of the database in slot `at` (writers only); false when
+    /// the table is full or the database holds its share.
+    fn insert(&self, at: usize, k: u64) -> bool {
         if self.find(k).is_some() {
             return true;
         }
+        if self.db_counts[at].load(Ordering::Acquire) as usize >= Self::PER_DATABASE {
+            return false;
+        }
         let h = spread(k);
         for i in 0..S {
-            let at = (h + i) % S;
-            let v = self.seqs[at].load(Ordering::Acquire);
+            let slot = (h + i) % S;
+            let v = self.seqs[slot].load(Ordering::Acquire);
             if v == FREE || v == GONE {
-                self.seqs[at].store(k, Ordering::Release);
+                self.seqs[slot].store(k, Ordering::Release);
+                self.db_counts[at].fetch_add(1, Ordering::AcqRel);
                 return true;
             }
         }
         false
     }
 
-    fn clear(&self, db: u32) {
-        for s in &self.seqs {
-            let k = s.load(Ordering::Acquire);
-            if k != FREE && k != GONE && (k >> 32) as u32 == db {
-                s.store(GONE, Ordering::Release);
-            }
+    fn remove(&self, at: usize, k: u64) {
+        if let Some(e) = self.find(k) {
+            self.seqs[e].store(GONE, Ordering::Release);
+            self.db_counts[at].fetch_sub(1, Ordering::AcqRel);
         }
     }
 
+    fn clear(&self, at: usize, db: u32) {
+        if self.db_counts[at].load(Ordering::Acquire) > 0 {
+            for s in &self.seqs {
+                let k = s.load(Ordering::Acquire);
+                if k != FREE && k != GONE && (k >> 32) as u32 == db {
+                    s.store(GONE, Ordering::Release);
+                }
+            }
+        }
+        self.db_counts[at].store(0, Ordering::Release);
+    }
+
     /// A loader read `seqs` from the list after it saw word `seen`: make
-    /// them the database's set, unless a change came in since (then false:
-    /// the loader reads again later). Also false where the table is full
-    /// (the database stays unloaded; its backends read the list each on
-    /// their own). Writers only.
-    pub fn publish(&self, db: u32, seen: Word, seqs: &[u32]) -> bool {
+    /// them the database's set, unless a change came in since
+    /// ([`Published::Changed`]: the loader reads again later). A set over
+    /// the database's share, or one the table has no room for, is
+    /// [`Published::Unfit`]: marked so once, the word otherwise left
+    /// alone, so that the database's backends read the list each on
+    /// their own once per change rather than once per statement (F3).
+    /// Writers only.
+    pub fn publish(&self, db: u32, seen: Word, seqs: &[u32]) -> Published {
         let Some((at, made)) = self.db_slot_or_new(db) else {
-            return false;
+            return Published::Unfit;
         };
         let now = Word(self.db_words[at].load(Ordering::Acquire));
         // A slot made now is no change to this database since `seen`
-        // (which was then `Word::NONE`).
+        // (which was then `Word::NONE`), whatever its last database left.
         if now != seen && !(made && seen == Word::NONE) {
-            return false;
+            return Published::Changed;
         }
-        if now.loaded() {
-            return true;
+        if !made && now.unfit() {
+            return Published::Unfit;
         }
-        self.clear(db);
-        if !seqs.iter().all(|&s| self.insert(key(db, s))) {
-            self.clear(db);
-            self.db_words[at].store(now.next(false).0, Ordering::Release);
-            return false;
+        if !made && now.loaded() {
+            return Published::Yes;
         }
-        self.db_words[at].store(now.next(true).0, Ordering::Release);
-        true
+        self.clear(at, db);
+        if seqs.len() > Self::PER_DATABASE || !seqs.iter().all(|&s| self.insert(at, key(db, s))) {
+            self.clear(at, db);
+            self.db_words[at].store(now.next(UNFIT).0, Ordering::Release);
+            return Published::Unfit;
+        }
+        self.db_words[at].store(now.next(LOADED).0, Ordering::Release);
+        Published::Yes
     }
 
     /// A transaction that changed `db`'s list committed `changes` (in the
@@ -227,9 +288,10 @@ impl<const D: usize, const S: usize> AdoptedTable<D, S> {
     /// any order, so a change applied late could undo a later one (a
     /// removal after a re-adoption of the same sequence), or re-do one a
     /// loader has read already (an adoption after a loader saw it removed).
-    /// Either way the word moves, so a loader that read before the commit
-    /// cannot publish what it read. An adoption the table has no room for
-    /// unloads the database too. Writers only.
+    /// Either way the word moves (and an unfit database is tried again), so
+    /// a loader that read before the commit cannot publish what it read.
+    /// An adoption the table has no room for unloads the database too.
+    /// Writers only.
     pub fn apply(&self, db: u32, seen: Word, changes: &[Change]) {
         self.apply_with(db, Some(seen), changes)
     }
@@ -242,38 +304,37 @@ impl<const D: usize, const S: usize> AdoptedTable<D, S> {
     }
 
     fn apply_with(&self, db: u32, seen: Option<Word>, changes: &[Change]) {
-        let Some((at, _)) = self.db_slot_or_new(db) else {
+        let Some((at, made)) = self.db_slot_or_new(db) else {
             return;
         };
         let now = Word(self.db_words[at].load(Ordering::Acquire));
-        let mut loaded = now.loaded() && seen.is_none_or(|w| w == now);
+        let mut loaded = !made && now.loaded() && seen.is_none_or(|w| w == now);
         for c in changes {
             if !loaded {
                 break;
             }
             match *c {
-                Change::Add(s) => loaded = self.insert(key(db, s)),
-                Change::Remove(s) => {
-                    if let Some(e) = self.find(key(db, s)) {
-                        self.seqs[e].store(GONE, Ordering::Release);
-                    }
-                }
+                Change::Add(s) => loaded = self.insert(at, key(db, s)),
+                Change::Remove(s) => self.remove(at, key(db, s)),
                 Change::Forget => loaded = false,
             }
         }
         if !loaded {
-            self.clear(db);
+            self.clear(at, db);
         }
-        self.db_words[at].store(now.next(loaded).0, Ordering::Release);
+        let flags = if loaded { LOADED } else { 0 };
+        self.db_words[at].store(now.next(flags).0, Ordering::Release);
     }
 
-    /// Database `db` was dropped: its slot and entries go. Writers only.
+    /// Database `db` is gone, or has just been made (its OID may be an
+    /// earlier database's, `CREATE DATABASE … OID`): its slot and entries
+    /// go. Writers only.
     pub fn drop_database(&self, db: u32) {
         if let Some(at) = self.db_slot(db) {
-            self.clear(db);
-            let w = Word(self.db_words[at].load(Ordering::Acquire)).next(false);
+            self.clear(at, db);
+            let w = Word(self.db_words[at].load(Ordering::Acquire)).next(0);
             self.db_words[at].store(w.0, Ordering::Release);
-            self.db_oids[at].store(DB_GONE, Ordering::Release);
+            self.db_keys[at].store(DB_GONE, Ordering::Release);
         }
     }
 
@@ -295,7 +356,7 @@ mod tests {
         let t = T::default();
         assert_eq!(t.word(5), Word::NONE);
         assert_eq!(t.seqs_of(5).1, None);
-        assert!(t.publish(5, Word::NONE, &[10, 11]));
+        assert_eq!(t.publish(5, Word::NONE, &[10, 11]), Published::Yes);
         let (w, s) = t.seqs_of(5);
         assert!(w.loaded());
         let mut s = s.unwrap();
@@ -309,17 +370,17 @@ mod tests {
         let t = T::default();
         let seen = t.word(5);
         t.apply(5, t.word(5), &[Change::Add(12)]);
-        assert!(!t.publish(5, seen, &[10]));
+        assert_eq!(t.publish(5, seen, &[10]), Published::Changed);
         assert!(!t.word(5).loaded());
         let seen = t.word(5);
-        assert!(t.publish(5, seen, &[10, 12]));
+        assert_eq!(t.publish(5, seen, &[10, 12]), Published::Yes);
         assert!(t.contains(5, 12));
     }
 
     #[test]
     fn changes_apply_to_a_loaded_set() {
         let t = T::default();
-        assert!(t.publish(5, Word::NONE, &[10]));
+        assert_eq!(t.publish(5, Word::NONE, &[10]), Published::Yes);
         t.apply(5, t.word(5), &[Change::Add(11)]);
         assert!(t.contains(5, 11) && t.contains(5, 10));
         t.apply(5, t.word(5), &[Change::Remove(10)]);
@@ -328,26 +389,15 @@ mod tests {
         t.apply(5, t.word(5), &[Change::Add(12)]);
         t.apply(5, before, &[Change::Add(13)]);
         assert!(!t.word(5).loaded() && !t.contains(5, 11));
-        assert!(t.publish(5, t.word(5), &[11]));
+        assert_eq!(t.publish(5, t.word(5), &[11]), Published::Yes);
         t.apply(5, t.word(5), &[Change::Forget]);
         assert!(!t.word(5).loaded() && !t.contains(5, 11));
     }
 
     #[test]
-    fn a_full_table_unloads_rather_than_loses_an_entry() {
-        let t = T::default();
-        let all: Vec<u32> = (100..116).collect();
-        assert!(t.publish(5, Word::NONE, &all));
-        t.apply(5, t.word(5), &[Change::Add(200)]);
-        assert!(!t.word(5).loaded());
-        assert!(!t.publish(6, Word::NONE, &(0..17).collect::<Vec<_>>()));
-        assert!(!t.word(6).loaded());
-    }
-
-    #[test]
     fn removed_entries_leave_room_and_lookups_walk_past_them() {
         let t = T::default();
-        assert!(t.publish(5, Word::NONE, &[]));
+        assert_eq!(t.publish(5, Word::NONE, &[]), Published::Yes);
         for round in 0..100u32 {
             t.apply(
                 5,
@@ -362,14 +412,89 @@ mod tests {
         assert_eq!(t.seqs_of(5).1, Some(vec![]));
     }
 
+    /// F3 of the red-team review: one database may take a quarter of the
+    /// table; past it, or with the table full, it is marked unfit once,
+    /// and loaders are told so without the word moving again (each
+    /// backend reads the list once per change, not once per statement).
+    #[test]
+    fn a_database_over_its_share_is_unfit_once_and_leaves_the_rest() {
+        let t = T::default(); // 16 entries, 4 per database
+        assert_eq!(T::PER_DATABASE, 4);
+        let big: Vec<u32> = (100..105).collect();
+        assert_eq!(t.publish(5, Word::NONE, &big), Published::Unfit);
+        let w = t.word(5);
+        assert!(w.unfit() && !w.loaded());
+        for _ in 0..3 {
+            assert_eq!(t.publish(5, w, &big), Published::Unfit);
+            assert_eq!(t.word(5), w, "an unfit database's word moved");
+        }
+        // The others still fit.
+        assert_eq!(t.publish(6, Word::NONE, &[1, 2, 3, 4]), Published::Yes);
+        // An adoption past the share unloads; a change lets it try again.
+        t.apply(6, t.word(6), &[Change::Add(9)]);
+        assert!(!t.word(6).loaded() && !t.word(6).unfit());
+        t.apply(5, w, &[Change::Remove(104)]);
+        assert!(!t.word(5).unfit());
+        assert_eq!(t.publish(5, t.word(5), &big[..4]), Published::Yes);
+    }
+
+    #[test]
+    fn a_full_table_makes_a_database_unfit() {
+        let t = T::default();
+        for (i, db) in [5u32, 6, 7, 8].iter().enumerate() {
+            let seqs: Vec<u32> = (0..4).map(|j| 100 + 4 * i as u32 + j).collect();
+            assert_eq!(t.publish(*db, Word::NONE, &seqs), Published::Yes);
+        }
+        assert_eq!(t.publish(9, Word::NONE, &[1]), Published::Unfit);
+        assert!(t.word(9).unfit());
+        t.apply(5, t.word(5), &[Change::Add(999)]);
+        assert!(!t.word(5).loaded());
+    }
+
+    /// F2 of the red-team review: OID 4294967295 is a database like any
+    /// other (it was the dropped-slot marker: its slot then looked free,
+    /// and the next database there found a loaded word and no entries).
+    #[test]
+    fn the_largest_oid_is_a_database_like_any_other() {
+        let t = T::default();
+        assert_eq!(t.publish(u32::MAX, Word::NONE, &[7]), Published::Yes);
+        assert!(t.contains(u32::MAX, 7));
+        // Every other database, whatever its home slot, starts unloaded
+        // and gets exactly its own set.
+        for db in 1..=6u32 {
+            assert!(!t.word(db).loaded(), "database {db} found a loaded word");
+            assert_eq!(t.publish(db, t.word(db), &[db]), Published::Yes);
+            assert_eq!(t.seqs_of(db).1, Some(vec![db]));
+        }
+        assert!(t.contains(u32::MAX, 7));
+    }
+
+    /// F1 of the red-team review: a database made with the OID of a
+    /// dropped one (CREATE DATABASE … OID) must not inherit its set, even
+    /// when a backend of the old one published after the drop began: the
+    /// creation forgets the OID too.
+    #[test]
+    fn a_new_database_with_an_old_oid_starts_unloaded() {
+        let t = T::default();
+        assert_eq!(t.publish(5, Word::NONE, &[10]), Published::Yes);
+        t.drop_database(5);
+        // A late backend of the dropped database publishes again.
+        assert_eq!(t.publish(5, t.word(5), &[10]), Published::Yes);
+        // CREATE DATABASE … OID = 5: the creation forgets it.
+        t.drop_database(5);
+        assert!(!t.word(5).loaded() && !t.contains(5, 10));
+        assert_eq!(t.publish(5, t.word(5), &[]), Published::Yes);
+        assert_eq!(t.seqs_of(5).1, Some(vec![]));
+    }
+
     #[test]
     fn a_dropped_database_frees_its_slot_and_a_new_one_starts_unloaded() {
         let t = T::default();
-        assert!(t.publish(5, Word::NONE, &[10]));
+        assert_eq!(t.publish(5, Word::NONE, &[10]), Published::Yes);
         t.drop_database(5);
         assert_eq!(t.word(5), Word::NONE);
         for db in 20..28 {
-            assert!(t.publish(db, t.word(db), &[db]));
+            assert_eq!(t.publish(db, t.word(db), &[db]), Published::Yes);
         }
         assert!(t.contains(27, 27));
     }

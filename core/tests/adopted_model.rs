@@ -7,7 +7,7 @@
 //! list; that window is the same for every backend and ends at the
 //! apply.)
 
-use snowflake_id_core::adopted::{AdoptedTable, Change, Word};
+use snowflake_id_core::adopted::{AdoptedTable, Change, Published, Word};
 use std::collections::BTreeSet;
 
 const DB: u32 = 7;
@@ -64,7 +64,7 @@ fn check(actors: &[Actor], order: &[usize], rules: Rules) -> Option<Vec<String>>
     let (initial, preloaded) = START.with(|s| s.borrow().clone());
     let t: AdoptedTable<4, 64> = AdoptedTable::default();
     if preloaded {
-        assert!(t.publish(DB, Word::NONE, &initial));
+        assert_eq!(t.publish(DB, Word::NONE, &initial), Published::Yes);
     }
     let mut list: BTreeSet<u32> = initial.iter().copied().collect();
     let mut progress = vec![
@@ -112,7 +112,7 @@ fn check(actors: &[Actor], order: &[usize], rules: Rules) -> Option<Vec<String>>
                 trace.push(format!("loader {i}: reads the list {:?}", p.read));
             }
             (Actor::Loader, _) => {
-                let ok = t.publish(DB, p.seen.unwrap(), p.read.as_ref().unwrap());
+                let ok = t.publish(DB, p.seen.unwrap(), p.read.as_ref().unwrap()) == Published::Yes;
                 trace.push(format!("loader {i}: publishes ({ok})"));
             }
         }

@@ -17,7 +17,7 @@
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use snowflake_id_core::adopted::Word;
+use snowflake_id_core::adopted::{Published, Word};
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 
@@ -208,9 +208,8 @@ fn held_up() {
 }
 
 /// Read the list into [`KNOWN`]: only the extension's own objects (a
-/// schema, table and functions of those names owned by a superuser: the
-/// extension is not trusted, so only a superuser's script makes them, and
-/// only a superuser creates in its schema), from the shared table where
+/// schema, table and functions of those names owned by a superuser:
+/// `crate::catalog` says why that is enough), from the shared table where
 /// it has this database loaded, else from the list itself (a fresh
 /// snapshot, no SQL), which it then publishes there.
 fn load() {
@@ -291,14 +290,17 @@ fn load() {
         if from_list {
             if let Some(w) = word {
                 let seqs: Vec<pg_sys::Oid> = adopted.iter().copied().collect();
-                if shared::publish(w, &seqs) {
-                    copied_at = shared::word();
-                } else {
-                    // A change came in meanwhile: this copy is of the
-                    // list as this backend read it; the next statement
-                    // takes the table's (or reads again).
-                    copied_at = None;
-                }
+                copied_at = match shared::publish(w, &seqs) {
+                    Published::Yes => shared::word(),
+                    // A change came in meanwhile: this copy is of the list
+                    // as this backend read it; the next statement takes
+                    // the table's (or reads again).
+                    Published::Changed => None,
+                    // It does not fit: this backend keeps what it read
+                    // until the word moves (a change), and reads no more
+                    // per statement (the red-team review's F3).
+                    Published::Unfit => shared::word(),
+                };
             }
         }
         COPIED_AT.with(|c| c.set(copied_at));

@@ -8,9 +8,13 @@
 //! table is read once per database after a start (by [`super::list`]),
 //! and each transaction that changes it (its row triggers call
 //! `snowflake_id_internal.adopt_changed_row()`) applies its changes here
-//! when it commits. A removal, a `TRUNCATE` of the list, a dropped
-//! extension or two commits at once unload the database instead; it is
-//! read again by the next backend that needs it.
+//! when it commits. A `TRUNCATE` of the list, a dropped extension or two
+//! commits at once unload the database instead; it is read again by the
+//! next backend that needs it. A database dropped or made (`CREATE
+//! DATABASE … OID` may reuse a dropped one's OID) leaves the table once
+//! the statement is done. A database over its share of the table is
+//! marked unfit, and its backends read the list each on their own, once
+//! per change.
 //!
 //! Not used in recovery: a standby's backends read the list each on
 //! their own (its changes arrive by WAL, with no trigger to apply them).
@@ -18,15 +22,17 @@
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, AssertPGRXSharedMemory, PgAtomic, PgLwLock};
-use snowflake_id_core::adopted::{AdoptedTable, Change, Word};
+use snowflake_id_core::adopted::{AdoptedTable, Change, Published, Word};
 use std::cell::RefCell;
 
-/// How many databases the table follows (96 KB); a database beyond them
-/// is never loaded, and its backends read the list each on their own.
+/// How many databases the table follows (160 KB); a database beyond them
+/// is never loaded, and its backends read the list each on their own,
+/// once per change.
 pub const DATABASES: usize = 8192;
-/// How many adopted sequences the whole server's table holds (512 KB); a
-/// database whose sequences do not fit is not loaded, as above.
-pub const SEQUENCES: usize = 65536;
+/// How many adopted sequences the whole server's table holds (2 MB), at
+/// most a quarter of them of one database; a database whose sequences
+/// do not fit is not loaded, as above.
+pub const SEQUENCES: usize = 262_144;
 
 type Table = AdoptedTable<DATABASES, SEQUENCES>;
 
@@ -82,14 +88,23 @@ pub(super) fn copy() -> (Word, Option<Vec<pg_sys::Oid>>) {
 }
 
 /// Make `seqs`, read from the list after this backend saw `seen`, this
-/// database's set (unless a change came in since).
-pub(super) fn publish(seen: Word, seqs: &[pg_sys::Oid]) -> bool {
+/// database's set (unless a change came in since, or it does not fit).
+pub(super) fn publish(seen: Word, seqs: &[pg_sys::Oid]) -> Published {
     let seqs: Vec<u32> = seqs.iter().map(|s| s.to_u32()).collect();
     let _exclusive = WRITERS.exclusive();
     // SAFETY: as in `word`.
     TABLE
         .get()
         .publish(unsafe { pg_sys::MyDatabaseId }.to_u32(), seen, &seqs)
+}
+
+/// Database `db` was dropped, or made (perhaps with a dropped one's
+/// OID): its entry goes.
+pub(super) fn forget_database(db: u32) {
+    if usable() {
+        let _exclusive = WRITERS.exclusive();
+        TABLE.get().drop_database(db);
+    }
 }
 
 /// A change of this transaction, made at subtransaction level `level`,
@@ -202,9 +217,9 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
 
 static mut PREV_ACCESS: pg_sys::object_access_hook_type = None;
 
-/// A dropped database leaves the table at once (its OID may come back);
-/// a dropped extension unloads its database at commit (its list goes
-/// without a row trigger).
+/// A dropped extension unloads its database at commit (its list goes
+/// without a row trigger). (A dropped or new database leaves the table
+/// once the statement is done: `super::utility`.)
 #[pg_guard]
 unsafe extern "C-unwind" fn on_access(
     kind: pg_sys::ObjectAccessType::Type,
@@ -222,12 +237,7 @@ unsafe extern "C-unwind" fn on_access(
         if kind != pg_sys::ObjectAccessType::OAT_DROP || !usable() {
             return;
         }
-        if class == pg_sys::DatabaseRelationId {
-            // DROP DATABASE runs outside a transaction block; dropping the
-            // slot early only makes the next backend there read its list.
-            let _exclusive = WRITERS.exclusive();
-            TABLE.get().drop_database(object.to_u32());
-        } else if class == pg_sys::ExtensionRelationId
+        if class == pg_sys::ExtensionRelationId
             && object == pg_sys::get_extension_oid(c"snowflake_id".as_ptr(), true)
         {
             note(pg_sys::MyDatabaseId, Change::Forget);

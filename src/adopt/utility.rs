@@ -70,6 +70,12 @@ unsafe extern "C-unwind" fn utility(
             && session::with(|s| s.last.is_some())
             && copy_draws(stmt.cast());
         let adopted_draws = session::with(|s| s.adopted_draws);
+        // A database dropped, or made (maybe with a dropped one's OID,
+        // `CREATE DATABASE … OID`): once it is done, its entry in the
+        // server's table goes. Not at the drop hook: a session still in
+        // the database while DROP DATABASE waits for it to leave could
+        // publish again (the red-team review of issue 63, F1).
+        let dropped = dropped_database(stmt);
         let next = PREV_UTILITY.unwrap_or(standard_ProcessUtility);
         next(
             pstmt,
@@ -81,9 +87,13 @@ unsafe extern "C-unwind" fn utility(
             dest,
             qc,
         );
+        let database_made_or_dropped = dropped.or_else(|| made_database(stmt));
         if discard {
             // As PostgreSQL forgets its sequences' values (sequence.c).
             session::discard();
+        }
+        if let Some(db) = database_made_or_dropped {
+            super::shared::forget_database(db);
         }
         // Rows drawn for: some copied, or rows that a WHERE clause or
         // ON_ERROR may have dropped after their defaults were drawn (an
@@ -101,6 +111,36 @@ unsafe extern "C-unwind" fn utility(
                 }
             });
         }
+    }
+}
+
+/// The OID of the database a `DROP DATABASE` is about to drop, if any.
+///
+/// # Safety
+/// `stmt` is a utility statement (or null).
+unsafe fn dropped_database(stmt: *mut pg_sys::Node) -> Option<u32> {
+    // SAFETY: the node's tag read first; a syscache look-up by name.
+    unsafe {
+        if stmt.is_null() || (*stmt).type_ != pg_sys::NodeTag::T_DropdbStmt {
+            return None;
+        }
+        let db = pg_sys::get_database_oid((*(stmt as *mut pg_sys::DropdbStmt)).dbname, true);
+        (db != pg_sys::Oid::INVALID).then(|| db.to_u32())
+    }
+}
+
+/// The OID of the database a `CREATE DATABASE` just made, if any.
+///
+/// # Safety
+/// `stmt` is a utility statement (or null), run to its end.
+unsafe fn made_database(stmt: *mut pg_sys::Node) -> Option<u32> {
+    // SAFETY: the node's tag read first; a syscache look-up by name.
+    unsafe {
+        if stmt.is_null() || (*stmt).type_ != pg_sys::NodeTag::T_CreatedbStmt {
+            return None;
+        }
+        let db = pg_sys::get_database_oid((*(stmt as *mut pg_sys::CreatedbStmt)).dbname, true);
+        (db != pg_sys::Oid::INVALID).then(|| db.to_u32())
     }
 }
 

@@ -205,7 +205,7 @@ fi
 # of the lease worker and the worker-id registry (attack_registry_*.sh),
 # which do not differ between majors, run on the newest one only (CI's
 # time budget).
-writers=(attack_schema_rename attack_session_authorization attack_lock_queue attack_db_settings attack_db_lock
+writers=(attack_schema_rename attack_session_authorization attack_lock_queue attack_db_settings attack_db_lock attack_adopt_shared_table
          attack_lagging_overflow attack_rename_lock attack_worker_slots attack_starts_review attack_adopt_lock_queue
          attack_registry_owner attack_registry_overload attack_registry_settings attack_registry_sync_commit
          attack_registry_lock_queue attack_registry_row_lock attack_registry_connections
@@ -220,7 +220,7 @@ fi
 # in CI).
 QUICK=${SNOWFLAKE_SECURITY_QUICK:-0}
 if [ "$QUICK" = 1 ]; then
-    writers=(attack_starts_review attack_adopt_lock_queue attack_registry_owner attack_registry_row_lock
+    writers=(attack_starts_review attack_adopt_lock_queue attack_adopt_shared_table attack_registry_owner attack_registry_row_lock
              attack_registry_token_reuse attack_registry_adopt_lock)
     log "security (quick): the SQL sections and ${writers[*]} only"
 fi
