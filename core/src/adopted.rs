@@ -351,6 +351,18 @@ mod tests {
 
     type T = AdoptedTable<8, 16>;
 
+    /// The extension makes the table in shared memory zero-filled, not
+    /// from `Default` (2 MB on a stack): all zeros must be an empty table.
+    #[test]
+    fn an_all_zero_table_is_an_empty_one() {
+        // SAFETY: atomics of zero are valid values; the table is nothing
+        // but atomics.
+        let t: Box<T> = unsafe { Box::new(std::mem::zeroed()) };
+        assert_eq!(t.word(5), Word::NONE);
+        assert_eq!(t.publish(5, Word::NONE, &[10]), Published::Yes);
+        assert!(t.contains(5, 10) && !t.contains(6, 10));
+    }
+
     #[test]
     fn a_database_is_unloaded_until_published() {
         let t = T::default();

@@ -21,9 +21,10 @@
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use pgrx::{pg_shmem_init, AssertPGRXSharedMemory, PgAtomic, PgLwLock};
+use pgrx::{pg_shmem_init, PgLwLock, PgSharedMemoryInitialization};
 use snowflake_id_core::adopted::{AdoptedTable, Change, Published, Word};
-use std::cell::RefCell;
+use std::cell::{RefCell, UnsafeCell};
+use std::ffi::CStr;
 
 /// How many databases the table follows (160 KB); a database beyond them
 /// is never loaded, and its backends read the list each on their own,
@@ -36,9 +37,73 @@ pub const SEQUENCES: usize = 262_144;
 
 type Table = AdoptedTable<DATABASES, SEQUENCES>;
 
-static TABLE: PgAtomic<AssertPGRXSharedMemory<Table>> =
-    // SAFETY: the name is unique to this extension.
-    unsafe { PgAtomic::new(c"snowflake_id adopted sequences") };
+static TABLE: SharedTable = SharedTable::new(c"snowflake_id adopted sequences");
+
+/// The table in shared memory, made there zero-filled (which is its
+/// `Default`: every slot free): 2 MB, too large to build on a stack and
+/// move there, as `PgAtomic` does (a debug build's postmaster overflowed
+/// its stack doing so).
+struct SharedTable {
+    name: &'static CStr,
+    inner: UnsafeCell<*const Table>,
+}
+
+// SAFETY: `inner` is written once per process, in the shared-memory
+// start-up hook, before any backend code runs; the table it points to is
+// made of atomics.
+unsafe impl Sync for SharedTable {}
+
+impl SharedTable {
+    const fn new(name: &'static CStr) -> Self {
+        Self {
+            name,
+            inner: UnsafeCell::new(std::ptr::null()),
+        }
+    }
+
+    fn get(&self) -> &'static Table {
+        // SAFETY: see `Sync`; set at start-up, before any caller (callers
+        // check `usable()`, which needs the library preloaded).
+        let p = unsafe { *self.inner.get() };
+        assert!(
+            !p.is_null(),
+            "snowflake_id adopted sequences not initialised"
+        );
+        // SAFETY: shared memory for the life of the server.
+        unsafe { &*p }
+    }
+}
+
+impl PgSharedMemoryInitialization for SharedTable {
+    type Value = u8;
+
+    unsafe fn on_shmem_request(&'static self) {
+        // SAFETY: called from the shared-memory request hook.
+        unsafe { pg_sys::RequestAddinShmemSpace(std::mem::size_of::<Table>()) };
+    }
+
+    unsafe fn on_shmem_startup(&'static self, _: u8) {
+        // SAFETY: called from the shared-memory start-up hook, as pgrx's
+        // own PgLwLock (AddinShmemInitLock is MainLWLockArray[21]); an
+        // all-zero table is a valid, empty one (atomics of 0: free slots).
+        unsafe {
+            let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
+            pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+            let mut found = false;
+            let size = std::mem::size_of::<Table>();
+            let p = pg_sys::ShmemInitStruct(self.name.as_ptr(), size, &mut found).cast::<u8>();
+            if !found {
+                std::ptr::write_bytes(p, 0, size);
+            }
+            assert!(
+                p.cast::<Table>().is_aligned(),
+                "shared memory is not aligned"
+            );
+            *self.inner.get() = p.cast::<Table>();
+            pg_sys::LWLockRelease(init_lock);
+        }
+    }
+}
 
 /// Serialises the table's writers, and a copy of a database's set
 /// against them. Taken only by this module, for the microseconds a
@@ -49,7 +114,7 @@ static WRITERS: PgLwLock<u32> =
 
 /// Request the table: in the postmaster, at preload.
 pub(super) fn init() {
-    pg_shmem_init!(TABLE = unsafe { AssertPGRXSharedMemory::new(Table::default()) });
+    pg_shmem_init!(TABLE);
     pg_shmem_init!(WRITERS);
     // SAFETY: callbacks registered once, in the postmaster, before any
     // backend exists; every backend inherits them.
