@@ -118,6 +118,22 @@ fn key(db: u32, seq: u32) -> u64 {
     ((db as u64) << 32) | seq as u64
 }
 
+/// The slot of `slots` holding `k`, by linear probing from `k`'s home;
+/// `None` once a free slot (or the end of the search) says it is not
+/// there. Removed entries are walked past. Lock-free.
+fn probe(slots: &[AtomicU64], k: u64) -> Option<usize> {
+    let h = spread(k);
+    for i in 0..slots.len() {
+        let at = (h + i) % slots.len();
+        match slots[at].load(Ordering::Acquire) {
+            FREE => return None,
+            v if v == k => return Some(at),
+            _ => {}
+        }
+    }
+    None
+}
+
 impl<const D: usize, const S: usize> AdoptedTable<D, S> {
     /// The most entries one database may hold.
     pub const PER_DATABASE: usize = S / 4;
@@ -127,17 +143,7 @@ impl<const D: usize, const S: usize> AdoptedTable<D, S> {
         if db == 0 {
             return None;
         }
-        let k = db as u64;
-        let h = spread(k);
-        for i in 0..D {
-            let at = (h + i) % D;
-            match self.db_keys[at].load(Ordering::Acquire) {
-                FREE => return None,
-                v if v == k => return Some(at),
-                _ => {}
-            }
-        }
-        None
+        probe(&self.db_keys, db as u64)
     }
 
     /// The slot of `db`, made if it has none (writers only), and whether
@@ -192,16 +198,7 @@ impl<const D: usize, const S: usize> AdoptedTable<D, S> {
     }
 
     fn find(&self, k: u64) -> Option<usize> {
-        let h = spread(k);
-        for i in 0..S {
-            let at = (h + i) % S;
-            match self.seqs[at].load(Ordering::Acquire) {
-                FREE => return None,
-                v if v == k => return Some(at),
-                _ => {}
-            }
-        }
-        None
+        probe(&self.seqs, k)
     }
 
     /// Insert `k` of the database in slot `at` (writers only); false when

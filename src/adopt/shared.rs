@@ -19,6 +19,7 @@
 //! Not used in recovery: a standby's backends read the list each on
 //! their own (its changes arrive by WAL, with no trigger to apply them).
 
+use crate::mint::shmem;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::{pg_shmem_init, PgLwLock, PgSharedMemoryInitialization};
@@ -83,24 +84,16 @@ impl PgSharedMemoryInitialization for SharedTable {
     }
 
     unsafe fn on_shmem_startup(&'static self, _: u8) {
-        // SAFETY: called from the shared-memory start-up hook, as pgrx's
-        // own PgLwLock (AddinShmemInitLock is MainLWLockArray[21]); an
-        // all-zero table is a valid, empty one (atomics of 0: free slots).
+        // SAFETY: called from the shared-memory start-up hook; an all-zero
+        // table is a valid, empty one (atomics of 0: free slots).
         unsafe {
-            let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
-            pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-            let mut found = false;
             let size = std::mem::size_of::<Table>();
-            let p = pg_sys::ShmemInitStruct(self.name.as_ptr(), size, &mut found).cast::<u8>();
-            if !found {
-                std::ptr::write_bytes(p, 0, size);
-            }
+            let p = shmem::attach_named(self.name, size, |p| std::ptr::write_bytes(p, 0, size));
             assert!(
                 p.cast::<Table>().is_aligned(),
                 "shared memory is not aligned"
             );
             *self.inner.get() = p.cast::<Table>();
-            pg_sys::LWLockRelease(init_lock);
         }
     }
 }
@@ -129,7 +122,7 @@ pub(super) fn init() {
 /// Whether the table is in use here: the library is preloaded and the
 /// server is not in recovery.
 fn usable() -> bool {
-    crate::mint::shmem::is_preloaded() && !crate::mint::shmem::in_recovery()
+    shmem::is_preloaded() && !shmem::in_recovery()
 }
 
 /// The word of this database (lock-free), or `None` where the table is
@@ -191,7 +184,7 @@ thread_local! {
 /// at its commit.
 pub(super) fn note(db: pg_sys::Oid, change: Change) {
     // Without preload there is no table, and no callback to apply it.
-    if !crate::mint::shmem::is_preloaded() {
+    if !shmem::is_preloaded() {
         return;
     }
     // SAFETY: the current subtransaction's nesting level.

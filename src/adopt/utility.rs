@@ -75,7 +75,7 @@ unsafe extern "C-unwind" fn utility(
         // server's table goes. Not at the drop hook: a session still in
         // the database while DROP DATABASE waits for it to leave could
         // publish again (the red-team review of issue 63, F1).
-        let dropped = dropped_database(stmt);
+        let dropped = database_of(stmt, pg_sys::NodeTag::T_DropdbStmt);
         let next = PREV_UTILITY.unwrap_or(standard_ProcessUtility);
         next(
             pstmt,
@@ -87,7 +87,8 @@ unsafe extern "C-unwind" fn utility(
             dest,
             qc,
         );
-        let database_made_or_dropped = dropped.or_else(|| made_database(stmt));
+        let database_made_or_dropped =
+            dropped.or_else(|| database_of(stmt, pg_sys::NodeTag::T_CreatedbStmt));
         if discard {
             // As PostgreSQL forgets its sequences' values (sequence.c).
             session::discard();
@@ -114,32 +115,24 @@ unsafe extern "C-unwind" fn utility(
     }
 }
 
-/// The OID of the database a `DROP DATABASE` is about to drop, if any.
+/// The OID of the database a `DROP DATABASE` names (`tag`
+/// `T_DropdbStmt`, asked before it runs) or a `CREATE DATABASE` made
+/// (`T_CreatedbStmt`, asked after), if `stmt` is that statement.
 ///
 /// # Safety
 /// `stmt` is a utility statement (or null).
-unsafe fn dropped_database(stmt: *mut pg_sys::Node) -> Option<u32> {
-    // SAFETY: the node's tag read first; a syscache look-up by name.
+unsafe fn database_of(stmt: *mut pg_sys::Node, tag: pg_sys::NodeTag) -> Option<u32> {
+    // SAFETY: the node's tag read first, and the node read as that
+    // statement; a syscache look-up by name.
     unsafe {
-        if stmt.is_null() || (*stmt).type_ != pg_sys::NodeTag::T_DropdbStmt {
+        if stmt.is_null() || (*stmt).type_ != tag {
             return None;
         }
-        let db = pg_sys::get_database_oid((*(stmt as *mut pg_sys::DropdbStmt)).dbname, true);
-        (db != pg_sys::Oid::INVALID).then(|| db.to_u32())
-    }
-}
-
-/// The OID of the database a `CREATE DATABASE` just made, if any.
-///
-/// # Safety
-/// `stmt` is a utility statement (or null), run to its end.
-unsafe fn made_database(stmt: *mut pg_sys::Node) -> Option<u32> {
-    // SAFETY: the node's tag read first; a syscache look-up by name.
-    unsafe {
-        if stmt.is_null() || (*stmt).type_ != pg_sys::NodeTag::T_CreatedbStmt {
-            return None;
-        }
-        let db = pg_sys::get_database_oid((*(stmt as *mut pg_sys::CreatedbStmt)).dbname, true);
+        let name = match tag {
+            pg_sys::NodeTag::T_DropdbStmt => (*(stmt as *mut pg_sys::DropdbStmt)).dbname,
+            _ => (*(stmt as *mut pg_sys::CreatedbStmt)).dbname,
+        };
+        let db = pg_sys::get_database_oid(name, true);
         (db != pg_sys::Oid::INVALID).then(|| db.to_u32())
     }
 }

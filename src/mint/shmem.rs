@@ -474,27 +474,41 @@ impl PgSharedMemoryInitialization for RenewalLock {
     }
 
     unsafe fn on_shmem_startup(&'static self, _: u8) {
-        // SAFETY: called from the shared-memory start-up hook; the same
-        // sequence as pgrx's own PgLwLock (AddinShmemInitLock is
-        // MainLWLockArray[21]).
+        // SAFETY: called from the shared-memory start-up hook; the struct is
+        // written before any other process can see it.
         unsafe {
-            let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
-            pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
-            let mut found = false;
-            let p = pg_sys::ShmemInitStruct(
-                self.name.as_ptr(),
-                std::mem::size_of::<RenewalShared>(),
-                &mut found,
-            )
-            .cast::<RenewalShared>();
-            if !found {
+            let p = attach_named(self.name, std::mem::size_of::<RenewalShared>(), |p| {
+                let p = p.cast::<RenewalShared>();
                 (&raw mut (*p).lock)
                     .write(&raw mut (*pg_sys::GetNamedLWLockTranche(self.name.as_ptr())).lock);
                 pg_sys::ConditionVariableInit(&raw mut (*p).cv);
-            }
-            *self.inner.get() = p;
-            pg_sys::LWLockRelease(init_lock);
+            });
+            *self.inner.get() = p.cast::<RenewalShared>();
         }
+    }
+}
+
+/// The named struct of `size` bytes in shared memory, made by `init` the
+/// first time (when no process has it yet), under AddinShmemInitLock:
+/// the same sequence as pgrx's own PgLwLock (AddinShmemInitLock is
+/// MainLWLockArray[21]). For structs too large, or too special, for
+/// `PgAtomic` (which builds its value on the stack and moves it there).
+///
+/// # Safety
+/// From a shared-memory start-up hook, with `size` requested in the
+/// request hook; `init` must leave a valid value at the pointer.
+pub unsafe fn attach_named(name: &CStr, size: usize, init: impl FnOnce(*mut u8)) -> *mut u8 {
+    // SAFETY: as documented above.
+    unsafe {
+        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
+        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let mut found = false;
+        let p = pg_sys::ShmemInitStruct(name.as_ptr(), size, &mut found).cast::<u8>();
+        if !found {
+            init(p);
+        }
+        pg_sys::LWLockRelease(init_lock);
+        p
     }
 }
 
