@@ -710,14 +710,116 @@ fn a_clean_restart_with_nothing_pending_reads_no_mark() {
     assert_eq!(read_at_start(&facts), Read::No);
 }
 
+/// A random walk of `len` events from a new server that started (the
+/// replay's `init`), each event one the model allows there. A mint is
+/// drawn only while no database lags or holds a mark: the replay checks
+/// P1 without the documented exception those make (it cannot see which
+/// marks the server left unread), so the walk reads or decides first.
+/// The walk ends at its last mint. Seeded (xorshift): the same seed
+/// gives the same walk.
+fn sample(seed: u64, len: usize) -> Vec<Event> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = move |n: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % n as u64) as usize
+    };
+    let Outcome::Next(mut s) = step(&State::cold(), Event::Start, FIXED) else {
+        unreachable!("a new server starts");
+    };
+    let events = alphabet();
+    let mut out = vec![];
+    while out.len() < len {
+        let quiet = s.run.is_some_and(|r| r.lagging == 0 && r.held == 0);
+        let mut choices: Vec<(Event, State)> = vec![];
+        for &e in &events {
+            if matches!(e, Event::Mint(_)) && !quiet {
+                continue;
+            }
+            if let Outcome::Next(n) = step(&s, e, FIXED) {
+                choices.push((e, n));
+            }
+        }
+        if choices.is_empty() {
+            break;
+        }
+        // Mints a third of the time: a trace checks its properties there.
+        let mints: Vec<usize> = (0..choices.len())
+            .filter(|&i| matches!(choices[i].0, Event::Mint(_)))
+            .collect();
+        let i = if !mints.is_empty() && next(3) == 0 {
+            mints[next(mints.len())]
+        } else {
+            next(choices.len())
+        };
+        let (e, n) = choices[i];
+        out.push(e);
+        s = n;
+    }
+    // What follows the last mint checks nothing.
+    let last = out.iter().rposition(|e| matches!(e, Event::Mint(_)));
+    out.truncate(last.map_or(0, |i| i + 1));
+    out
+}
+
+#[test]
+fn a_sample_is_a_walk_the_model_allows() {
+    for seed in 1..200 {
+        let t = sample(seed, 14);
+        assert!(
+            matches!(t.last(), Some(Event::Mint(_)) | None),
+            "seed {seed}"
+        );
+        let mut s = State::cold();
+        let mut all = vec![Event::Start];
+        all.extend(&t);
+        for &e in &all {
+            match step(&s, e, FIXED) {
+                Outcome::Next(n) => s = n,
+                other => panic!("seed {seed}: {e}: {other:?}"),
+            }
+        }
+    }
+    assert_ne!(sample(1, 14), sample(2, 14));
+    assert_eq!(sample(7, 14), sample(7, 14));
+}
+
 /// The model's traces, for `tests/integration/model_replay.sh`: the
-/// five named ones when `STARTS_MODEL_TRACES` names a directory.
+/// five named ones when `STARTS_MODEL_TRACES` names a directory, and
+/// `STARTS_MODEL_SAMPLES` random walks (`sample`) from the seed
+/// `STARTS_MODEL_SEED` on, 14 events each (to the last mint; a
+/// seed whose walk never mints is skipped).
 #[test]
 fn write_the_traces_for_the_replay() {
     let Ok(dir) = std::env::var("STARTS_MODEL_TRACES") else {
         return;
     };
     std::fs::create_dir_all(&dir).unwrap();
+    let var = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
+    let first = var("STARTS_MODEL_SEED").unwrap_or(1);
+    let want = var("STARTS_MODEL_SAMPLES").unwrap_or(0) as usize;
+    let mut written = 0;
+    // A walk that never minted checks nothing: the next seed instead.
+    for seed in first.. {
+        if written == want {
+            break;
+        }
+        let walk = sample(seed, 14);
+        if walk.is_empty() {
+            continue;
+        }
+        written += 1;
+        let body: Vec<String> = walk.iter().map(|e| e.to_string()).collect();
+        std::fs::write(
+            format!("{dir}/sample_{seed}.trace"),
+            format!(
+                "# A random walk of the start model, seed {seed} (STARTS_MODEL_SEED)\n{}\n",
+                body.join("\n")
+            ),
+        )
+        .unwrap();
+    }
     let mut seen = HashSet::new();
     for (name, _, events) in defects() {
         let file = format!("{dir}/model_{}.trace", name.split(' ').next().unwrap());

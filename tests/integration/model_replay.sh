@@ -24,8 +24,8 @@
 # port; clusters under .run/it-model-replay. The traces there:
 # 0_every_event runs every event once and keeps both properties; 1_ to
 # 5_ (and 1b_) are the defects of issue 62, one each, and fail on a
-# build without its fix (each file's header says how). About 10 s a
-# trace.
+# build without its fix (each file's header says how); 8_failover runs
+# two failovers to a synchronous standby. About 10 s a trace.
 #
 # A trace: one event a line, `#` starts a comment, blank lines are
 # ignored. Every trace starts with an implicit `init`: a new cluster
@@ -98,6 +98,16 @@
 #                      held IDs (not accepted yet) leave D's P2 (copies
 #                      made by template or dump_restore stay with their
 #                      database)
+#   carry              3 s: the high-water launcher carries a dropped
+#                      database's mark into another database
+#   failover           kill -9 of the server, and its synchronous standby
+#                      (pg_basebackup -R, synchronous_standby_names '*',
+#                      streaming since `init` where the trace has a
+#                      failover; made now if pg_upgrade or pg_resetwal
+#                      took it) promoted: the server from then on
+#   standby            (replay only) a synchronous standby of the server
+#                      from now on (pg_upgrade and pg_resetwal leave it
+#                      behind: it can no longer follow)
 #   clock_back small|far, clock_forward small|far
 #                      the fake clock 5 or 30 minutes back or forward
 #                      (offsets add up)
@@ -110,6 +120,16 @@
 #   clock_run          (replay only) the clock runs again at its offset
 #   sleep S            (replay only) S seconds of real time
 #   checkpoint         (replay only) CHECKPOINT
+# With MODEL_REPLAY_SAMPLES=N (default 3, 0 where traces are named), N
+# random walks of the model
+# (core/tests/starts_model.rs `sample`, seeds MODEL_REPLAY_SEED (62) on,
+# each up to 14 events and ending at a mint) run after the named traces;
+# a failing one prints its seed and its events, and
+# STARTS_MODEL_TRACES=DIR STARTS_MODEL_SAMPLES=1 STARTS_MODEL_SEED=S
+# cargo test -p snowflake_id_core --release --test starts_model
+# write_the_traces writes it again. The walks mint only while no
+# database lags or holds a mark (the model's state says when): the
+# replay's P1 has no exception for those.
 # An event whose server state does not hold (a start of a running
 # server, a mint while stopped) fails the trace as malformed.
 set -euo pipefail
@@ -141,8 +161,9 @@ new_cluster() {  # new_cluster DIR PORT
     cluster_init "$1" "$2" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 1" \
         "snowflake_id.max_lead = '1h'" "max_worker_processes = 8" "max_parallel_workers = 8"
 }
-# The server of the trace: its directory and port; whether it runs.
-SRV="" SPORT=$PORT RUNNING=0 UPGRADES=0 LOG_FROM=0
+# The server of the trace: its directory and port; whether it runs. Its
+# synchronous standby, if it has one: directory and port.
+SRV="" SPORT=$PORT RUNNING=0 UPGRADES=0 LOG_FROM=0 STBY="" STPORT=0
 q() { pq "$SRV" "$SPORT" -At -F ' ' "$@"; }
 since_start() { tail -c +"$((LOG_FROM + 1))" "$SRV/server.log"; }
 start_server() {
@@ -306,6 +327,7 @@ ev_lose_state_file() { need_stopped; rm -f "$SRV/data/snowflake_id.state"; }
 ev_upgrade() {
     local new newport
     need_stopped
+    drop_standby
     new=$(fresh "srv$((UPGRADES + 1))"); newport=$((PORT + (UPGRADES + 1) % 2))
     new_cluster "$new" "$newport"
     if (cd "$new" && as_pg "$(pgbin)/pg_upgrade" -b "$(pgbin)" -B "$(pgbin)" -d "$SRV/data" -D "$new/data" \
@@ -320,8 +342,42 @@ ev_upgrade() {
 }
 ev_resetwal() {
     need_stopped
+    drop_standby
     as_pg "$(pgbin)/pg_resetwal" -f -D "$SRV/data" >/dev/null 2>"$BASE/resetwal.err" \
         || { cat "$BASE/resetwal.err" >&2; die "pg_resetwal failed"; }
+}
+standby_streams() {
+    [ "$(q -d postgres -c "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND sync_state = 'sync'")" = 1 ]
+}
+ev_standby() {
+    local p
+    need_running
+    [ -z "$STBY" ] || malformed "the server has a standby already"
+    for p in $((PORT + 2)) $((PORT + 3)); do [ "$p" = "$SPORT" ] || { STPORT=$p; break; }; done
+    STBY=$(fresh "standby$STPORT")
+    basebackup_standby "$SRV" "$SPORT" "$STBY" "$STPORT" >/dev/null 2>"$BASE/basebackup.err" \
+        || { cat "$BASE/basebackup.err" >&2; die "standby: pg_basebackup failed"; }
+    as_pg sed -i '/^snowflake_id.worker_id\|^synchronous_standby_names/d' "$STBY/data/postgresql.auto.conf"
+    fake_start "$STBY"
+    q -d postgres -c "ALTER SYSTEM SET synchronous_standby_names = '*'" -c "SELECT pg_reload_conf()" >/dev/null
+    poll_until 30 standby_streams || { tail -20 "$STBY/server.log" >&2; die "standby: not a synchronous standby 30 s after its start"; }
+    log "   [$STEP] $EVENT: a synchronous standby in $STBY (port $STPORT)"
+}
+drop_standby() {  # (server stopped) the standby can no longer follow: gone
+    [ -n "$STBY" ] || return 0
+    cluster_stop "$STBY"; rm -rf "$STBY"; STBY=""
+    as_pg sed -i '/^synchronous_standby_names/d' "$SRV/data/postgresql.auto.conf"
+}
+ev_failover() {
+    local old
+    need_running
+    [ -n "$STBY" ] || ev_standby
+    kill9 "$SRV"; rm -f "$SRV/data/postmaster.pid"; release_holders_now
+    LOG_FROM=$(stat -c %s "$STBY/server.log")
+    as_pg "$(pgbin)/pg_ctl" -D "$STBY/data" -w -t 60 promote >/dev/null \
+        || { tail -20 "$STBY/server.log" >&2; die "failover: the standby was not promoted"; }
+    old=$SRV; SRV=$STBY; SPORT=$STPORT; STBY=""; rm -rf "$old"
+    log "   [$STEP] $EVENT: $old killed, $SRV promoted (port $SPORT)"
 }
 ev_drop_database() {
     local db="$1" out
@@ -428,13 +484,13 @@ ev_clock_run() { FROZEN=""; write_clock; }
 ev_checkpoint() { need_running; q -d postgres -c "CHECKPOINT" >/dev/null; }
 
 # --- A trace -----------------------------------------------------------------
-init_trace() {
+init_trace() {  # init_trace TRACE_FILE
     local db
     all_stop
     rm -rf "$WORK"; mkdir -p "$WORK"; : > "$WORK/minted"
-    DB_EXT=(); OFFSET=0; FROZEN=""; write_clock; UPGRADES=0; SPORT=$PORT
+    DB_EXT=(); OFFSET=0; FROZEN=""; write_clock; UPGRADES=0; SPORT=$PORT; STBY=""
     SRV=$(fresh srv0)
-    for db in "$BASE"/srv[1-9]*; do [ ! -d "$db" ] || rm -rf "$db"; done
+    for db in "$BASE"/srv[1-9]* "$BASE"/standby*; do [ ! -d "$db" ] || rm -rf "$db"; done
     new_cluster "$SRV" "$SPORT"
     start_server
     for db in a b; do
@@ -445,6 +501,7 @@ init_trace() {
     done
     q -d postgres -c "CHECKPOINT" >/dev/null
     SHIFT=$(q -d a -c "SELECT worker_bits + sequence_bits FROM snowflake_stats()")
+    if grep -qE '^[[:space:]]*failover' "$1"; then ev_standby; fi
 }
 ARGS=()
 want() { [ $((${#ARGS[@]} - 1)) = "$1" ] || malformed "${ARGS[0]} takes $1 argument(s)"; }
@@ -452,7 +509,7 @@ replay() {
     local file="$1" line ev args=() t0=$SECONDS
     TRACE=$(basename "$file"); STEP=0; EVENT=init
     log "$TRACE"
-    init_trace
+    init_trace "$file"
     while IFS= read -r line || [ -n "$line" ]; do
         line=${line%%#*}
         read -r -a args <<< "$line"
@@ -474,6 +531,9 @@ replay() {
             drop_schema_cascade) want 1; ev_drop_extension "${args[1]}" "DROP SCHEMA public CASCADE" ;;
             template) want 2; ev_template "${args[1]}" "${args[2]}" ;;
             dump_restore) want 2; ev_dump_restore "${args[1]}" "${args[2]}" ;;
+            carry) want 0; sleep 3 ;;
+            standby) want 0; ev_standby ;;
+            failover) want 0; ev_failover ;;
             hold) want 1; ev_hold "${args[1]}" ;;
             accept) want 0; ev_accept ;;
             discard) want 1; ev_discard "${args[1]}" ;;
@@ -491,6 +551,17 @@ replay() {
 }
 
 if [ $# -gt 0 ]; then TRACES=("$@"); else TRACES=("$ROOT"/tests/integration/traces/*.trace); fi
+# The model's samples: 3 after the named traces, none where traces are named.
+SAMPLES=${MODEL_REPLAY_SAMPLES:-$([ $# -gt 0 ] && echo 0 || echo 3)}
+if [ "$SAMPLES" -gt 0 ]; then
+    rm -rf "$BASE/samples"
+    (cd "$ROOT" && STARTS_MODEL_TRACES="$BASE/samples" STARTS_MODEL_SAMPLES="$SAMPLES" \
+        STARTS_MODEL_SEED="${MODEL_REPLAY_SEED:-62}" cargo test -q -p snowflake_id_core --release \
+        --test starts_model write_the_traces_for_the_replay >/dev/null) || die "the model did not write its samples"
+    for f in "$BASE"/samples/sample_*.trace; do
+        if grep -qvE '^(#|$)' "$f"; then TRACES+=("$f"); fi
+    done
+fi
 [ -f "${TRACES[0]}" ] || die "no trace files (${TRACES[*]})"
 FAILED=()
 for f in "${TRACES[@]}"; do
@@ -501,6 +572,9 @@ for f in "${TRACES[@]}"; do
     rc=$?
     set -e
     if [ "$rc" != 0 ]; then
+        if [[ "$f" == */samples/* ]]; then
+            log "$(basename "$f"), the model's walk: $(grep -v '^#' "$f" | paste -sd ';' | sed 's/;/; /g')"
+        fi
         FAILED+=("$(cat "$VERDICT" 2>/dev/null || echo "$(basename "$f"): the replay failed (see the log above)") [$((SECONDS - t0)) s]")
     fi
     all_stop
