@@ -2945,6 +2945,13 @@ CREATE FUNCTION snowflake_id_internal.seq_setval(pg_catalog.regclass, bigint, bo
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_setval3_wrapper';
 CREATE FUNCTION snowflake_id_internal.seq_lastval() RETURNS bigint
 VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_lastval_wrapper';
+-- An adopted identity column's draw, in place of PostgreSQL's (issue 63:
+-- the column stays an identity): a Snowflake ID, for an adopted sequence
+-- only (55000 for any other). EXECUTE stays with PUBLIC: an identity's
+-- draw needs no privilege on its sequence, and this mints no more than
+-- snowflake_nextval_for() does.
+CREATE FUNCTION snowflake_id_internal.seq_identity(pg_catalog.regclass) RETURNS bigint
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_identity_wrapper';
 -- Wrapped around an identity column's draw, so that lastval() knows of
 -- it; each returns its argument.
 CREATE FUNCTION snowflake_id_internal.seq_drawn(bigint) RETURNS bigint
@@ -3027,23 +3034,6 @@ END
 $f$;
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_record(pg_catalog.regclass, text) FROM PUBLIC;
 
--- A column's default becomes the extension's snowflake_nextval_for(seq), as
--- the table's owner: a Snowflake ID that currval(seq) and lastval() then
--- return, as they return a bigserial's value after an insert.
-CREATE FUNCTION snowflake_id_internal.adopt_set_default(tbl pg_catalog.regclass, col name, seq pg_catalog.regclass)
-RETURNS void
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
-DECLARE
-    ext name;
-BEGIN
-    SELECT e.extnamespace::pg_catalog.regnamespace::name INTO ext
-      FROM pg_catalog.pg_extension e WHERE e.extname OPERATOR(pg_catalog.=) 'snowflake_id';
-    PERFORM snowflake_id_internal.adopt_as_owner(tbl::pg_catalog.oid,
-        pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.snowflake_nextval_for(%L::pg_catalog.regclass)',
-                          tbl, col, ext, seq::pg_catalog.oid));
-END
-$f$;
-REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_set_default(pg_catalog.regclass, name, pg_catalog.regclass) FROM PUBLIC;
 
 -- Which sequences of this database hand out Snowflake IDs. A
 -- configuration table of the extension, so that pg_dump of the database
@@ -3178,26 +3168,10 @@ BEGIN
               USING ERRCODE = '42804',
                     HINT = 'Widen it first: ALTER SEQUENCE ... AS bigint, and the columns that take its values to bigint (snowflake_convert_column() does both).';
     END IF;
-    FOR col IN
-        SELECT d.refobjid::pg_catalog.regclass AS tbl, a.attname
-          FROM pg_catalog.pg_depend d
-          JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) d.refobjid
-                                        AND a.attnum OPERATOR(pg_catalog.=) d.refobjsubid
-         WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
-           AND d.objid OPERATOR(pg_catalog.=) seq
-           AND d.deptype OPERATOR(pg_catalog.=) 'i'
-    LOOP
-        RAISE EXCEPTION 'sequence "%" belongs to the identity column %.%', seq, col.tbl, pg_catalog.quote_ident(col.attname)
-              USING ERRCODE = '0A000',
-                    DETAIL = 'An identity column draws its values inside the server, where no extension can hand out Snowflake IDs instead (COPY among them).',
-                    HINT = 'Convert the column with snowflake_convert_column(), which replaces the identity with DEFAULT snowflake_nextval().';
-    END LOOP;
-    -- Column defaults that are exactly nextval() of it, in tables of the
-    -- sequence's owner: COPY and the other paths that evaluate a default
-    -- without planning a statement get Snowflake IDs too. Each is changed
-    -- as its table's owner. Another expression that calls it (currval(),
-    -- nextval() * 10), or another role's table, is left as it is, with a
-    -- NOTICE: no role can stop the adoption with a table of its own.
+    -- Column defaults that are exactly nextval() of it must be able to
+    -- hold its values. The defaults stay as they are (issue 63: the
+    -- catalog is the application's): the planner, and COPY's swap
+    -- (src/adopt/copy.rs), make their draws Snowflake IDs.
     FOR col IN
         SELECT ad.adrelid::pg_catalog.regclass AS tbl, a.attname, a.atttypid::pg_catalog.regtype AS typ,
                pg_catalog.pg_get_expr(ad.adbin, ad.adrelid) AS expr,
@@ -3228,21 +3202,15 @@ BEGIN
            AND d.refobjid OPERATOR(pg_catalog.=) seq
          ORDER BY 1, 2
     LOOP
-        CONTINUE WHEN col.adopted;  -- snowflake_nextval_for(seq) already
-        IF NOT (col.plain AND col.same_owner) THEN
-            RAISE NOTICE 'column %.% keeps its default %', col.tbl, pg_catalog.quote_ident(col.attname), col.expr
-                  USING DETAIL = CASE WHEN col.same_owner
-                                      THEN 'Only a default that is nextval() of the sequence alone becomes snowflake_nextval_for(seq); the calls in this one return Snowflake IDs where a statement is planned.'
-                                      ELSE 'The table is not the sequence owner''s; the calls in its default return Snowflake IDs where a statement is planned.' END;
-            CONTINUE;
-        END IF;
+        -- Another role's table cannot stop the adoption (issue 57's
+        -- review, F4): only the sequence owner's are held to this.
+        CONTINUE WHEN col.adopted OR NOT (col.plain AND col.same_owner);
         IF col.typ IS DISTINCT FROM 'bigint'::pg_catalog.regtype THEN
             RAISE EXCEPTION 'column %.% takes values of sequence "%" but is of type %, which cannot hold a Snowflake ID',
                             col.tbl, pg_catalog.quote_ident(col.attname), seq, col.typ
                   USING ERRCODE = '42804',
                         HINT = 'Widen the column to bigint first, or convert it with snowflake_convert_column().';
         END IF;
-        PERFORM snowflake_id_internal.adopt_set_default(col.tbl, col.attname, seq);
     END LOOP;
     PERFORM snowflake_id_internal.adopt_record(seq, 'superuser');
 END
@@ -3357,25 +3325,18 @@ COMMENT ON VIEW snowflake_adopting_databases IS
 'the databases of this server where snowflake_adopt_sequences() is on';
 
 -- While the switch is on: each sequence the command created for a
--- bigint column (bigserial, or GENERATED ... AS IDENTITY: the identity
--- becomes a default, since a column cannot have both, and a sequence of
--- the identity's name and increment, owned by the column, stays for
--- pg_get_serial_sequence()), and each bigint sequence it created alone,
--- is adopted; the column's default becomes snowflake_nextval_for(seq). Columns
--- and sequences narrower than bigint keep theirs, with a NOTICE. The
--- changes to a table run as its owner (snowflake_convert_as_owner); this
--- function itself reads catalogs and writes the extension's table only.
+-- bigint column (bigserial, or GENERATED ... AS IDENTITY), and each bigint
+-- sequence it created alone, is adopted; the columns stay as the command
+-- made them. Columns and sequences narrower than bigint keep theirs, with
+-- a NOTICE. The fence runs as the sequence's owner
+-- (snowflake_convert_as_owner); this function itself reads catalogs and
+-- writes the extension's table only.
 CREATE FUNCTION snowflake_id_internal.adopt_new_sequences() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE
     c        record;
     seqs     pg_catalog.oid[];
     s        pg_catalog.oid;
-    seqname  text;
-    newseq   pg_catalog.regclass;
-    opts     text;
-    lastv    bigint;
-    called   boolean;
 BEGIN
     IF NOT EXISTS (SELECT FROM snowflake_id_internal.snowflake_adopt_switch w WHERE w.enabled) THEN
         RETURN;
@@ -3430,45 +3391,13 @@ BEGIN
                       c.tbl, pg_catalog.quote_ident(c.attname), pg_catalog.current_database(), c.typ;
             CONTINUE;
         END IF;
-        newseq := c.seq;
-        IF c.deptype OPERATOR(pg_catalog.=) 'i' THEN
-            IF c.attidentity OPERATOR(pg_catalog.=) 'a' THEN
-                RAISE NOTICE 'column %.% no longer rejects explicit values', c.tbl, pg_catalog.quote_ident(c.attname)
-                      USING DETAIL = 'It was GENERATED ALWAYS AS IDENTITY; it becomes a DEFAULT, which an INSERT may override.',
-                            HINT = 'Revoke INSERT on the column from roles that must not choose keys, if that protection mattered.';
-            END IF;
-            seqname := c.seq::text;
-            -- The new one has the identity's bounds, increment and
-            -- counter (it filled the rows an ADD COLUMN found), so the
-            -- fence stops below no value it handed out (the fourth
-            -- review of issue 57).
-            -- It starts at the identity's next value: the CREATE SEQUENCE
-            -- below runs this trigger again, which fences the new sequence
-            -- where it starts, before the advance below could move it
-            -- (issue 63: an ADD COLUMN that filled 5 rows fenced it at 2,
-            -- under keys the table held).
-            EXECUTE pg_catalog.format('SELECT last_value, is_called FROM %s', c.seq) INTO lastv, called;
-            SELECT pg_catalog.format('INCREMENT BY %s MINVALUE %s MAXVALUE %s START WITH %s %s', q.seqincrement,
-                                     q.seqmin, q.seqmax,
-                                     CASE WHEN NOT called THEN lastv
-                                          WHEN q.seqincrement OPERATOR(pg_catalog.>) 0::bigint
-                                           AND lastv OPERATOR(pg_catalog.<=) (q.seqmax OPERATOR(pg_catalog.-) q.seqincrement)
-                                          THEN lastv OPERATOR(pg_catalog.+) q.seqincrement
-                                          WHEN q.seqincrement OPERATOR(pg_catalog.<) 0::bigint
-                                           AND lastv OPERATOR(pg_catalog.>=) (q.seqmin OPERATOR(pg_catalog.-) q.seqincrement)
-                                          THEN lastv OPERATOR(pg_catalog.+) q.seqincrement
-                                          ELSE lastv END,
-                                     CASE WHEN q.seqcycle THEN 'CYCLE' ELSE 'NO CYCLE' END)
-              INTO opts FROM pg_catalog.pg_sequence q WHERE q.seqrelid OPERATOR(pg_catalog.=) c.seq;
-            PERFORM snowflake_id_internal.adopt_as_owner(c.tbl::pg_catalog.oid,
-                pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', c.tbl, c.attname));
-            PERFORM snowflake_id_internal.adopt_as_owner(c.tbl::pg_catalog.oid,
-                pg_catalog.format('CREATE SEQUENCE %s AS bigint %s OWNED BY %s.%I', seqname, opts, c.tbl, c.attname));
-            PERFORM snowflake_id_internal.adopt_advance(pg_catalog.to_regclass(seqname), lastv, called);
-            newseq := pg_catalog.to_regclass(seqname);
-        END IF;
-        PERFORM snowflake_id_internal.adopt_set_default(c.tbl, c.attname, newseq);
-        PERFORM snowflake_id_internal.adopt_record(newseq, 'switch');
+        -- The column stays as the command made it (issue 63): a
+        -- bigserial's default nextval() of its sequence, an identity an
+        -- identity. The planner, and COPY's swap (src/adopt/copy.rs),
+        -- make its draws Snowflake IDs; the fence (adopt_record) stops
+        -- the sequence where its counter stands (past the rows an ADD
+        -- COLUMN filled).
+        PERFORM snowflake_id_internal.adopt_record(c.seq, 'switch');
     END LOOP;
 END
 $f$;

@@ -660,6 +660,18 @@ pub fn not_a_sequence(what: &str) -> ! {
     )
 }
 
+/// An identity column's draw (`seq_identity`) from a sequence that is not
+/// adopted: only the planner's and `COPY`'s swaps call it, and only for an
+/// adopted one.
+pub fn identity_not_adopted(what: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("sequence \"{what}\" is not adopted"),
+        Some("Only an adopted identity column's draws are Snowflake IDs.".into()),
+        Some("Insert into the table instead; PostgreSQL draws the identity's value."),
+    )
+}
+
 /// Adoption without the library preloaded: no backend would rewrite the
 /// calls, and the sequence would go on handing out its own values.
 pub fn adopt_not_preloaded() -> ! {

@@ -159,8 +159,9 @@ pub fn seq_nextval(seq: pg_sys::Oid) -> i64 {
 }
 
 /// A Snowflake ID, as `snowflake_nextval()` returns, that this session's
-/// `currval(seq)` and `lastval()` then return: the default that adopting
-/// a sequence gives the columns that took its values. An insert that
+/// `currval(seq)` and `lastval()` then return: the default that
+/// `snowflake_convert_column()` gives a column whose sequence it keeps
+/// and adopts (adoption itself changes no default, issue 63). An insert that
 /// takes it (COPY too) leaves `currval()` and `lastval()` as an insert
 /// into a `bigserial` column does, which is what PHP's
 /// `PDO::lastInsertId()` and older ORMs read. `seq` must be a sequence;
@@ -172,10 +173,9 @@ pub fn seq_nextval(seq: pg_sys::Oid) -> i64 {
 /// an integer being castable to `regclass`.)
 ///
 /// ```sql
-/// SELECT snowflake_adopt_sequences();
 /// CREATE TABLE orders (id bigserial PRIMARY KEY, item text);
-/// -- its default is now snowflake_nextval_for('orders_id_seq'::regclass)
-/// INSERT INTO orders (item) VALUES ('book');
+/// SELECT snowflake_adopt_sequence('orders_id_seq');
+/// INSERT INTO orders (id, item) VALUES (snowflake_nextval_for('orders_id_seq'), 'book');
 /// SELECT currval('orders_id_seq') = lastval();   -- the row's id
 /// ```
 #[pg_extern(sql = false)]
@@ -184,6 +184,28 @@ pub fn snowflake_nextval_for(seq: pg_sys::Oid) -> i64 {
     if unsafe { pg_sys::get_rel_relkind(seq) } != pg_sys::RELKIND_SEQUENCE as std::ffi::c_char {
         errors::not_a_sequence(&relation_name(seq));
     }
+    let v = nextval::snowflake_nextval();
+    session::adopted(seq, v);
+    v
+}
+
+/// An adopted identity column's draw: what the planner ([`super::walk::swap`])
+/// and `COPY` ([`super::copy`]) put in place of PostgreSQL's, a Snowflake
+/// ID that `currval(seq)` and `lastval()` then return. As an identity's
+/// own draw, it needs no privilege on the sequence; it mints only for an
+/// adopted sequence (55000 for any other), so calling it by hand gives no
+/// more than `snowflake_nextval_for()` does.
+#[pg_extern(sql = false)]
+pub fn seq_identity(seq: pg_sys::Oid) -> i64 {
+    if !list::is_adopted(seq) {
+        errors::identity_not_adopted(&relation_name(seq));
+    }
+    // SAFETY: PostgreSQL's checks of an identity's draw (sequence.c), by name.
+    unsafe {
+        pg_sys::PreventCommandIfReadOnly(c"nextval()".as_ptr());
+        pg_sys::PreventCommandIfParallelMode(c"nextval()".as_ptr());
+    }
+    open(seq);
     let v = nextval::snowflake_nextval();
     session::adopted(seq, v);
     v

@@ -33,6 +33,8 @@ pub(super) struct Fns {
     pub(super) setval: pg_sys::Oid,
     pub(super) setval3: pg_sys::Oid,
     pub(super) lastval: pg_sys::Oid,
+    /// `seq_identity`: an adopted identity column's draw.
+    pub(super) identity: pg_sys::Oid,
     /// `seq_drawn` for `smallint`, `integer` and `bigint`: wrapped around
     /// an identity column's draw, so that `lastval()` knows of it.
     pub(super) drawn: [pg_sys::Oid; 3],
@@ -46,6 +48,7 @@ impl Fns {
         setval: pg_sys::Oid::INVALID,
         setval3: pg_sys::Oid::INVALID,
         lastval: pg_sys::Oid::INVALID,
+        identity: pg_sys::Oid::INVALID,
         drawn: [pg_sys::Oid::INVALID; 3],
     };
 
@@ -244,6 +247,7 @@ fn load() {
             setval: member_function(c"seq_setval", &[regclass, pg_sys::INT8OID]),
             setval3: member_function(c"seq_setval", &[regclass, pg_sys::INT8OID, pg_sys::BOOLOID]),
             lastval: member_function(c"seq_lastval", &[]),
+            identity: member_function(c"seq_identity", &[regclass]),
             drawn: [pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID]
                 .map(|t| member_function(c"seq_drawn", &[t])),
         };
@@ -391,6 +395,12 @@ pub(super) fn active() -> Option<Fns> {
 /// Whether `seq` is adopted in this database.
 pub(super) fn is_adopted(seq: pg_sys::Oid) -> bool {
     read_if_unknown();
+    KNOWN.with(|k| matches!(&*k.borrow(), Known::Loaded { adopted, .. } if adopted.contains(&seq)))
+}
+
+/// Whether `seq` is adopted, as this backend last read the list (no read:
+/// for the planner's walk, after [`active`]).
+pub(super) fn is_adopted_known(seq: pg_sys::Oid) -> bool {
     KNOWN.with(|k| matches!(&*k.borrow(), Known::Loaded { adopted, .. } if adopted.contains(&seq)))
 }
 

@@ -16,6 +16,8 @@
 //! - [`shared`]: which sequences of every database are adopted, as the
 //!   server knows them (shared memory), and the changes a transaction
 //!   applies there at its commit;
+//! - [`copy`]: `COPY … FROM`'s defaults, swapped in this backend's
+//!   relation cache entry while it runs;
 //! - [`session`]: the session's `currval`/`lastval` values;
 //! - [`calls`]: those functions;
 //! - `sql/adopt.sql`: the list of adopted sequences (a configuration
@@ -30,14 +32,14 @@
 //! `v - n .. v + n - 1` are all reserved for the caller: client-side
 //! allocators number `n` keys down or up from it), `currval`
 //! and `lastval` return it back, and `setval` changes nothing (WARNING).
-//! Every column default that is `nextval(seq)` becomes
-//! `snowflake_nextval_for(seq)` (as its table's owner), so `COPY` gets
-//! Snowflake IDs too, and `currval(seq)` and `lastval()` return the last
-//! row's, as after an insert into a `bigserial`. Superuser only (42501);
-//! needs the library preloaded (55000); refuses a non-sequence (42809), a
-//! sequence or column narrower than `bigint` (42804) and an identity
-//! column's sequence (0A000: convert the column instead). Adopting an
-//! adopted sequence changes nothing.
+//! The columns that take its values keep their defaults and identities
+//! (issue 63: the catalog is the application's); their draws, `COPY`'s
+//! included ([`copy`]), are Snowflake IDs, and `currval(seq)` and
+//! `lastval()` return the last row's, as after an insert into a
+//! `bigserial`. Superuser only (42501); needs the library preloaded
+//! (55000); refuses a non-sequence (42809) and a sequence or column
+//! narrower than `bigint` (42804). Adopting an adopted sequence changes
+//! nothing.
 //!
 //! ```sql
 //! SELECT snowflake_adopt_sequence('orders_id_seq');
@@ -46,6 +48,7 @@
 //! ```
 
 pub mod calls;
+mod copy;
 mod list;
 mod planner;
 pub mod session;
@@ -64,6 +67,7 @@ use pgrx::prelude::*;
 pub fn init() {
     shared::init();
     list::init();
+    copy::init();
     planner::init();
     utility::init();
 }

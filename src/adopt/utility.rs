@@ -70,6 +70,13 @@ unsafe extern "C-unwind" fn utility(
             && session::with(|s| s.last.is_some())
             && copy_draws(stmt.cast());
         let adopted_draws = session::with(|s| s.adopted_draws);
+        // Its defaults' nextval() in this backend's cache entry of the
+        // table, swapped until it ends (`super::copy`).
+        let swapped = if !stmt.is_null() && (*stmt).type_ == pg_sys::NodeTag::T_CopyStmt {
+            copy_swaps(stmt.cast())
+        } else {
+            0
+        };
         // A database dropped, or made (maybe with a dropped one's OID,
         // `CREATE DATABASE … OID`): once it is done, its entry in the
         // server's table goes. Not at the drop hook: a session still in
@@ -87,6 +94,7 @@ unsafe extern "C-unwind" fn utility(
             dest,
             qc,
         );
+        super::copy::put_back_copy(swapped);
         let database_made_or_dropped =
             dropped.or_else(|| database_of(stmt, pg_sys::NodeTag::T_CreatedbStmt));
         if discard {
@@ -156,39 +164,11 @@ unsafe extern "C-unwind" fn copy_draws(stmt: *mut pg_sys::CopyStmt) -> bool {
     // opens it (a lock COPY would take anyway), and its defaults built as
     // COPY builds them, in the current memory context.
     unsafe {
+        let Some(relid) = copy_target(stmt) else {
+            return false;
+        };
         let given = (*stmt).attlist;
-        // Without a column list COPY gives every column: no default runs,
-        // unless its DEFAULT option (PostgreSQL 16) names a marker that
-        // runs a column's default, given or not (the third review).
         let marker = has_option(stmt, c"default");
-        if !(*stmt).is_from || (*stmt).relation.is_null() || (given.is_null() && !marker) {
-            return false;
-        }
-        // A server-side file or program that the caller may not read or
-        // run: COPY refuses it before it locks anything, and so no lock
-        // is taken here (the fifth review).
-        if !(*stmt).filename.is_null() {
-            let role = if (*stmt).is_program {
-                pg_sys::ROLE_PG_EXECUTE_SERVER_PROGRAM
-            } else {
-                pg_sys::ROLE_PG_READ_SERVER_FILES
-            };
-            if !pg_sys::has_privs_of_role(pg_sys::GetUserId(), pg_sys::Oid::from(role)) {
-                return false;
-            }
-        }
-        let relid = pg_sys::RangeVarGetRelidExtended(
-            (*stmt).relation,
-            // COPY FROM's own lock: taking a weaker one first would make
-            // COPY upgrade it, and deadlock with DDL queued in between.
-            pg_sys::RowExclusiveLock as pg_sys::LOCKMODE,
-            pg_sys::RVROption::RVR_MISSING_OK as _,
-            None,
-            std::ptr::null_mut(),
-        );
-        if relid == pg_sys::Oid::INVALID {
-            return false;
-        }
         let listed = if given.is_null() || marker {
             0
         } else {
@@ -219,6 +199,65 @@ unsafe extern "C-unwind" fn copy_draws(stmt: *mut pg_sys::CopyStmt) -> bool {
         drop(desc);
         pg_sys::relation_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
         draws
+    }
+}
+
+/// The table of a `COPY … FROM` that may run a column's default, locked
+/// as `COPY` locks it; `None` for any other `COPY`, or one that `COPY`
+/// itself refuses before it locks anything.
+///
+/// # Safety
+/// `stmt` is a valid `CopyStmt`; called where PostgreSQL may raise an
+/// ERROR (a guarded function).
+unsafe fn copy_target(stmt: *mut pg_sys::CopyStmt) -> Option<pg_sys::Oid> {
+    // SAFETY: the statement's fields; a privilege test; the name looked
+    // up as COPY looks it up (the same errors).
+    unsafe {
+        // Without a column list COPY gives every column: no default runs,
+        // unless its DEFAULT option (PostgreSQL 16) names a marker that
+        // runs a column's default, given or not (the third review).
+        let marker = has_option(stmt, c"default");
+        if !(*stmt).is_from || (*stmt).relation.is_null() || ((*stmt).attlist.is_null() && !marker)
+        {
+            return None;
+        }
+        // A server-side file or program that the caller may not read or
+        // run: COPY refuses it before it locks anything, and so no lock
+        // is taken here (the fifth review).
+        if !(*stmt).filename.is_null() {
+            let role = if (*stmt).is_program {
+                pg_sys::ROLE_PG_EXECUTE_SERVER_PROGRAM
+            } else {
+                pg_sys::ROLE_PG_READ_SERVER_FILES
+            };
+            if !pg_sys::has_privs_of_role(pg_sys::GetUserId(), pg_sys::Oid::from(role)) {
+                return None;
+            }
+        }
+        let relid = pg_sys::RangeVarGetRelidExtended(
+            (*stmt).relation,
+            // COPY FROM's own lock: taking a weaker one first would make
+            // COPY upgrade it, and deadlock with DDL queued in between.
+            pg_sys::RowExclusiveLock as pg_sys::LOCKMODE,
+            pg_sys::RVROption::RVR_MISSING_OK as _,
+            None,
+            std::ptr::null_mut(),
+        );
+        (relid != pg_sys::Oid::INVALID).then_some(relid)
+    }
+}
+
+/// A `COPY … FROM` about to run in a database with adopted sequences: its
+/// table's defaults swapped ([`super::copy::swap_defaults`]); how many.
+#[pg_guard]
+unsafe extern "C-unwind" fn copy_swaps(stmt: *mut pg_sys::CopyStmt) -> usize {
+    if super::list::active().is_none() {
+        return 0;
+    }
+    // SAFETY: the statement about to run.
+    match unsafe { copy_target(stmt) } {
+        Some(relid) => unsafe { super::copy::swap_defaults(relid) },
+        None => 0,
     }
 }
 

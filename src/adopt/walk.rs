@@ -132,6 +132,16 @@ unsafe fn wrap_draw(slot: *mut *mut pg_sys::Node, f: &Fns) {
             return;
         }
         let typ = (*(node as *mut pg_sys::NextValueExpr)).typeId;
+        let seq = (*(node as *mut pg_sys::NextValueExpr)).seqid;
+        if typ == pg_sys::INT8OID
+            && f.identity != pg_sys::Oid::INVALID
+            && super::list::is_adopted_known(seq)
+        {
+            // An adopted identity (issue 63: it stays an identity): its
+            // draw is a Snowflake ID.
+            *slot = identity_draw(f.identity, seq);
+            return;
+        }
         let drawn = f.drawn_of(typ);
         if drawn == pg_sys::Oid::INVALID {
             return;
@@ -146,6 +156,36 @@ unsafe fn wrap_draw(slot: *mut *mut pg_sys::Node, f: &Fns) {
             pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
         )
         .cast();
+    }
+}
+
+/// `seq_identity(seq)`: an adopted identity column's draw, in place of
+/// its `NextValueExpr` (here and in [`super::copy`]).
+///
+/// # Safety
+/// Allocates in the current memory context.
+pub(super) unsafe fn identity_draw(identity: pg_sys::Oid, seq: pg_sys::Oid) -> *mut pg_sys::Node {
+    // SAFETY: node constructors of PostgreSQL.
+    unsafe {
+        let arg = pg_sys::makeConst(
+            pg_sys::REGCLASSOID,
+            -1,
+            pg_sys::InvalidOid,
+            4,
+            pg_sys::Datum::from(seq),
+            false,
+            true,
+        );
+        let args = pg_sys::lappend(std::ptr::null_mut(), arg.cast());
+        pg_sys::makeFuncExpr(
+            identity,
+            pg_sys::INT8OID,
+            args,
+            pg_sys::InvalidOid,
+            pg_sys::InvalidOid,
+            pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
+        )
+        .cast()
     }
 }
 

@@ -2,8 +2,8 @@
 // PHP PDO in a database with the switch on (issue 57; docs/adopting.md):
 // the application reads an inserted key back with lastInsertId(), with
 // and without the sequence's name, as it did before the switch. Its new
-// bigserial table gets snowflake_nextval_for(seq), so both return the
-// Snowflake ID the row got; a table of integer identity (left to its
+// bigserial table keeps nextval(seq) as its default (issue 63), whose
+// draws are Snowflake IDs, so both return the Snowflake ID the row got; a table of integer identity (left to its
 // sequence, with a NOTICE) still gets 1, 2, ... back after an adopted
 // draw in the same session. Run by run.sh with SNOWFLAKE_HOST,
 // SNOWFLAKE_PORT and SNOWFLAKE_ADOPT_DB set; the server's worker id is 21.

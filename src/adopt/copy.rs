@@ -1,0 +1,290 @@
+//! `COPY … FROM` evaluates the defaults of the columns it leaves out
+//! without planning a statement, so [`super::planner`] never sees their
+//! `nextval()`. Adoption does not rewrite those defaults in the catalog
+//! (issue 63: schema tools read them, and a `bigserial` column must still
+//! say `nextval('…_seq'::regclass)`): instead, for the duration of the
+//! `COPY`, this backend's relation cache entry of the target table holds
+//! each default that calls `nextval()` with [`super::walk::swap`]'s
+//! replacement (`seq_nextval`, which hands out a Snowflake ID for an
+//! adopted sequence and calls the built-in for any other). `COPY` builds
+//! its defaults from that entry once, before the first row; the entry is
+//! put back as it was when the `COPY` ends, or at the (sub)transaction's
+//! abort if it fails. Nothing else sees it: other backends read the
+//! catalog, and the catalog is untouched.
+//!
+//! A rebuild of the entry while the `COPY` runs (an invalidation) makes a
+//! new one from the catalog; the swapped one is then PostgreSQL's to free,
+//! and is left alone.
+
+use super::list;
+use super::walk::{draw_in, identity_draw, swap};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::cell::RefCell;
+
+/// One swap in a relation cache entry.
+struct Swapped {
+    rel: pg_sys::Relation,
+    desc: pg_sys::TupleDesc,
+    what: What,
+    /// The transaction nesting level of the `COPY`.
+    level: i32,
+    /// The first of its relation's swaps: that one closes the relation.
+    first: bool,
+}
+
+enum What {
+    /// Default `index`'s expression, `old` before, `new` now.
+    Default {
+        index: usize,
+        old: *mut std::ffi::c_char,
+        new: *mut std::ffi::c_char,
+    },
+    /// Identity column `att` (0-based) of an adopted sequence: no longer
+    /// an identity, and a default (`seq_identity(seq)`) added in a new
+    /// array of defaults (`new`, one longer than `old`).
+    Identity {
+        att: usize,
+        identity: std::ffi::c_char,
+        hasdef: bool,
+        old: *mut pg_sys::AttrDefault,
+        new: *mut pg_sys::AttrDefault,
+    },
+}
+
+thread_local! {
+    static SWAPPED: RefCell<Vec<Swapped>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Register the (sub)transaction callbacks that put entries back after a
+/// failed `COPY`: in the postmaster, at preload.
+pub(super) fn init() {
+    // SAFETY: callbacks registered once, in _PG_init of the postmaster.
+    unsafe {
+        pg_sys::RegisterXactCallback(Some(xact_callback), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(subxact_callback), std::ptr::null_mut());
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn xact_callback(
+    event: pg_sys::XactEvent::Type,
+    _arg: *mut std::ffi::c_void,
+) {
+    if event == pg_sys::XactEvent::XACT_EVENT_ABORT
+        || event == pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT
+    {
+        put_back(0, false);
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn subxact_callback(
+    event: pg_sys::SubXactEvent::Type,
+    _my: pg_sys::SubTransactionId,
+    _parent: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
+    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
+        // SAFETY: the level of the subtransaction being aborted.
+        put_back(unsafe { pg_sys::GetCurrentTransactionNestLevel() }, false);
+    }
+}
+
+/// Before a `COPY … FROM` into `relid` that leaves a column to its
+/// default, in a database with adopted sequences (`f`): swap each of the
+/// table's defaults that draws from a sequence. Returns how many were
+/// swapped ([`put_back`] them after the `COPY`).
+#[pg_guard]
+pub(super) unsafe extern "C-unwind" fn swap_defaults(relid: pg_sys::Oid) -> usize {
+    let Some(mut f) = list::active() else {
+        return 0;
+    };
+    // SAFETY: the relation is locked by the caller (COPY's own lock) and
+    // stays open (a reference) until it is put back; its entry's defaults
+    // are C strings in the cache's memory, replaced by strings allocated
+    // there too.
+    unsafe {
+        let rel = pg_sys::relation_open(relid, pg_sys::NoLock as pg_sys::LOCKMODE);
+        let desc = (*rel).rd_att;
+        let constr = (*desc).constr;
+        let mut n = 0;
+        // An identity column is NOT NULL: its table has constraints.
+        if !constr.is_null() {
+            let level = pg_sys::GetCurrentTransactionNestLevel();
+            for k in 0..(*constr).num_defval as usize {
+                let d = (*constr).defval.add(k);
+                if (*d).adbin.is_null() {
+                    continue;
+                }
+                let expr = pg_sys::stringToNode((*d).adbin) as *mut pg_sys::Node;
+                if !draw_in(expr, std::ptr::null_mut()) {
+                    continue;
+                }
+                swap(expr, (&raw mut f).cast());
+                let old_cxt = pg_sys::MemoryContextSwitchTo(pg_sys::CacheMemoryContext);
+                let new = pg_sys::nodeToString(expr.cast());
+                pg_sys::MemoryContextSwitchTo(old_cxt);
+                SWAPPED.with(|s| {
+                    s.borrow_mut().push(Swapped {
+                        rel,
+                        desc,
+                        what: What::Default {
+                            index: k,
+                            old: (*d).adbin,
+                            new,
+                        },
+                        level,
+                        first: n == 0,
+                    })
+                });
+                (*d).adbin = new;
+                n += 1;
+            }
+            // Adopted identity columns (issue 63: they stay identities):
+            // COPY draws an identity's value where no extension can step
+            // in, so in this entry the column is no identity for now, and
+            // defaults to `seq_identity(seq)`.
+            for i in 0..(*desc).natts as usize {
+                let att = attribute(desc, i);
+                if (*att).attisdropped
+                    || (*att).attidentity == 0
+                    || (*att).atttypid != pg_sys::INT8OID
+                    || f.identity == pg_sys::Oid::INVALID
+                {
+                    continue;
+                }
+                let e = pg_sys::build_column_default(rel, (i + 1) as _);
+                if e.is_null() || (*e).type_ != pg_sys::NodeTag::T_NextValueExpr {
+                    continue;
+                }
+                let seq = (*(e as *mut pg_sys::NextValueExpr)).seqid;
+                if !list::is_adopted(seq) {
+                    continue;
+                }
+                let old_cxt = pg_sys::MemoryContextSwitchTo(pg_sys::CacheMemoryContext);
+                let adbin = pg_sys::nodeToString(identity_draw(f.identity, seq).cast());
+                let count = (*constr).num_defval as usize;
+                let size = std::mem::size_of::<pg_sys::AttrDefault>() * (count + 1);
+                let new = pg_sys::palloc(size) as *mut pg_sys::AttrDefault;
+                pg_sys::MemoryContextSwitchTo(old_cxt);
+                if count > 0 {
+                    std::ptr::copy_nonoverlapping((*constr).defval, new, count);
+                }
+                *new.add(count) = pg_sys::AttrDefault {
+                    adnum: (i + 1) as _,
+                    adbin,
+                };
+                SWAPPED.with(|s| {
+                    s.borrow_mut().push(Swapped {
+                        rel,
+                        desc,
+                        what: What::Identity {
+                            att: i,
+                            identity: (*att).attidentity,
+                            hasdef: (*att).atthasdef,
+                            old: (*constr).defval,
+                            new,
+                        },
+                        level,
+                        first: n == 0,
+                    })
+                });
+                (*constr).defval = new;
+                (*constr).num_defval += 1;
+                (*att).attidentity = 0;
+                (*att).atthasdef = true;
+                n += 1;
+            }
+        }
+        if n == 0 {
+            pg_sys::relation_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        }
+        n
+    }
+}
+
+/// After the `COPY`: put back its `n` swaps, and close their relation.
+#[pg_guard]
+pub(super) unsafe extern "C-unwind" fn put_back_copy(n: usize) {
+    if n == 0 {
+        return;
+    }
+    let from = SWAPPED.with(|s| s.borrow().len().saturating_sub(n));
+    let last: Vec<Swapped> = SWAPPED.with(|s| s.borrow_mut().drain(from..).collect());
+    restore(last, true);
+}
+
+/// At an abort: put back every swap made at `level` or deeper (0: all).
+/// The resource owners close the relations.
+fn put_back(level: i32, close: bool) {
+    let gone: Vec<Swapped> = SWAPPED.with(|s| {
+        let mut s = s.borrow_mut();
+        let keep = s.iter().take_while(|w| w.level < level).count();
+        s.drain(keep..).collect()
+    });
+    restore(gone, close);
+}
+
+fn restore(swaps: Vec<Swapped>, close: bool) {
+    for w in swaps.into_iter().rev() {
+        // SAFETY: the relation is still open (our reference, or the
+        // resource owner's until after this callback); a rebuilt entry
+        // has another descriptor, and ours is PostgreSQL's to free.
+        unsafe {
+            if (*w.rel).rd_att == w.desc && !(*w.desc).constr.is_null() {
+                let constr = (*w.desc).constr;
+                match w.what {
+                    What::Default { index, old, new } => {
+                        let d = (*constr).defval.add(index);
+                        if (*d).adbin == new {
+                            (*d).adbin = old;
+                            pg_sys::pfree(new.cast());
+                        }
+                    }
+                    What::Identity {
+                        att,
+                        identity,
+                        hasdef,
+                        old,
+                        new,
+                    } => {
+                        if (*constr).defval == new {
+                            let count = (*constr).num_defval as usize - 1;
+                            (*constr).defval = old;
+                            (*constr).num_defval = count as _;
+                            let a = attribute(w.desc, att);
+                            (*a).attidentity = identity;
+                            (*a).atthasdef = hasdef;
+                            pg_sys::pfree((*new.add(count)).adbin.cast());
+                            pg_sys::pfree(new.cast());
+                        }
+                    }
+                }
+            }
+            if close && w.first {
+                pg_sys::relation_close(w.rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+            }
+        }
+    }
+}
+
+/// Attribute `i` (0-based) of a tuple descriptor, to change in place.
+///
+/// # Safety
+/// `desc` is valid and has more than `i` attributes.
+unsafe fn attribute(desc: pg_sys::TupleDesc, i: usize) -> *mut pg_sys::FormData_pg_attribute {
+    // SAFETY: the layout of `TupleDescData` of each major: the attributes
+    // follow the fixed part (PostgreSQL 18: after the compact ones).
+    unsafe {
+        #[cfg(feature = "pg18")]
+        {
+            let compact = (*desc).compact_attrs.as_mut_ptr();
+            (compact.add((*desc).natts as usize) as *mut pg_sys::FormData_pg_attribute).add(i)
+        }
+        #[cfg(not(feature = "pg18"))]
+        {
+            (*desc).attrs.as_mut_ptr().add(i)
+        }
+    }
+}
