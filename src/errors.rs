@@ -672,6 +672,18 @@ pub fn identity_not_adopted(what: &str) -> ! {
     )
 }
 
+/// A statement planned or run while a `COPY` into a table with adopted
+/// sequences had not drawn from its swapped defaults yet
+/// (`adopt::copy`): refused, the swap put back.
+pub fn copy_statement_before_defaults(table: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        format!("cannot run a statement while COPY into table \"{table}\" prepares its Snowflake defaults"),
+        Some("A function in COPY's WHERE clause, or in a default evaluated before the key's, ran SQL before COPY built its defaults.".into()),
+        Some("Filter the rows after loading them, or COPY into a staging table and INSERT ... SELECT from it."),
+    )
+}
+
 /// Adoption without the library preloaded: no backend would rewrite the
 /// calls, and the sequence would go on handing out its own values.
 pub fn adopt_not_preloaded() -> ! {

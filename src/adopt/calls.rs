@@ -127,6 +127,8 @@ fn pg_call(
 /// `nextval(seq)` in a database with adopted sequences.
 #[pg_extern(sql = false)]
 pub fn seq_nextval(seq: pg_sys::Oid) -> i64 {
+    // The first draw of a COPY's swapped default: COPY has built them.
+    super::copy::drawn();
     if !list::is_adopted(seq) {
         let v = pg_call(builtin::nextval_oid, &[pg_sys::Datum::from(seq)]);
         session::drawn_by_postgres();
@@ -197,6 +199,7 @@ pub fn snowflake_nextval_for(seq: pg_sys::Oid) -> i64 {
 /// more than `snowflake_nextval_for()` does.
 #[pg_extern(sql = false)]
 pub fn seq_identity(seq: pg_sys::Oid) -> i64 {
+    super::copy::drawn();
     if !list::is_adopted(seq) {
         errors::identity_not_adopted(&relation_name(seq));
     }

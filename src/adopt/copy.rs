@@ -12,12 +12,23 @@
 //! abort if it fails. Nothing else sees it: other backends read the
 //! catalog, and the catalog is untouched.
 //!
-//! A rebuild of the entry while the `COPY` runs (an invalidation) makes a
+//! The swap lives only until `COPY` has built its defaults: the first
+//! draw of a swapped default (`seq_nextval`, `seq_identity`) puts the
+//! entry back, and so does any statement planned or run before that (a
+//! trigger's, or an `IMMUTABLE` function's in the `WHERE` clause, folded
+//! before `COPY` builds its defaults): no code but `COPY`'s own ever sees
+//! the swapped entry, so none can copy it into the catalog (`LIKE`,
+//! `INHERITS`) or plan with it (the red-team review of issue 63, F1 and
+//! F2). Put back before `COPY` built its defaults, the defaults are the
+//! built-ins: their draws meet the fence (2200H), never a raw value.
+//!
+//! A rebuild of the entry while the swap lives (an invalidation) makes a
 //! new one from the catalog; the swapped one is then PostgreSQL's to free,
 //! and is left alone.
 
 use super::list;
 use super::walk::{draw_in, identity_draw, swap};
+use crate::errors;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::RefCell;
@@ -29,8 +40,11 @@ struct Swapped {
     what: What,
     /// The transaction nesting level of the `COPY`.
     level: i32,
-    /// The first of its relation's swaps: that one closes the relation.
+    /// The first of its relation's swaps: that one closes the relation,
+    /// as the resource owner that opened it (a swap may be put back in a
+    /// subtransaction of the `COPY`, a trigger's).
     first: bool,
+    owner: pg_sys::ResourceOwner,
 }
 
 enum What {
@@ -54,6 +68,46 @@ enum What {
 
 thread_local! {
     static SWAPPED: RefCell<Vec<Swapped>> = const { RefCell::new(Vec::new()) };
+    /// Whether [`SWAPPED`] holds a swap: the one test the hooks and the
+    /// draws make.
+    static LIVE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// At the first draw of a swapped default (`COPY` has built its
+/// defaults): put the swap back.
+pub(super) fn drawn() {
+    if LIVE.with(|l| l.get()) {
+        // SAFETY: a guarded function of this module.
+        unsafe { put_back_all(false) };
+    }
+}
+
+/// Before a statement is planned or run: a swap that still lives has not
+/// been drawn from, so `COPY` may not have built its defaults yet (a
+/// function of its `WHERE` clause, folded first, runs SQL), or a default
+/// of another column runs SQL before it: the swap is put back, and the
+/// statement refused (0A000), so that no code but `COPY`'s sees the
+/// swapped entry and no default of the built-in reaches the sequence.
+pub(super) fn statement_starts() {
+    if LIVE.with(|l| l.get()) {
+        // SAFETY: a guarded function of this module.
+        unsafe { put_back_all(true) };
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn put_back_all(refuse: bool) {
+    let rel = SWAPPED.with(|s| s.borrow().first().map(|w| w.rel));
+    put_back(0, true);
+    if let (true, Some(rel)) = (refuse, rel) {
+        // SAFETY: the relation is open (COPY's own reference).
+        let name = unsafe {
+            std::ffi::CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr())
+                .to_string_lossy()
+                .into_owned()
+        };
+        errors::copy_statement_before_defaults(&name);
+    }
 }
 
 /// Register the (sub)transaction callbacks that put entries back after a
@@ -96,7 +150,10 @@ unsafe extern "C-unwind" fn subxact_callback(
 /// table's defaults that draws from a sequence. Returns how many were
 /// swapped ([`put_back`] them after the `COPY`).
 #[pg_guard]
-pub(super) unsafe extern "C-unwind" fn swap_defaults(relid: pg_sys::Oid) -> usize {
+pub(super) unsafe extern "C-unwind" fn swap_defaults(
+    relid: pg_sys::Oid,
+    given: *const Vec<std::ffi::CString>,
+) -> usize {
     let Some(mut f) = list::active() else {
         return 0;
     };
@@ -106,6 +163,37 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(relid: pg_sys::Oid) -> usiz
     // there too.
     unsafe {
         let rel = pg_sys::relation_open(relid, pg_sys::NoLock as pg_sys::LOCKMODE);
+        // Only the columns COPY leaves to their defaults: a swapped default
+        // is then drawn from in the first row, before any trigger runs.
+        let given = &*given;
+        let left = |attnum: usize| {
+            let att = attribute((*rel).rd_att, attnum - 1);
+            let name = std::ffi::CStr::from_ptr((*att).attname.data.as_ptr());
+            !given.iter().any(|g| g.as_c_str() == name)
+        };
+        // The adopted identities' sequences first: their look-up reads
+        // pg_depend, which may rebuild the entry; nothing after it reads
+        // a catalog, so the swaps go into the entry COPY will read.
+        let mut identities = vec![];
+        if f.identity != pg_sys::Oid::INVALID {
+            for i in 0..(*(*rel).rd_att).natts as usize {
+                let att = attribute((*rel).rd_att, i);
+                if (*att).attisdropped
+                    || (*att).attidentity == 0
+                    || (*att).atttypid != pg_sys::INT8OID
+                    || !left(i + 1)
+                {
+                    continue;
+                }
+                let e = pg_sys::build_column_default(rel, (i + 1) as _);
+                if !e.is_null() && (*e).type_ == pg_sys::NodeTag::T_NextValueExpr {
+                    let seq = (*(e as *mut pg_sys::NextValueExpr)).seqid;
+                    if list::is_adopted_known(seq) {
+                        identities.push((i, seq));
+                    }
+                }
+            }
+        }
         let desc = (*rel).rd_att;
         let constr = (*desc).constr;
         let mut n = 0;
@@ -114,7 +202,7 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(relid: pg_sys::Oid) -> usiz
             let level = pg_sys::GetCurrentTransactionNestLevel();
             for k in 0..(*constr).num_defval as usize {
                 let d = (*constr).defval.add(k);
-                if (*d).adbin.is_null() {
+                if (*d).adbin.is_null() || !left((*d).adnum as usize) {
                     continue;
                 }
                 let expr = pg_sys::stringToNode((*d).adbin) as *mut pg_sys::Node;
@@ -136,6 +224,7 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(relid: pg_sys::Oid) -> usiz
                         },
                         level,
                         first: n == 0,
+                        owner: pg_sys::CurrentResourceOwner,
                     })
                 });
                 (*d).adbin = new;
@@ -145,23 +234,8 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(relid: pg_sys::Oid) -> usiz
             // COPY draws an identity's value where no extension can step
             // in, so in this entry the column is no identity for now, and
             // defaults to `seq_identity(seq)`.
-            for i in 0..(*desc).natts as usize {
+            for (i, seq) in identities {
                 let att = attribute(desc, i);
-                if (*att).attisdropped
-                    || (*att).attidentity == 0
-                    || (*att).atttypid != pg_sys::INT8OID
-                    || f.identity == pg_sys::Oid::INVALID
-                {
-                    continue;
-                }
-                let e = pg_sys::build_column_default(rel, (i + 1) as _);
-                if e.is_null() || (*e).type_ != pg_sys::NodeTag::T_NextValueExpr {
-                    continue;
-                }
-                let seq = (*(e as *mut pg_sys::NextValueExpr)).seqid;
-                if !list::is_adopted(seq) {
-                    continue;
-                }
                 let old_cxt = pg_sys::MemoryContextSwitchTo(pg_sys::CacheMemoryContext);
                 let adbin = pg_sys::nodeToString(identity_draw(f.identity, seq).cast());
                 let count = (*constr).num_defval as usize;
@@ -188,6 +262,7 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(relid: pg_sys::Oid) -> usiz
                         },
                         level,
                         first: n == 0,
+                        owner: pg_sys::CurrentResourceOwner,
                     })
                 });
                 (*constr).defval = new;
@@ -199,20 +274,20 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(relid: pg_sys::Oid) -> usiz
         }
         if n == 0 {
             pg_sys::relation_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        } else {
+            LIVE.with(|l| l.set(true));
         }
         n
     }
 }
 
-/// After the `COPY`: put back its `n` swaps, and close their relation.
-#[pg_guard]
-pub(super) unsafe extern "C-unwind" fn put_back_copy(n: usize) {
-    if n == 0 {
-        return;
+/// After the `COPY` (`n`: how many swaps it made): put back what is still
+/// live (a `COPY` of no rows). Only one `COPY`'s swaps live at a time: a
+/// statement run inside a `COPY` finds them put back, or is refused.
+pub(super) fn put_back_copy(n: usize) {
+    if n > 0 {
+        drawn();
     }
-    let from = SWAPPED.with(|s| s.borrow().len().saturating_sub(n));
-    let last: Vec<Swapped> = SWAPPED.with(|s| s.borrow_mut().drain(from..).collect());
-    restore(last, true);
 }
 
 /// At an abort: put back every swap made at `level` or deeper (0: all).
@@ -223,6 +298,7 @@ fn put_back(level: i32, close: bool) {
         let keep = s.iter().take_while(|w| w.level < level).count();
         s.drain(keep..).collect()
     });
+    LIVE.with(|l| l.set(SWAPPED.with(|s| !s.borrow().is_empty())));
     restore(gone, close);
 }
 
@@ -263,7 +339,10 @@ fn restore(swaps: Vec<Swapped>, close: bool) {
                 }
             }
             if close && w.first {
+                let current = pg_sys::CurrentResourceOwner;
+                pg_sys::CurrentResourceOwner = w.owner;
                 pg_sys::relation_close(w.rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+                pg_sys::CurrentResourceOwner = current;
             }
         }
     }

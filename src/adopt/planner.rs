@@ -70,6 +70,8 @@ unsafe extern "C-unwind" fn planner(
     // SAFETY: the planner's own input, which it may scribble on; then the
     // next hook or the standard planner, with our arguments.
     unsafe {
+        // A statement planned while a COPY's swap lives (`super::copy`).
+        super::copy::statement_starts();
         let mut f = swaps();
         if f.nextval != pg_sys::Oid::INVALID {
             swap(parse.cast(), (&raw mut f).cast());

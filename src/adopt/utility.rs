@@ -45,6 +45,8 @@ unsafe extern "C-unwind" fn utility(
     // SAFETY: the statement PostgreSQL passes (copied before any change
     // where it is read-only); then the next hook or the standard one.
     unsafe {
+        // A statement run while a COPY's swap lives (`super::copy`).
+        super::copy::statement_starts();
         let mut f = Fns::NONE;
         let discard = prepare_utility(&raw mut pstmt, &raw mut read_only_tree, &raw mut f);
         let stmt = (*pstmt).utilityStmt;
@@ -254,10 +256,23 @@ unsafe extern "C-unwind" fn copy_swaps(stmt: *mut pg_sys::CopyStmt) -> usize {
     if super::list::active().is_none() {
         return 0;
     }
-    // SAFETY: the statement about to run.
-    match unsafe { copy_target(stmt) } {
-        Some(relid) => unsafe { super::copy::swap_defaults(relid) },
-        None => 0,
+    // SAFETY: the statement about to run; its column list, of String
+    // nodes (none with the DEFAULT option: every column may default).
+    unsafe {
+        let Some(relid) = copy_target(stmt) else {
+            return 0;
+        };
+        let list = (*stmt).attlist;
+        let given: Vec<std::ffi::CString> = if list.is_null() || has_option(stmt, c"default") {
+            vec![]
+        } else {
+            (0..(*list).length as usize)
+                .map(|i| (*(*list).elements.add(i)).ptr_value as *mut pg_sys::String)
+                .filter(|n| !n.is_null() && (**n).type_ == pg_sys::NodeTag::T_String)
+                .map(|n| std::ffi::CStr::from_ptr((*n).sval).to_owned())
+                .collect()
+        };
+        super::copy::swap_defaults(relid, &given)
     }
 }
 

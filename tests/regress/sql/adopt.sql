@@ -157,6 +157,61 @@ SELECT count(*) AS rows, count(*) FILTER (WHERE snowflake_worker_id(id) = 42) AS
   FROM (SELECT id FROM adopt.ident UNION ALL SELECT id FROM adopt.ident_v) x;
 SELECT attidentity AS still_identity, atthasdef FROM pg_attribute WHERE attrelid = 'adopt.ident_v'::regclass AND attname = 'id';
 DROP TABLE adopt.like_ident;
+-- The red-team review of issue 63, F1: code that runs while a COPY is
+-- under way (an IMMUTABLE function in its WHERE clause, folded before
+-- the COPY builds its defaults; a row trigger) never sees the swapped
+-- cache entry: a table it makes LIKE the COPY's table gets the catalog's
+-- identity and default, depends on no sequence of it, and a COPY whose
+-- swap was put back early (its WHERE clause ran SQL before the COPY built
+-- its defaults) fails (2200H) rather than hand out a raw value.
+CREATE TABLE adopt.lk (id bigint GENERATED ALWAYS AS IDENTITY, s bigserial, v text);
+SELECT snowflake_adopt_sequence('adopt.lk_id_seq'), snowflake_adopt_sequence('adopt.lk_s_seq');
+CREATE FUNCTION adopt.make_like(name text) RETURNS boolean LANGUAGE plpgsql VOLATILE
+    AS $$ BEGIN EXECUTE format('CREATE TABLE adopt.%I (LIKE adopt.lk INCLUDING ALL)', name); RETURN true; END $$;
+CREATE FUNCTION adopt.folded() RETURNS boolean LANGUAGE plpgsql IMMUTABLE
+    AS $$ BEGIN RETURN adopt.make_like('lk_where'); END $$;
+COPY adopt.lk (v) FROM STDIN WHERE adopt.folded();
+a
+\.
+CREATE FUNCTION adopt.lk_trigger() RETURNS trigger LANGUAGE plpgsql
+    AS $$ BEGIN PERFORM adopt.make_like('lk_trig_' || NEW.v); RETURN NEW; END $$;
+CREATE TRIGGER lk_like BEFORE INSERT ON adopt.lk FOR EACH ROW EXECUTE FUNCTION adopt.lk_trigger();
+COPY adopt.lk (v) FROM STDIN;
+b
+\.
+COPY adopt.lk (v) FROM STDIN;
+c
+\.
+SELECT c.relname, a.attname, a.attidentity, pg_get_expr(d.adbin, d.adrelid) AS copied_default
+  FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND a.attname IN ('id', 's')
+  LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
+ WHERE c.relnamespace = 'adopt'::regnamespace AND c.relname LIKE 'lk_%' AND c.relkind = 'r' ORDER BY 1, 2;
+SELECT count(*) AS depends_on_lk_sequences FROM pg_depend
+ WHERE refobjid IN ('adopt.lk_id_seq'::regclass, 'adopt.lk_s_seq'::regclass)
+   AND classid = 'pg_attrdef'::regclass;
+SELECT count(*) AS rows, count(*) FILTER (WHERE snowflake_worker_id(id) = 42 AND snowflake_worker_id(s) = 42) AS snowflake
+  FROM adopt.lk;
+DROP TABLE adopt.lk CASCADE;
+DROP TABLE IF EXISTS adopt.lk_where, adopt.lk_trig_b, adopt.lk_trig_c;
+DROP FUNCTION adopt.make_like(text), adopt.folded(), adopt.lk_trigger();
+-- F2: a statement a trigger plans during a COPY is planned from the
+-- catalog's entry, so GENERATED ALWAYS refuses an explicit key there, and
+-- in the plan it keeps for later calls, as on stock PostgreSQL.
+CREATE TABLE adopt.fq (id bigint GENERATED ALWAYS AS IDENTITY, v text);
+SELECT snowflake_adopt_sequence('adopt.fq_id_seq');
+CREATE FUNCTION adopt.force_id(i bigint) RETURNS void LANGUAGE plpgsql
+    AS $$ BEGIN INSERT INTO adopt.fq (id, v) VALUES (i, 'forced'); END $$;
+CREATE FUNCTION adopt.fq_trigger() RETURNS trigger LANGUAGE plpgsql
+    AS $$ BEGIN IF NEW.v = 'x' THEN BEGIN PERFORM adopt.force_id(1); EXCEPTION WHEN generated_always THEN
+              RAISE NOTICE 'refused during COPY: %', SQLERRM; END; END IF; RETURN NEW; END $$;
+CREATE TRIGGER fq_force BEFORE INSERT ON adopt.fq FOR EACH ROW EXECUTE FUNCTION adopt.fq_trigger();
+COPY adopt.fq (v) FROM STDIN;
+x
+\.
+SELECT adopt.force_id(2);
+SELECT count(*) AS rows, count(*) FILTER (WHERE snowflake_worker_id(id) = 42) AS snowflake FROM adopt.fq;
+DROP TABLE adopt.fq;
+DROP FUNCTION adopt.force_id(bigint), adopt.fq_trigger();
 SELECT count(*) AS rows, count(*) FILTER (WHERE snowflake_worker_id(id) = 42) AS snowflake
   FROM adopt.orders;
 
