@@ -96,13 +96,30 @@ HIB_CP=$(printf '/usr/share/java/%s.jar:' hibernate3 hibernate-commons-annotatio
 rm -rf "$DIR/hibernate" && mkdir -p "$DIR/hibernate"
 javac -nowarn -cp "$HIB_CP" -d "$DIR/hibernate" "$HERE"/hibernate/*.java || die "the Hibernate adoption test does not compile"
 java -cp "$DIR/hibernate:$HIB_CP" HibernateAdopt || die "the Hibernate adoption test failed"
+log "clients: schema tools see no drift with the switch on (issue 63)"
+# A stock database and one with the extension in a schema of its own (as
+# docs/reference.md installs it) and the switch on, per tool, owned by a
+# role that is no superuser; it runs the tools.
+pq "$DIR" "$PORT" -c "CREATE ROLE app LOGIN" >/dev/null
+SCHEMA_TOOLS="typeorm drizzle mikroorm sequelize knex alembic django peewee rails"
+for t in $SCHEMA_TOOLS; do
+    pq "$DIR" "$PORT" -c "CREATE DATABASE st_${t}_stock OWNER app" -c "CREATE DATABASE st_${t}_switch OWNER app" >/dev/null
+    pq "$DIR" "$PORT" -d "st_${t}_switch" -f "$HERE/recipes/install_own_schema.sql" >/dev/null
+done
+rm -rf "$DIR/schema_tools" && mkdir -p "$DIR/schema_tools"
+(cd "$HERE" && NODE_PATH_CLIENTS="$CACHE/node/node_modules" node test_schema_tools.js) \
+    || die "a Node.js schema tool sees drift with the switch on (test_schema_tools.js)"
+(cd "$HERE" && "$CACHE/venv/bin/python" test_schema_tools.py "$DIR/schema_tools") \
+    || die "a Python schema tool sees drift with the switch on (test_schema_tools.py)"
+(cd "$HERE" && ruby test_schema_tools.rb) || die "the Rails schema dump differs with the switch on (test_schema_tools.rb)"
 log "clients: IDs made by other generators' libraries, decoded by the server"
 (cd "$HERE" && "$CACHE/venv/bin/python" test_interop.py) || die "the sonyflake-py interop test failed"
 (cd "$HERE" && NODE_PATH_CLIENTS="$CACHE/node/node_modules" node test_interop.js) || die "a Node.js interop test failed"
 echo "python: psycopg asyncpg SQLAlchemy Django (and a converted Django project); node: pg knex;" \
     "public IDs: Django, Express; php: PDO; java: pgjdbc; go: pgx lib/pq; ruby: ActiveRecord; rust: tokio-postgres sqlx diesel;" \
     "interop: @sapphire/snowflake, sonyflake (npm), sonyflake-py;" \
-    "adopted sequences: Django migrate, SQLAlchemy Identity()/Sequence(), ActiveRecord create_table, PDO lastInsertId(), Hibernate 3.6 pooled/pooled-lo" \
+    "adopted sequences: Django migrate, SQLAlchemy Identity()/Sequence(), ActiveRecord create_table, PDO lastInsertId(), Hibernate 3.6 pooled/pooled-lo and validate;" \
+    "schema tools, no drift: TypeORM, drizzle-kit, MikroORM, Sequelize, knex, Alembic, Django, peewee, Rails" \
     > "$ROOT/.run/clients.summary"
 log "clients: ok"
 trap - EXIT

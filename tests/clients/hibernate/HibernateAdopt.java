@@ -15,7 +15,8 @@
 // later Hibernate): eight optimizers then call nextval() at once, each
 // relying on its own range alone. Checked: no
 // duplicate key, every key decodes to this server's worker id (21), and
-// the inserts went out in JDBC batches of 50 (counted by the batcher).
+// the inserts went out in JDBC batches of 50 (counted by the batcher);
+// then hbm2ddl.auto=validate finds the schema as it made it (issue 63).
 // Run by tests/clients/run.sh with SNOWFLAKE_HOST, SNOWFLAKE_PORT and
 // SNOWFLAKE_ADOPT_DB set.
 import java.sql.Connection;
@@ -176,6 +177,13 @@ public class HibernateAdopt {
                     check("switch".equals(r.getString(4)), table + "_seq was not adopted by the switch: " + r.getString(4));
                 }
             }
+        }
+        // Issue 63: the schema Hibernate made is the one it validates, the
+        // sequences adopted (hbm2ddl.auto=validate throws on any drift).
+        try {
+            factory(url, "validate").close();
+        } catch (org.hibernate.HibernateException e) {
+            check(false, "hbm2ddl.auto=validate: " + e.getMessage());
         }
         long added = CountingBatcherFactory.added.get(), batches = CountingBatcherFactory.batches.get();
         check(added == 2L * PER_KIND, added + " statements batched, expected " + 2 * PER_KIND);
