@@ -684,6 +684,37 @@ pub fn copy_statement_before_defaults(table: &str) -> ! {
     )
 }
 
+/// `SECURITY LABEL FOR snowflake_id` on anything but a sequence.
+pub fn label_not_a_sequence() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+        "snowflake_id security labels apply to sequences only",
+        None,
+        Some("Label a sequence 'adopted', or use snowflake_adopt_sequences() for new ones."),
+    )
+}
+
+/// A label of `snowflake_id` other than `adopted`.
+pub fn label_unknown(label: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        format!("invalid snowflake_id security label \"{label}\""),
+        Some("The only label is 'adopted': the sequence is adopted.".into()),
+        None,
+    )
+}
+
+/// `SECURITY LABEL FOR snowflake_id` by a role that is no superuser (the
+/// rights of `snowflake_adopt_sequence()`).
+pub fn label_needs_superuser() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
+        "permission denied to adopt a sequence",
+        Some("Only a superuser may set snowflake_id's security label, as only a superuser may adopt a sequence.".into()),
+        Some("Restore the dump as a superuser, or have one run snowflake_adopt_sequence()."),
+    )
+}
+
 /// Adoption without the library preloaded: no backend would rewrite the
 /// calls, and the sequence would go on handing out its own values.
 pub fn adopt_not_preloaded() -> ! {

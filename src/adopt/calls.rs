@@ -127,8 +127,6 @@ fn pg_call(
 /// `nextval(seq)` in a database with adopted sequences.
 #[pg_extern(sql = false)]
 pub fn seq_nextval(seq: pg_sys::Oid) -> i64 {
-    // The first draw of a COPY's swapped default: COPY has built them.
-    super::copy::drawn();
     if !list::is_adopted(seq) {
         let v = pg_call(builtin::nextval_oid, &[pg_sys::Datum::from(seq)]);
         session::drawn_by_postgres();
@@ -199,7 +197,6 @@ pub fn snowflake_nextval_for(seq: pg_sys::Oid) -> i64 {
 /// more than `snowflake_nextval_for()` does.
 #[pg_extern(sql = false)]
 pub fn seq_identity(seq: pg_sys::Oid) -> i64 {
-    super::copy::drawn();
     if !list::is_adopted(seq) {
         errors::identity_not_adopted(&relation_name(seq));
     }
@@ -212,6 +209,20 @@ pub fn seq_identity(seq: pg_sys::Oid) -> i64 {
     let v = nextval::snowflake_nextval();
     session::adopted(seq, v);
     v
+}
+
+/// `seq_nextval(seq)`, in a default `COPY` built from its swapped cache
+/// entry ([`super::copy`]).
+#[pg_extern(sql = false)]
+pub fn seq_copy_nextval(seq: pg_sys::Oid) -> i64 {
+    seq_nextval(seq)
+}
+
+/// `seq_identity(seq)`, in a default `COPY` built from its swapped cache
+/// entry ([`super::copy`]).
+#[pg_extern(sql = false)]
+pub fn seq_copy_identity(seq: pg_sys::Oid) -> i64 {
+    seq_identity(seq)
 }
 
 /// An identity column's draw, wrapped by the planner ([`super::walk::swap`]'s

@@ -12,22 +12,26 @@
 //! abort if it fails. Nothing else sees it: other backends read the
 //! catalog, and the catalog is untouched.
 //!
-//! The swap lives only until `COPY` has built its defaults: the first
-//! draw of a swapped default (`seq_nextval`, `seq_identity`) puts the
-//! entry back, and so does any statement planned or run before that (a
-//! trigger's, or an `IMMUTABLE` function's in the `WHERE` clause, folded
-//! before `COPY` builds its defaults): no code but `COPY`'s own ever sees
-//! the swapped entry, so none can copy it into the catalog (`LIKE`,
-//! `INHERITS`) or plan with it (the red-team review of issue 63, F1 and
-//! F2). Put back before `COPY` built its defaults, the defaults are the
-//! built-ins: their draws meet the fence (2200H), never a raw value.
+//! The swap lives only while `COPY` builds its defaults: they call
+//! `seq_copy_nextval` and `seq_copy_identity`, which nothing else calls,
+//! so the look-up of the last of them (`fmgr_info`, through the planner's
+//! `needs_fmgr_hook`) says `COPY` has built them all, before any trigger
+//! or row, and the entry is put back there ([`looked_up`]). A statement
+//! planned or run while the swap lives (an `IMMUTABLE` function's in the
+//! `WHERE` clause, folded before `COPY` builds its defaults) is refused,
+//! and the backend's cached plans dropped: no code but `COPY`'s own ever
+//! sees the swapped entry, so none can copy it into the catalog (`LIKE`,
+//! `INHERITS`) or plan with it (the red-team reviews of issue 63). Put
+//! back before `COPY` built its defaults (an invalidation of the entry),
+//! the defaults are the built-ins: their draws meet the fence (2200H),
+//! which stops every draw, never a raw value.
 //!
 //! A rebuild of the entry while the swap lives (an invalidation) makes a
 //! new one from the catalog; the swapped one is then PostgreSQL's to free,
 //! and is left alone.
 
 use super::list;
-use super::walk::{draw_in, identity_draw, swap};
+use super::walk::{count_calls, draw_in, identity_draw, swap};
 use crate::errors;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -68,26 +72,45 @@ enum What {
 
 thread_local! {
     static SWAPPED: RefCell<Vec<Swapped>> = const { RefCell::new(Vec::new()) };
-    /// Whether [`SWAPPED`] holds a swap: the one test the hooks and the
-    /// draws make.
+    /// Whether [`SWAPPED`] holds a swap: the one test the hooks make.
     static LIVE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The functions of the swapped defaults (`seq_copy_nextval`,
+    /// `seq_copy_identity`), and how many calls of them `COPY` has still
+    /// to look up before all its defaults are built.
+    static PENDING: std::cell::Cell<(pg_sys::Oid, pg_sys::Oid, usize)> =
+        const { std::cell::Cell::new((pg_sys::Oid::INVALID, pg_sys::Oid::INVALID, 0)) };
 }
 
-/// At the first draw of a swapped default (`COPY` has built its
-/// defaults): put the swap back.
-pub(super) fn drawn() {
-    if LIVE.with(|l| l.get()) {
-        // SAFETY: a guarded function of this module.
-        unsafe { put_back_all(false) };
+/// The planner's `needs_fmgr_hook` asks this of every function looked up
+/// (`fmgr_info`): while a swap lives, each look-up of a swapped default's
+/// function is `COPY` building that default (`ExecInitExpr`), as nothing
+/// else calls those functions; with the last one, `COPY` has built them
+/// all, before any trigger or row, and the entry is put back at once.
+pub(super) fn looked_up(f: pg_sys::Oid) {
+    if !LIVE.with(|l| l.get()) {
+        return;
     }
+    let (nextval, identity, left) = PENDING.with(|p| p.get());
+    if f != nextval && f != identity {
+        return;
+    }
+    if left > 1 {
+        PENDING.with(|p| p.set((nextval, identity, left - 1)));
+        return;
+    }
+    PENDING.with(|p| p.set((pg_sys::Oid::INVALID, pg_sys::Oid::INVALID, 0)));
+    // SAFETY: a guarded function of this module.
+    unsafe { put_back_all(false) };
 }
 
-/// Before a statement is planned or run: a swap that still lives has not
-/// been drawn from, so `COPY` may not have built its defaults yet (a
-/// function of its `WHERE` clause, folded first, runs SQL), or a default
-/// of another column runs SQL before it: the swap is put back, and the
-/// statement refused (0A000), so that no code but `COPY`'s sees the
-/// swapped entry and no default of the built-in reaches the sequence.
+/// Before a statement is planned or run: a swap that still lives means
+/// `COPY` has not built its defaults yet (a function of its `WHERE`
+/// clause, folded first, runs SQL): the swap is put back, the backend's
+/// cached plans dropped (the statement was parsed and rewritten from the
+/// swapped entry before it reached the planner), and the statement
+/// refused (0A000), so that no code but `COPY`'s sees the swapped entry
+/// (the second red-team review, F1) and no default of the built-in
+/// reaches the sequence.
 pub(super) fn statement_starts() {
     if LIVE.with(|l| l.get()) {
         // SAFETY: a guarded function of this module.
@@ -100,6 +123,8 @@ unsafe extern "C-unwind" fn put_back_all(refuse: bool) {
     let rel = SWAPPED.with(|s| s.borrow().first().map(|w| w.rel));
     put_back(0, true);
     if let (true, Some(rel)) = (refuse, rel) {
+        // SAFETY: drops every cached plan of this backend.
+        unsafe { pg_sys::ResetPlanCache() };
         // SAFETY: the relation is open (COPY's own reference).
         let name = unsafe {
             std::ffi::CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr())
@@ -154,9 +179,18 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(
     relid: pg_sys::Oid,
     given: *const Vec<std::ffi::CString>,
 ) -> usize {
-    let Some(mut f) = list::active() else {
+    let Some(adopting) = list::active() else {
         return 0;
     };
+    if adopting.copy_nextval == pg_sys::Oid::INVALID
+        || adopting.copy_identity == pg_sys::Oid::INVALID
+    {
+        return 0;
+    }
+    // The defaults call the functions only COPY's defaults call.
+    let mut f = adopting;
+    f.nextval = adopting.copy_nextval;
+    let mut calls: (pg_sys::Oid, usize) = (adopting.copy_nextval, 0);
     // SAFETY: the relation is locked by the caller (COPY's own lock) and
     // stays open (a reference) until it is put back; its entry's defaults
     // are C strings in the cache's memory, replaced by strings allocated
@@ -197,6 +231,7 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(
         let desc = (*rel).rd_att;
         let constr = (*desc).constr;
         let mut n = 0;
+        let mut identities_swapped = 0;
         // An identity column is NOT NULL: its table has constraints.
         if !constr.is_null() {
             let level = pg_sys::GetCurrentTransactionNestLevel();
@@ -210,6 +245,7 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(
                     continue;
                 }
                 swap(expr, (&raw mut f).cast());
+                count_calls(expr, (&raw mut calls).cast());
                 let old_cxt = pg_sys::MemoryContextSwitchTo(pg_sys::CacheMemoryContext);
                 let new = pg_sys::nodeToString(expr.cast());
                 pg_sys::MemoryContextSwitchTo(old_cxt);
@@ -237,7 +273,8 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(
             for (i, seq) in identities {
                 let att = attribute(desc, i);
                 let old_cxt = pg_sys::MemoryContextSwitchTo(pg_sys::CacheMemoryContext);
-                let adbin = pg_sys::nodeToString(identity_draw(f.identity, seq).cast());
+                let adbin = pg_sys::nodeToString(identity_draw(adopting.copy_identity, seq).cast());
+                identities_swapped += 1;
                 let count = (*constr).num_defval as usize;
                 let size = std::mem::size_of::<pg_sys::AttrDefault>() * (count + 1);
                 let new = pg_sys::palloc(size) as *mut pg_sys::AttrDefault;
@@ -276,6 +313,11 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(
             pg_sys::relation_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
         } else {
             LIVE.with(|l| l.set(true));
+            let looks = calls.1 + identities_swapped;
+            PENDING.with(|p| p.set((adopting.copy_nextval, adopting.copy_identity, looks)));
+            if looks == 0 {
+                put_back_all(false);
+            }
         }
         n
     }
@@ -285,8 +327,10 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(
 /// live (a `COPY` of no rows). Only one `COPY`'s swaps live at a time: a
 /// statement run inside a `COPY` finds them put back, or is refused.
 pub(super) fn put_back_copy(n: usize) {
-    if n > 0 {
-        drawn();
+    if n > 0 && LIVE.with(|l| l.get()) {
+        PENDING.with(|p| p.set((pg_sys::Oid::INVALID, pg_sys::Oid::INVALID, 0)));
+        // SAFETY: a guarded function of this module.
+        unsafe { put_back_all(false) };
     }
 }
 

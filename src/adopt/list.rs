@@ -35,6 +35,10 @@ pub(super) struct Fns {
     pub(super) lastval: pg_sys::Oid,
     /// `seq_identity`: an adopted identity column's draw.
     pub(super) identity: pg_sys::Oid,
+    /// `seq_copy_nextval` and `seq_copy_identity`: the same, in the
+    /// defaults a `COPY` builds from its swapped cache entry.
+    pub(super) copy_nextval: pg_sys::Oid,
+    pub(super) copy_identity: pg_sys::Oid,
     /// `seq_drawn` for `smallint`, `integer` and `bigint`: wrapped around
     /// an identity column's draw, so that `lastval()` knows of it.
     pub(super) drawn: [pg_sys::Oid; 3],
@@ -49,6 +53,8 @@ impl Fns {
         setval3: pg_sys::Oid::INVALID,
         lastval: pg_sys::Oid::INVALID,
         identity: pg_sys::Oid::INVALID,
+        copy_nextval: pg_sys::Oid::INVALID,
+        copy_identity: pg_sys::Oid::INVALID,
         drawn: [pg_sys::Oid::INVALID; 3],
     };
 
@@ -248,6 +254,8 @@ fn load() {
             setval3: member_function(c"seq_setval", &[regclass, pg_sys::INT8OID, pg_sys::BOOLOID]),
             lastval: member_function(c"seq_lastval", &[]),
             identity: member_function(c"seq_identity", &[regclass]),
+            copy_nextval: member_function(c"seq_copy_nextval", &[regclass]),
+            copy_identity: member_function(c"seq_copy_identity", &[regclass]),
             drawn: [pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID]
                 .map(|t| member_function(c"seq_drawn", &[t])),
         };

@@ -16,6 +16,8 @@
 //! - [`shared`]: which sequences of every database are adopted, as the
 //!   server knows them (shared memory), and the changes a transaction
 //!   applies there at its commit;
+//! - [`labels`]: the security label that carries an adoption in the
+//!   schema (`pg_dump -s`);
 //! - [`copy`]: `COPY … FROM`'s defaults, swapped in this backend's
 //!   relation cache entry while it runs;
 //! - [`session`]: the session's `currval`/`lastval` values;
@@ -49,6 +51,7 @@
 
 pub mod calls;
 mod copy;
+mod labels;
 mod list;
 mod planner;
 pub mod session;
@@ -68,6 +71,7 @@ pub fn init() {
     shared::init();
     list::init();
     copy::init();
+    labels::init();
     planner::init();
     utility::init();
 }

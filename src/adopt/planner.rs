@@ -102,6 +102,8 @@ unsafe extern "C-unwind" fn swaps() -> Fns {
 /// Elsewhere this is one flag test per function a statement looks up.
 #[pg_guard]
 unsafe extern "C-unwind" fn needs_fmgr(fn_oid: pg_sys::Oid) -> bool {
+    // COPY building a swapped default (`super::copy`).
+    super::copy::looked_up(fn_oid);
     // SAFETY: the previous hook, with our argument.
     if let Some(prev) = unsafe { PREV_NEEDS_FMGR } {
         if unsafe { prev(fn_oid) } {

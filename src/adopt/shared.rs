@@ -299,6 +299,7 @@ unsafe extern "C-unwind" fn on_access(
             && object == pg_sys::get_extension_oid(c"snowflake_id".as_ptr(), true)
         {
             note(pg_sys::MyDatabaseId, Change::Forget);
+            super::labels::forget();
         }
     }
 }

@@ -96,6 +96,26 @@ pub(super) unsafe extern "C-unwind" fn draw_in(
     }
 }
 
+/// How many nodes of an expression call function `ctx.0` (a `FuncExpr`,
+/// or an operator over it), added to `ctx.1`. Unguarded, as [`swap`].
+pub(super) unsafe extern "C-unwind" fn count_calls(
+    node: *mut pg_sys::Node,
+    ctx: *mut std::ffi::c_void,
+) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    // SAFETY: nodes of an expression tree; `ctx` is a `(Oid, usize)`.
+    unsafe {
+        let c = &mut *(ctx as *mut (pg_sys::Oid, usize));
+        let f = called_function(node);
+        if !f.is_null() && *f == c.0 {
+            c.1 += 1;
+        }
+        raw::expression_tree_walker(node, Some(count_calls), ctx)
+    }
+}
+
 /// The function a node calls, as the field that names it: a `FuncExpr`'s,
 /// or an operator's (`CREATE OPERATOR ... FUNCTION = nextval`); null for
 /// any other node. [`swap`] and [`mentions`] look at the same nodes.

@@ -124,13 +124,13 @@ CREATE OPERATOR m.<<= (LEFTARG = regclass, RIGHTARG = bigint, FUNCTION = pg_cata
 SELECT snowflake_nextval() AS minted \gset
 SELECT sectest.check(snowflake_worker_id(OPERATOR(m.!#) 'a.orders_id_seq') = 11, 'F6: an operator over nextval() returns a Snowflake ID');
 -- EXECUTE's parameters are evaluated without a plan: the built-ins run,
--- on the fenced counter (MAXVALUE 2 here: it was never called).
+-- on the fenced counter (MAXVALUE 2 here, the counter there: since issue
+-- 63's second review not even the values up to the fence are drawn).
 CREATE TEMP TABLE drawn (v bigint);
 PREPARE keep(bigint) AS INSERT INTO drawn VALUES ($1);
-EXECUTE keep(pg_catalog.nextval('a.orders_id_seq'));
-EXECUTE keep(pg_catalog.nextval('a.orders_id_seq'));
 SELECT sectest.refused($$EXECUTE keep(pg_catalog.nextval('a.orders_id_seq'))$$, '2200H');
-SELECT sectest.check(max(v) <= 2, 'F6: values drawn around the planner stay below the fence: ' || string_agg(v::text, ', ')) FROM drawn;
+SELECT sectest.refused($$EXECUTE keep(pg_catalog.nextval('a.orders_id_seq'))$$, '2200H');
+SELECT sectest.check(count(*) = 0, 'F6: no value drawn around the planner: ' || coalesce(string_agg(v::text, ', '), '')) FROM drawn;
 -- setval() through an operator is swapped: it moves nothing the
 -- generator hands out, and the sequence's own counter at most to the
 -- fence, never past it; PostgreSQL's own, through EXECUTE, is refused

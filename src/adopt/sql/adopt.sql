@@ -25,6 +25,14 @@ VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_lastval_wrapper';
 -- snowflake_nextval_for() does.
 CREATE FUNCTION snowflake_id_internal.seq_identity(pg_catalog.regclass) RETURNS bigint
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_identity_wrapper';
+-- COPY's own draws (src/adopt/copy.rs): the defaults it builds while its
+-- table's cache entry is swapped call these, and nothing else does, so
+-- that their look-up tells that COPY has built its defaults. As
+-- seq_nextval() and seq_identity().
+CREATE FUNCTION snowflake_id_internal.seq_copy_nextval(pg_catalog.regclass) RETURNS bigint
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_copy_nextval_wrapper';
+CREATE FUNCTION snowflake_id_internal.seq_copy_identity(pg_catalog.regclass) RETURNS bigint
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'seq_copy_identity_wrapper';
 -- Wrapped around an identity column's draw, so that lastval() knows of
 -- it; each returns its argument.
 CREATE FUNCTION snowflake_id_internal.seq_drawn(bigint) RETURNS bigint
@@ -53,6 +61,9 @@ REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_as_owner(pg_catalog.oid, pg_c
 CREATE FUNCTION snowflake_id_internal.adopt_advance(seq pg_catalog.regclass, v bigint, called boolean) RETURNS void
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_advance_wrapper';
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_advance(pg_catalog.regclass, bigint, boolean) FROM PUBLIC;
+CREATE FUNCTION snowflake_id_internal.adopt_label(seq pg_catalog.regclass) RETURNS void
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_label_wrapper';
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_label(pg_catalog.regclass) FROM PUBLIC;
 CREATE FUNCTION snowflake_id_internal.adopt_listed_now(oids pg_catalog.oid[]) RETURNS boolean
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_listed_now_wrapper';
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_listed_now(pg_catalog.oid[]) FROM PUBLIC;
@@ -70,6 +81,13 @@ DECLARE
     top   bigint;
     fence bigint;
 BEGIN
+    -- Adopted already: as it is (its label too, for one adopted before
+    -- labels carried adoptions).
+    IF EXISTS (SELECT FROM snowflake_id_internal.snowflake_adopted a
+                WHERE a.seq OPERATOR(pg_catalog.=) adopt_record.seq) THEN
+        PERFORM snowflake_id_internal.adopt_label(seq);
+        RETURN;
+    END IF;
     SELECT s.seqmin, s.seqmax, s.seqstart, s.seqcycle, s.seqincrement INTO q FROM pg_catalog.pg_sequence s
      WHERE s.seqrelid OPERATOR(pg_catalog.=) seq;
     -- The counter as it stands, called or not (setval(s, v, false) leaves
@@ -92,17 +110,21 @@ BEGIN
                 pg_catalog.format('ALTER SEQUENCE %s MAXVALUE %s NO CYCLE', seq, fence));
         END IF;
     END IF;
-    -- A CYCLE sequence may have come round already, so any value of its
-    -- range may have been handed out: its counter goes to the fence,
-    -- called, and nothing more is drawn from it (the fourth review's
-    -- re-review, A2). Before it is listed: PostgreSQL's own setval().
-    IF q.seqcycle THEN
-        PERFORM snowflake_id_internal.adopt_as_owner(seq::pg_catalog.oid,
-            pg_catalog.format('SELECT pg_catalog.setval(%s::pg_catalog.oid::pg_catalog.regclass, %s, true)',
-                              seq::pg_catalog.oid, fence));
-    END IF;
+    -- Its counter goes to the fence, called: nothing more is drawn from it
+    -- where the planner does not see the call, not even the values up to
+    -- the fence that it never handed out (issue 63's second review, F2:
+    -- "never a sequence value"); a CYCLE sequence, which may have come
+    -- round already, needed it anyway (the fourth review's re-review,
+    -- A2). Before it is listed: PostgreSQL's own setval(), after the
+    -- ALTER SEQUENCE, whose new storage a rollback takes back with it.
+    PERFORM snowflake_id_internal.adopt_as_owner(seq::pg_catalog.oid,
+        pg_catalog.format('SELECT pg_catalog.setval(%s::pg_catalog.oid::pg_catalog.regclass, %s, true)',
+                          seq::pg_catalog.oid, fence));
     INSERT INTO snowflake_id_internal.snowflake_adopted (seq, adopted_by) VALUES (seq, adopted_by)
         ON CONFLICT DO NOTHING;
+    -- The security label that pg_dump writes with the sequence, so that a
+    -- dump of the schema carries the adoption (issue 63; src/adopt/labels.rs).
+    PERFORM snowflake_id_internal.adopt_label(seq);
 END
 $f$;
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_record(pg_catalog.regclass, text) FROM PUBLIC;
@@ -127,10 +149,18 @@ COMMENT ON TABLE snowflake_id_internal.snowflake_adopted IS
 'snowflake_id''s adopted sequences: their nextval() returns Snowflake IDs';
 
 -- Only existing permanent sequences: a restore, or a superuser by hand,
--- cannot list a number that some other relation may carry one day.
+-- cannot list a number that some other relation may carry one day; a
+-- sequence listed already is skipped.
 CREATE FUNCTION snowflake_id_internal.adopt_check_row() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $t$
 BEGIN
+    -- A restore's row of a sequence its security label adopted already
+    -- (pg_dump writes the label with the sequence, before the data).
+    IF TG_OP OPERATOR(pg_catalog.=) 'INSERT'
+       AND EXISTS (SELECT FROM snowflake_id_internal.snowflake_adopted a
+                    WHERE a.seq OPERATOR(pg_catalog.=) NEW.seq) THEN
+        RETURN NULL;
+    END IF;
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_class c
                     WHERE c.oid OPERATOR(pg_catalog.=) NEW.seq::pg_catalog.oid
                       AND c.relkind OPERATOR(pg_catalog.=) 'S'

@@ -212,6 +212,46 @@ SELECT adopt.force_id(2);
 SELECT count(*) AS rows, count(*) FILTER (WHERE snowflake_worker_id(id) = 42) AS snowflake FROM adopt.fq;
 DROP TABLE adopt.fq;
 DROP FUNCTION adopt.force_id(bigint), adopt.fq_trigger();
+-- The second red-team review. F4: a BEFORE STATEMENT trigger that runs
+-- SQL (an audit row), in a new session, fires after COPY built its
+-- defaults: the COPY works (on 60b21c7 it was refused, 0A000). F2: a
+-- WHERE clause's IMMUTABLE function with a cached plan that draws from
+-- another sequence no longer makes COPY build the built-in defaults (on
+-- 60b21c7 it stored raw values). F1: a statement refused while COPY
+-- built its defaults leaves no cached plan made from the swapped entry:
+-- GENERATED ALWAYS refuses the explicit key afterwards (on 60b21c7 the
+-- function stored id 5).
+CREATE TABLE adopt.au (id bigint GENERATED ALWAYS AS IDENTITY, s bigserial, v text);
+SELECT snowflake_adopt_sequence('adopt.au_id_seq'), snowflake_adopt_sequence('adopt.au_s_seq');
+CREATE TABLE adopt.audit (n int);
+CREATE FUNCTION adopt.au_bs() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO adopt.audit VALUES (1); RETURN NULL; END $$;
+CREATE TRIGGER au_bs BEFORE INSERT ON adopt.au FOR EACH STATEMENT EXECUTE FUNCTION adopt.au_bs();
+CREATE SEQUENCE adopt.other;
+CREATE FUNCTION adopt.imm() RETURNS boolean IMMUTABLE LANGUAGE plpgsql AS $$ BEGIN PERFORM nextval('adopt.other'); RETURN true; END $$;
+CREATE FUNCTION adopt.sneaky() RETURNS boolean IMMUTABLE LANGUAGE plpgsql AS $$ BEGIN
+    INSERT INTO adopt.au (id, v) SELECT 5, 'explicit' WHERE current_setting('adopt.sneak', true) = 'on';
+    RETURN true; END $$;
+\c
+\set VERBOSITY terse
+COPY adopt.au (v) FROM STDIN;
+a
+\.
+SELECT adopt.imm();
+COPY adopt.au (v) FROM STDIN WHERE adopt.imm();
+b
+\.
+COPY adopt.au (v) FROM STDIN WHERE adopt.sneaky();
+c
+\.
+SET adopt.sneak = on;
+SELECT adopt.sneaky();
+RESET adopt.sneak;
+SELECT count(*) AS rows, count(*) FILTER (WHERE snowflake_worker_id(id) = 42 AND snowflake_worker_id(s) = 42) AS snowflake,
+       (SELECT count(*) FROM adopt.audit) AS audited
+  FROM adopt.au;
+DROP TABLE adopt.au, adopt.audit;
+DROP SEQUENCE adopt.other;
+DROP FUNCTION adopt.au_bs(), adopt.imm(), adopt.sneaky();
 SELECT count(*) AS rows, count(*) FILTER (WHERE snowflake_worker_id(id) = 42) AS snowflake
   FROM adopt.orders;
 
