@@ -342,4 +342,37 @@ done
 q -d schema_only -c "DROP EXTENSION snowflake_id CASCADE" >/dev/null 2>&1
 [ "$(q -d schema_only -c "SELECT count(*) FROM pg_seclabel WHERE provider = 'snowflake_id'")" = 0 ] \
     || die "DROP EXTENSION left snowflake_id's labels"
+log "15. pg_dumpall into a new cluster, and pg_upgrade: the switch and the adoptions hold (issue 63)"
+q -d app -c "SELECT snowflake_adopt_sequences()" >/dev/null
+want=$(q -d app -c "SELECT string_agg(seq::text, ' ' ORDER BY seq::text) FROM snowflake_id_internal.snowflake_adopted")
+as_pg "$(pgbin)/pg_dumpall" -h "$DIR" -p "$PORT" -U postgres -f "$BASE/all.sql" || die "pg_dumpall failed"
+cluster_stop "$DIR"
+NEW="$BASE/dumpall"; mkdir -p "$NEW"; is_root && chown postgres:postgres "$NEW"
+trap 'cluster_stop "$DIR"; cluster_stop "$NEW"' EXIT
+cluster_stop "$NEW"
+cluster_init "$NEW" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 31"
+cluster_up "$NEW"
+pq "$NEW" "$PORT" -q -v ON_ERROR_STOP=0 -d postgres -f "$BASE/all.sql" >/dev/null 2>"$BASE/all.err" || true
+grep -E "^(psql:.*)?ERROR" "$BASE/all.err" | grep -v 'role "postgres" already exists' >&2 && die "restoring pg_dumpall failed"
+nq() { pq "$NEW" "$PORT" -At "$@"; }
+got=$(nq -d app -c "SELECT string_agg(seq::text, ' ' ORDER BY seq::text) FROM snowflake_id_internal.snowflake_adopted")
+[ "$got" = "$want" ] || die "pg_dumpall carried the adoptions '$got', expected '$want'"
+[ "$(nq -d app -c "SELECT count(*) FROM snowflake_adopting_databases WHERE database = 'app'")" = 1 ] || die "pg_dumpall lost the switch"
+nq -d app -c "CREATE TABLE after_dumpall (id bigserial PRIMARY KEY)" -c "INSERT INTO after_dumpall DEFAULT VALUES" >/dev/null
+[ "$(nq -d app -c "SELECT snowflake_worker_id(id) FROM after_dumpall")" = 31 ] || die "the switch restored by pg_dumpall adopted no new table"
+cluster_stop "$NEW"
+UPG="$BASE/upgraded"; mkdir -p "$UPG"; is_root && chown postgres:postgres "$UPG"
+trap 'cluster_stop "$DIR"; cluster_stop "$NEW"; cluster_stop "$UPG"' EXIT
+cluster_init "$UPG" "$((PORT + 1))" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 31"
+(cd "$UPG" && as_pg "$(pgbin)/pg_upgrade" -b "$(pgbin)" -B "$(pgbin)" -d "$DIR/data" -D "$UPG/data" -p "$PORT" -P "$((PORT + 1))" \
+    --copy >"$UPG/pg_upgrade.out" 2>&1) || { tail -20 "$UPG/pg_upgrade.out" >&2; die "pg_upgrade failed"; }
+cluster_up "$UPG"
+uq() { pq "$UPG" "$((PORT + 1))" -At "$@"; }
+got=$(uq -d app -c "SELECT string_agg(seq::text, ' ' ORDER BY seq::text) FROM snowflake_id_internal.snowflake_adopted")
+[ "$got" = "$want" ] || die "pg_upgrade carried the adoptions '$got', expected '$want'"
+[ "$(uq -d app -c "SELECT count(*) FROM pg_seclabel WHERE provider = 'snowflake_id'")" = "$(wc -w <<< "$want")" ] \
+    || die "pg_upgrade did not carry every adopted sequence's label"
+[ "$(uq -d app -c "SELECT snowflake_worker_id(nextval('orders_id_seq'))")" = 31 ] || die "orders_id_seq is not adopted after pg_upgrade"
+[ "$(uq -d app -c "SELECT count(*) FROM snowflake_adopting_databases WHERE database = 'app'")" = 1 ] || die "pg_upgrade lost the switch"
+cluster_stop "$UPG"
 log "adopt: ok"
