@@ -3088,6 +3088,15 @@ BEGIN
                     WHERE a.seq OPERATOR(pg_catalog.=) NEW.seq) THEN
         RETURN NULL;
     END IF;
+    -- A restore's row of a sequence narrowed since (the third red-team
+    -- review, F2): skipped, with a WARNING, as its label is.
+    IF TG_OP OPERATOR(pg_catalog.=) 'INSERT'
+       AND EXISTS (SELECT FROM pg_catalog.pg_sequence q
+                    WHERE q.seqrelid OPERATOR(pg_catalog.=) NEW.seq::pg_catalog.oid
+                      AND q.seqtypid OPERATOR(pg_catalog.<>) 'pg_catalog.int8'::pg_catalog.regtype) THEN
+        RAISE WARNING 'sequence % is not bigint: not adopted', NEW.seq;
+        RETURN NULL;
+    END IF;
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_class c
                     WHERE c.oid OPERATOR(pg_catalog.=) NEW.seq::pg_catalog.oid
                       AND c.relkind OPERATOR(pg_catalog.=) 'S'

@@ -684,6 +684,16 @@ pub fn copy_statement_before_defaults(table: &str) -> ! {
     )
 }
 
+/// An adopted sequence altered to a type narrower than `bigint`.
+pub fn adopted_narrowed(what: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_DATATYPE_MISMATCH,
+        format!("adopted sequence \"{what}\" must stay bigint"),
+        Some("Its nextval() returns Snowflake IDs, which need 64 bits.".into()),
+        Some("Keep the sequence, and the columns that take its values, bigint."),
+    )
+}
+
 /// `SECURITY LABEL FOR snowflake_id` on anything but a sequence.
 pub fn label_not_a_sequence() -> ! {
     raise(

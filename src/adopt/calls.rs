@@ -98,6 +98,51 @@ fn sequence_of(seq: pg_sys::Oid) -> (i64, i64, i64) {
     }
 }
 
+/// After a statement that may move an adopted sequence's counter or
+/// change its type (`ALTER SEQUENCE`, an identity's `ALTER TABLE … ALTER
+/// COLUMN … RESTART`/`SET …`/`TYPE`, `TRUNCATE … RESTART IDENTITY`;
+/// `super::utility`): each adopted one of `seqs` must still be `bigint`
+/// (42804), and its counter goes back to the end of its range, called,
+/// as its owner: no draw outside a plan hands out a value of its own
+/// again (the third red-team review of issue 63, F1). Others are left
+/// alone.
+pub fn refence(seqs: &[pg_sys::Oid]) {
+    for &seq in seqs {
+        if !list::is_adopted(seq) {
+            continue;
+        }
+        // SAFETY: a syscache look-up and release; the tuple is a
+        // pg_sequence row.
+        let (typ, inc, min, max) = unsafe {
+            let tup = pg_sys::SearchSysCache1(
+                pg_sys::SysCacheIdentifier::SEQRELID as _,
+                pg_sys::Datum::from(seq),
+            );
+            if tup.is_null() {
+                continue;
+            }
+            let row = &*pg_sys::heap_tuple_get_struct::<PgSequence>(tup);
+            let found = (row.seqtypid, row.seqincrement, row.seqmin, row.seqmax);
+            pg_sys::ReleaseSysCache(tup);
+            found
+        };
+        if typ != pg_sys::INT8OID {
+            errors::adopted_narrowed(&relation_name(seq));
+        }
+        let end = if inc < 0 { min } else { max };
+        as_owner::with_role(as_owner::owner_of(seq), || {
+            pg_call(
+                builtin::setval3_oid,
+                &[
+                    pg_sys::Datum::from(seq),
+                    pg_sys::Datum::from(end),
+                    pg_sys::Datum::from(true),
+                ],
+            )
+        });
+    }
+}
+
 /// The increment of a sequence (`pg_sequence.seqincrement`).
 fn increment_of(seq: pg_sys::Oid) -> i64 {
     sequence_of(seq).0

@@ -59,7 +59,14 @@ unsafe extern "C-unwind" fn relabel(
             errors::label_not_a_sequence();
         }
         if label.is_null() {
-            return; // removed: nothing adopted back
+            // Removed: nothing adopted back; but a dump of the schema
+            // would no longer carry the adoption, so only a superuser may
+            // remove it from an adopted sequence (the third red-team
+            // review).
+            if !pg_sys::superuser() && super::list::is_adopted(obj.objectId) {
+                errors::label_needs_superuser();
+            }
+            return;
         }
         let text = std::ffi::CStr::from_ptr(label).to_string_lossy();
         if text != ADOPTED {
@@ -72,6 +79,16 @@ unsafe extern "C-unwind" fn relabel(
         // adopted sequence stays as it is); without the extension in this
         // database the label adopts nothing.
         if catalog::own_relation(c"snowflake_adopted").is_none() {
+            return;
+        }
+        // A sequence narrowed since its dump was taken cannot be adopted:
+        // a WARNING, not an error that would abort a restore in one
+        // transaction (the third red-team review, F2).
+        if !is_bigint_sequence(obj.objectId) {
+            pgrx::warning!(
+                "sequence \"{}\" is not bigint: its snowflake_id label adopts nothing",
+                crate::convert::as_owner::relation_name(obj.objectId)
+            );
             return;
         }
         let ext_schema = Spi::get_one::<String>(
@@ -87,6 +104,18 @@ unsafe extern "C-unwind" fn relabel(
         )
         .unwrap_or_else(|e| errors::adopt_convert_failed(&e.to_string()));
     }
+}
+
+/// Whether `seq`'s type (`pg_sequence.seqtypid`) is `bigint`.
+fn is_bigint_sequence(seq: pg_sys::Oid) -> bool {
+    Spi::get_one_with_args::<bool>(
+        "SELECT q.seqtypid OPERATOR(pg_catalog.=) 'pg_catalog.int8'::pg_catalog.regtype FROM pg_catalog.pg_sequence q \
+         WHERE q.seqrelid OPERATOR(pg_catalog.=) $1",
+        &[seq.into()],
+    )
+    .ok()
+    .flatten()
+    .unwrap_or(false)
 }
 
 /// `snowflake_id_internal.adopt_label(seq)`: the label of a sequence the

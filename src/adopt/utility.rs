@@ -85,6 +85,19 @@ unsafe extern "C-unwind" fn utility(
         // the database while DROP DATABASE waits for it to leave could
         // publish again (the red-team review of issue 63, F1).
         let dropped = database_of(stmt, pg_sys::NodeTag::T_DropdbStmt);
+        // Statements that may move an adopted sequence's counter: its
+        // sequences, looked up before it runs (`calls::refence` after).
+        let mut moved = Vec::new();
+        if !stmt.is_null()
+            && matches!(
+                (*stmt).type_,
+                pg_sys::NodeTag::T_AlterSeqStmt
+                    | pg_sys::NodeTag::T_AlterTableStmt
+                    | pg_sys::NodeTag::T_TruncateStmt
+            )
+        {
+            counters_moved_by(stmt, &raw mut moved);
+        }
         let next = PREV_UTILITY.unwrap_or(standard_ProcessUtility);
         next(
             pstmt,
@@ -97,6 +110,9 @@ unsafe extern "C-unwind" fn utility(
             qc,
         );
         super::copy::put_back_copy(swapped);
+        if !moved.is_empty() {
+            refence_after(&moved);
+        }
         let database_made_or_dropped =
             dropped.or_else(|| database_of(stmt, pg_sys::NodeTag::T_CreatedbStmt));
         if discard {
@@ -274,6 +290,94 @@ unsafe extern "C-unwind" fn copy_swaps(stmt: *mut pg_sys::CopyStmt) -> usize {
         };
         super::copy::swap_defaults(relid, &given)
     }
+}
+
+/// The sequences whose counter or type a statement about to run may
+/// change: `ALTER SEQUENCE`'s; the owned sequences of `ALTER TABLE`'s
+/// table (an identity's `RESTART`, `SET …`, a column's `TYPE`) and of
+/// `TRUNCATE … RESTART IDENTITY`'s tables. Looked up as the statement
+/// will (a missing one is its error, not ours).
+#[pg_guard]
+unsafe extern "C-unwind" fn counters_moved_by(stmt: *mut pg_sys::Node, out: *mut Vec<pg_sys::Oid>) {
+    // A database without adopted sequences: nothing to look up.
+    if super::list::active().is_none() {
+        return;
+    }
+    // SAFETY: the caller's vector.
+    unsafe { *out = moved_by(stmt) };
+}
+
+/// [`counters_moved_by`]'s work.
+///
+/// # Safety
+/// `stmt` is a utility statement (or null); called guarded.
+unsafe fn moved_by(stmt: *mut pg_sys::Node) -> Vec<pg_sys::Oid> {
+    // SAFETY: the statement's own nodes; name look-ups without locks
+    // (RVR_MISSING_OK: the statement takes its locks and raises its own
+    // errors); pg_depend read for a table's owned sequences, as the
+    // statement itself reads it.
+    unsafe {
+        if stmt.is_null() {
+            return Vec::new();
+        }
+        let lookup = |rv: *mut pg_sys::RangeVar| {
+            pg_sys::RangeVarGetRelidExtended(
+                rv,
+                pg_sys::NoLock as _,
+                pg_sys::RVROption::RVR_MISSING_OK as _,
+                None,
+                std::ptr::null_mut(),
+            )
+        };
+        let owned = |rel: pg_sys::Oid| -> Vec<pg_sys::Oid> {
+            if rel == pg_sys::Oid::INVALID {
+                return Vec::new();
+            }
+            let list = pg_sys::getOwnedSequences(rel);
+            if list.is_null() {
+                return Vec::new();
+            }
+            (0..(*list).length as usize)
+                .map(|i| (*(*list).elements.add(i)).oid_value)
+                .collect()
+        };
+        match (*stmt).type_ {
+            pg_sys::NodeTag::T_AlterSeqStmt => {
+                let seq = lookup((*(stmt as *mut pg_sys::AlterSeqStmt)).sequence);
+                if seq == pg_sys::Oid::INVALID {
+                    Vec::new()
+                } else {
+                    vec![seq]
+                }
+            }
+            pg_sys::NodeTag::T_AlterTableStmt => {
+                owned(lookup((*(stmt as *mut pg_sys::AlterTableStmt)).relation))
+            }
+            pg_sys::NodeTag::T_TruncateStmt => {
+                let t = stmt as *mut pg_sys::TruncateStmt;
+                if !(*t).restart_seqs || (*t).relations.is_null() {
+                    return Vec::new();
+                }
+                let rels = (*t).relations;
+                (0..(*rels).length as usize)
+                    .flat_map(|i| {
+                        owned(lookup(
+                            (*(*rels).elements.add(i)).ptr_value as *mut pg_sys::RangeVar,
+                        ))
+                    })
+                    .collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// After the statement: [`super::calls::refence`], guarded. (A `Vec`: a
+/// slice is no C type.)
+#[allow(clippy::ptr_arg)]
+#[pg_guard]
+unsafe extern "C-unwind" fn refence_after(seqs: &Vec<pg_sys::Oid>) {
+    super::calls::refence(seqs);
 }
 
 /// Whether a `COPY` statement has option `name` (`WITH (name ...)`).
