@@ -61,9 +61,10 @@ unsafe extern "C-unwind" fn relabel(
         if label.is_null() {
             // Removed: nothing adopted back; but a dump of the schema
             // would no longer carry the adoption, so only a superuser may
-            // remove it from an adopted sequence (the third red-team
-            // review).
-            if !pg_sys::superuser() && super::list::is_adopted(obj.objectId) {
+            // remove it where it is set (the third red-team review).
+            if !pg_sys::superuser()
+                && !pg_sys::GetSecurityLabel(object, PROVIDER.as_ptr()).is_null()
+            {
                 errors::label_needs_superuser();
             }
             return;
@@ -123,6 +124,11 @@ fn is_bigint_sequence(seq: pg_sys::Oid) -> bool {
 /// schema carries it. Not for direct use (revoked from PUBLIC).
 #[pg_extern(sql = false)]
 pub fn adopt_label(seq: pg_sys::Oid) {
+    // Without the library preloaded there is no provider to label with
+    // (and nothing adopted draws Snowflake IDs): the adoption goes on.
+    if crate::mint::shmem::state().is_none() {
+        return;
+    }
     // SAFETY: building an object address; `SetSecurityLabel` stores the
     // label as `SECURITY LABEL` does, with our hook told it is ours.
     unsafe {
