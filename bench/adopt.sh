@@ -26,7 +26,7 @@ TXNS=${BENCH_ADOPT_TXNS:-2000}
 [ "${1:-}" != --smoke ] || TXNS=200
 T1=50; T2=$((T1 + TXNS))
 DIR=$(state_dir "$ROOT/.run/bench-adopt" bench-adopt)
-PORT=${BENCH_ADOPT_PORT:-55615}
+PORT=${BENCH_ADOPT_PORT:-17100}
 [ -n "${BENCH_NO_INSTALL:-}" ] || install_extension
 STOCK="$DIR/stock" PRE="$DIR/pre"
 mkdir -p "$STOCK" "$PRE"; is_root && chown postgres:postgres "$STOCK" "$PRE"

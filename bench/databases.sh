@@ -41,7 +41,7 @@
 # It builds and installs the extension first, unless BENCH_NO_INSTALL=1
 # (the test suite's smoke run, which installed it already).
 #
-#   DBS_COUNTS ("1 200 1000"), DBS_SECONDS (60), DBS_PORT (55640),
+#   DBS_COUNTS ("1 200 1000"), DBS_SECONDS (60), DBS_PORT (17250),
 #   DBS_OUT (.run/bench/databases.md), DBS_PARTS ("steady starts": the
 #   steady-state windows with the pause, the parallel queries, the churn
 #   and the clean restarts; the crash restarts and the starts without a
@@ -52,7 +52,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 [ -n "${SNOWFLAKE_PREREQS_DONE:-}" ] || bash "$ROOT/scripts/prereqs.sh" 18
 select_pg 18
 [ -n "${BENCH_NO_INSTALL:-}" ] || install_extension
-PORT=${DBS_PORT:-55640}
+PORT=${DBS_PORT:-17250}
 if [ $SMOKE = 1 ]; then
     COUNTS="2"; SECS=5; PAUSE=2
 else

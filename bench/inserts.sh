@@ -16,13 +16,13 @@
 #
 #   PG_VERSION (18), INS_CLIENTS ("2 8"), INS_SECONDS (8), INS_REPS (3),
 #   INS_PREFILL (5000000: rows per table in the "index outgrows
-#   shared_buffers" regime), INS_PORT (55620), INS_OUT (.run/bench/inserts.md)
+#   shared_buffers" regime), INS_PORT (17150), INS_OUT (.run/bench/inserts.md)
 set -euo pipefail
 SMOKE=0; [ "${1:-}" = "--smoke" ] && SMOKE=1
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 [ -n "${SNOWFLAKE_PREREQS_DONE:-}" ] || bash "$ROOT/scripts/prereqs.sh" "${PG_VERSION:-18}"
 select_pg "${PG_VERSION:-18}"
-PORT=${INS_PORT:-55620}
+PORT=${INS_PORT:-17150}
 if [ $SMOKE = 1 ]; then
     CLIENTS="2"; SECS=1; REPS=1; PREFILL=20000
 else

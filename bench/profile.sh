@@ -32,7 +32,7 @@ export PATH="$HOME/.cargo/bin:$PATH"
 N=${BENCH_PROFILE_N:-200000}
 DIR=$(state_dir "$ROOT/.run/profile" profile)
 [ -n "${BENCH_NO_INSTALL:-}" ] || install_extension
-PORT=${BENCH_PROFILE_PORT:-55611}
+PORT=${BENCH_PROFILE_PORT:-17050}
 cluster_stop "$DIR"
 # The single-user runs and, below, the server under callgrind.
 cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 1" \

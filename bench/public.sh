@@ -10,13 +10,13 @@
 #   bash bench/public.sh            N = 1000000, 5 repetitions
 #   bash bench/public.sh --smoke    toy sizes (CI: the runner must not rot)
 #
-#   PG_VERSION (18), PUB_N, PUB_REPS, PUB_PORT (55630), PUB_OUT (.run/bench/public.md)
+#   PG_VERSION (18), PUB_N, PUB_REPS, PUB_PORT (17200), PUB_OUT (.run/bench/public.md)
 set -euo pipefail
 SMOKE=0; [ "${1:-}" = "--smoke" ] && SMOKE=1
 source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 [ -n "${SNOWFLAKE_PREREQS_DONE:-}" ] || bash "$ROOT/scripts/prereqs.sh" "${PG_VERSION:-18}"
 select_pg "${PG_VERSION:-18}"
-PORT=${PUB_PORT:-55630}
+PORT=${PUB_PORT:-17200}
 if [ $SMOKE = 1 ]; then N=20000; REPS=1; else N=${PUB_N:-1000000}; REPS=${PUB_REPS:-5}; fi
 DIR=$(state_dir "$ROOT/.run/bench-public" bench-public)
 OUT=${PUB_OUT:-$ROOT/.run/bench/public.md}

@@ -10,7 +10,7 @@
 #
 #   PG_VERSION   PostgreSQL major (default 18, the only one with uuidv7())
 #   BENCH_REPS   repetitions per measurement (default 3; medians reported)
-#   BENCH_PORT   port of the benchmark cluster (default 55610)
+#   BENCH_PORT   port of the benchmark cluster (default 17000)
 #   BENCH_OUT    where the Markdown report goes (default .run/bench/report.md);
 #                every sample goes beside it, in report.samples.txt
 #   BENCH_WORKLOADS  which workloads to run and report (default "1 1b 2 3 4 5")
@@ -30,7 +30,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../scripts/lib.sh"
 [ -n "${SNOWFLAKE_PREREQS_DONE:-}" ] || bash "$ROOT/scripts/prereqs.sh" "${PG_VERSION:-18}"
 select_pg "${PG_VERSION:-18}"
 export PATH="$HOME/.cargo/bin:$PATH"
-PORT=${BENCH_PORT:-55610}
+PORT=${BENCH_PORT:-17000}
 REPS=${BENCH_REPS:-3}
 if [ $SMOKE = 1 ]; then
     REPS=1; N1=10000; N10=20000; NINS=10000; NRANGE=20000; PGB_T=1; CLIENTS="1 2"

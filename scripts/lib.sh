@@ -146,10 +146,13 @@ select_pg() {
 }
 
 # skip_test WHY: end an integration script that does not run here; the
-# summary of scripts/test.sh says "skipped (WHY)", never "ok".
+# summary of scripts/test.sh says "skipped (WHY)", never "ok". Inside a
+# step, the file goes to the step's own directory (SNOWFLAKE_STEP_DIR):
+# steps run side by side.
 skip_test() {
+    local d=${SNOWFLAKE_STEP_DIR:-$ROOT/.run}
     log "$(basename "$0" .sh): skipped ($1)"
-    mkdir -p "$ROOT/.run" && printf '%s\n' "$1" > "$ROOT/.run/skipped"
+    mkdir -p "$d" && printf '%s\n' "$1" > "$d/skipped"
     exit 0
 }
 

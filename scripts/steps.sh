@@ -3,6 +3,9 @@
 # tests/lint/steps.sh tests it.
 #   plan NAME                 a step this run means to take
 #   step NAME COMMAND...      run it (a failure ends the step, not the run)
+#   queue NAME NEEDS MUTEXES COMMAND...
+#                             a step for run_queue, which runs the queued
+#                             steps side by side (SNOWFLAKE_JOBS at a time)
 #   not_run NAME WHY          a planned step that cannot run
 #   note TEXT                 (inside a step) the summary's note for it
 #   at_exit NAME FUNCTION     step NAME (planned) must run even when the
@@ -10,12 +13,14 @@
 #                             run did not (a die outside a step, an
 #                             interrupt)
 #   trap summary EXIT         the summary, always, and the exit status
-# The summary gives each step's wall time and the CPU time the machine
-# spent while it ran (all processes, servers included: /proc/stat), then
-# the steps that set the total (the run is sequential: the longest ones,
-# to a half of it), and flags a step that took more than twice the time
-# recorded for it in tests/README.md's table "Step times" (a flag, not a
-# failure: the machine is noisy; issue 64).
+# The summary gives each step's wall time and its CPU time (every process
+# it started, servers included: a control group per step; see
+# cpu_group_make), then the steps that set the total (run side by side:
+# the chain of steps that ended last, each waiting for the one before; run
+# one after another: the longest ones, to a half of it), and flags a step
+# that took more than twice the time recorded for it in tests/README.md's
+# table "Step times" (a flag, not a failure: the machine is noisy; issue
+# 64).
 # No step runs longer than STEP_LIMIT_S (SNOWFLAKE_STEP_LIMIT_S, default
 # 1200): a step past it is stopped with every process it started (TERM,
 # then KILL after 30 s), recorded as failed with what was still running,
@@ -38,6 +43,30 @@ recorded_times() {
         "$ROOT/tests/README.md"
 }
 at_exit() { AT_EXIT+=("$1" "$2"); }
+# critical_path: for steps run side by side (run_queue), the chain of
+# steps that set the total: the one that ended last, then the one whose
+# end let it start (what it needed, or the job or lock it waited for),
+# and so on back to the start of the run.
+critical_path() {
+    local cur="" s best chain=() sum=0 steps=0 last=0
+    for s in "${!T_END[@]}"; do
+        steps=$((steps + ${TOOK[$s]:-0}))
+        if [ -z "$cur" ] || [ "${T_END[$s]}" -gt "$last" ]; then cur=$s; last=${T_END[$s]}; fi
+    done
+    while [ -n "$cur" ]; do
+        chain=("$cur (${TOOK[$cur]:-0} s)" "${chain[@]}"); sum=$((sum + ${TOOK[$cur]:-0}))
+        best=""
+        for s in "${!T_END[@]}"; do
+            [ "$s" != "$cur" ] && [ "${T_END[$s]}" -le $((T_BEGIN[$cur] + 1)) ] || continue
+            if [ -z "$best" ] || [ "${T_END[$s]}" -gt "${T_END[$best]}" ]; then best=$s; fi
+        done
+        [ -n "$best" ] && [ "${T_BEGIN[$cur]}" -gt 1 ] || break
+        cur=$best
+    done
+    printf '  %s s of steps ran in %s s, %s at a time at most (SNOWFLAKE_JOBS)\n' "$steps" "$last" "$JOBS" >&2
+    printf '  critical path (the steps that set the total, %s of its %s s): %s\n' \
+        "$sum" "$last" "$(IFS=';'; echo "${chain[*]}" | sed 's/;/ -> /g')" >&2
+}
 summary() {
     local rc=$? s n_pass=0 n_fail=0 n_skip=0 n_not=0 r i
     trap - EXIT
@@ -63,13 +92,15 @@ summary() {
             flag="[over twice its recorded ${recorded[$s]} s] "; slow=$((slow + 1))
         fi
         printf '  %-46s %-8s %6s %9s  %s%s\n' "$s" "$r" "${TOOK[$s]:+${TOOK[$s]} s}" \
-            "${CPU[$s]:+cpu ${CPU[$s]} s}" "$flag" "${NOTE[$s]:-}" >&2
+            "${CPU[$s]:+$CPU_WORD ${CPU[$s]} s}" "$flag" "${NOTE[$s]:-}" >&2
         total=$((total + ${TOOK[$s]:-0}))
     done
     [ "$n_not" = 0 ] || printf '  %s step(s) not run\n' "$n_not" >&2
     [ "$slow" = 0 ] || printf '  %s step(s) took over twice their recorded time (tests/README.md, "Step times"): a flag, not a failure\n' "$slow" >&2
-    # The steps run one after another: the longest set the total.
-    if [ "$total" -gt 0 ]; then
+    if [ "${#T_END[@]}" -gt 0 ]; then
+        critical_path
+    elif [ "$total" -gt 0 ]; then
+        # The steps ran one after another: the longest set the total.
         half=0
         while IFS=$'\t' read -r t name; do
             [ "$half" -lt $((total / 2)) ] || break
@@ -91,71 +122,220 @@ summary() {
 }
 
 # step NAME COMMAND...: run one planned step in a subshell (its `die`
-# ends the step, not the run; `set -e` holds inside it), and record passed / failed / skipped (an
-# integration script that called skip_test), its duration, and the first
-# line of .run/step.note as its note.
+# ends the step, not the run; `set -e` holds inside it), and record passed
+# / failed / skipped (an integration script that called skip_test), its
+# duration, its CPU time and the first line of its note. Each step has a
+# directory of its own, .run/steps/SLUG/ (SNOWFLAKE_STEP_DIR: its note,
+# why it failed, its skip, its time-out, its clusters), so that steps can
+# run side by side (run_queue).
+step_slug() { printf '%s' "$1" | tr -c 'A-Za-z0-9._-' '_'; }
 step() {
-    local name="$1" t0=$SECONDS rc wd c0; shift
-    c0=$(cpu_ticks)
-    rm -f "$ROOT/.run/skipped" "$ROOT/.run/step.note" "$ROOT/.run/step.why"
-    mkdir -p "$VAR_TMP_DIR" "$ROOT/.run"
-    export SNOWFLAKE_STEP_WHY="$ROOT/.run/step.why"
-    export SNOWFLAKE_STEP_STATES="$VAR_TMP_DIR/.step-states"
+    local name="$1" t0=$SECONDS rc wd c0 cmd sd cg=""; shift
+    sd="$ROOT/.run/steps/$(step_slug "$name")"
+    rm -rf "$sd" && mkdir -p "$sd" "$VAR_TMP_DIR"
+    export SNOWFLAKE_STEP_DIR="$sd" SNOWFLAKE_STEP_WHY="$sd/step.why"
+    SNOWFLAKE_STEP_STATES="$VAR_TMP_DIR/.step-states.$(step_slug "$name")"
+    export SNOWFLAKE_STEP_STATES
     : > "$SNOWFLAKE_STEP_STATES"
-    rm -f "$ROOT/.run/step.timeout"
-    step_watchdog "$STEP_LIMIT_S" "$ROOT/.run/step.timeout" &
-    wd=$!
+    cg=$(cpu_group_make "$name")
+    c0=$(cpu_ticks)
     set +e
-    (set -e; "$@")
+    (
+        [ -z "$cg" ] || cpu_group_join "$cg"
+        set -e; "$@"
+    ) &
+    cmd=$!
+    step_watchdog "$STEP_LIMIT_S" "$sd/step.timeout" "$cmd" &
+    wd=$!
+    wait "$cmd"
     rc=$?
     kill "$wd" 2>/dev/null
     wait "$wd" 2>/dev/null
     set -e
-    [ ! -s "$ROOT/.run/step.timeout" ] || rc=124
+    [ ! -s "$sd/step.timeout" ] || rc=124
     reclaim_states "$name" "$rc"
-    unset SNOWFLAKE_STEP_STATES SNOWFLAKE_STEP_WHY
+    rm -f "$SNOWFLAKE_STEP_STATES"
+    unset SNOWFLAKE_STEP_STATES SNOWFLAKE_STEP_WHY SNOWFLAKE_STEP_DIR
     TOOK[$name]=$((SECONDS - t0))
-    CPU[$name]=$(( ($(cpu_ticks) - c0) / CLK_TCK ))
+    if [ -n "$cg" ]; then
+        CPU[$name]=$(cpu_group_seconds "$cg"); cpu_group_drop "$cg"
+    else
+        CPU[$name]=$(( ($(cpu_ticks) - c0) / CLK_TCK ))
+    fi
     if [ $rc != 0 ]; then
         RESULT[$name]=failed
         # Why, in the summary: its time-out, or else the first die of the
         # step, if any.
-        if [ -s "$ROOT/.run/step.timeout" ]; then
-            NOTE[$name]=$(head -1 "$ROOT/.run/step.timeout" | cut -c1-300)
-        elif [ -s "$ROOT/.run/step.why" ]; then
-            NOTE[$name]=$(head -1 "$ROOT/.run/step.why" | tr -d '\033' | cut -c1-300)
+        if [ -s "$sd/step.timeout" ]; then
+            NOTE[$name]=$(head -1 "$sd/step.timeout" | cut -c1-300)
+        elif [ -s "$sd/step.why" ]; then
+            NOTE[$name]=$(head -1 "$sd/step.why" | tr -d '\033' | cut -c1-300)
         fi
         log "FAILED: $name (exit $rc, after ${TOOK[$name]} s); the run goes on"
-    elif [ -f "$ROOT/.run/skipped" ]; then
-        RESULT[$name]=skipped; NOTE[$name]=$(head -1 "$ROOT/.run/skipped")
+    elif [ -f "$sd/skipped" ]; then
+        RESULT[$name]=skipped; NOTE[$name]=$(head -1 "$sd/skipped")
     else
         RESULT[$name]=passed
-        [ ! -f "$ROOT/.run/step.note" ] || NOTE[$name]=$(head -1 "$ROOT/.run/step.note")
+        [ ! -f "$sd/step.note" ] || NOTE[$name]=$(head -1 "$sd/step.note")
     fi
 }
-# step_processes: every live process below this script except the
-# watchdog's own ($1), parents first.
+
+# The CPU time of a step: of every process it started, servers included
+# (pg_ctl's postmaster leaves the step's process tree, never its control
+# group), from a cpuacct control group of its own (cgroup v1, or v2's
+# cpu.stat) where this user may make one; else the machine's busy time
+# while the step ran (/proc/stat), which counts a step beside it too (the
+# summary says "machine cpu" then).
+CPU_GROUP_ROOT="" CPU_WORD="machine cpu"
+for d in /sys/fs/cgroup/cpuacct /sys/fs/cgroup/cpu,cpuacct /sys/fs/cgroup/unified /sys/fs/cgroup; do
+    [ -w "$d" ] || continue
+    if [ -f "$d/cpuacct.usage" ] || [ -f "$d/cgroup.controllers" ]; then CPU_GROUP_ROOT=$d CPU_WORD=cpu; break; fi
+done
+# cpu_group_make NAME: a new control group for the step; prints its path,
+# or nothing where none can be made.
+cpu_group_make() {
+    [ -n "$CPU_GROUP_ROOT" ] || return 0
+    local g
+    g="$CPU_GROUP_ROOT/snowflake_id-test-$$-$(step_slug "$1")"
+    mkdir -p "$g" 2>/dev/null || return 0
+    if [ -f "$g/cpuacct.usage" ] || [ -f "$g/cpu.stat" ]; then printf '%s\n' "$g"; else rmdir "$g" 2>/dev/null || true; fi
+}
+cpu_group_join() { echo "$BASHPID" > "$1/cgroup.procs" 2>/dev/null || true; }
+cpu_group_seconds() {
+    if [ -f "$1/cpuacct.usage" ]; then
+        awk '{printf "%d", $1 / 1e9}' "$1/cpuacct.usage"
+    else
+        awk '$1 == "usage_usec" {printf "%d", $2 / 1e6}' "$1/cpu.stat"
+    fi
+}
+# cpu_group_drop DIR: remove the group (a process still in it, a server a
+# step left, keeps it; the next run's groups have other names).
+cpu_group_drop() { rmdir "$1" 2>/dev/null || true; }
+
+# --- Steps side by side ------------------------------------------------------
+# queue NAME NEEDS MUTEXES COMMAND...: a planned step for run_queue. NEEDS
+# is a step that must have passed first ("" for none; if it did not pass,
+# NAME is "not run", and why); MUTEXES are words no two running steps may
+# share (a build directory, a major's extension directory, ports). The word
+# "alone" runs the step with no other beside it: a step that times
+# something (a first ID within 1 s, a wait of at most one TTL) keeps its
+# bound on a machine no other step loads.
+QUEUE=()
+declare -A Q_NEEDS=() Q_MUTEX=() Q_CMD=() Q_WHY=() T_BEGIN=() T_END=()
+queue() {
+    local name="$1"; QUEUE+=("$name"); Q_NEEDS[$name]=$2; Q_MUTEX[$name]=$3; Q_WHY[$name]=${Q_WHY[$name]:-}
+    shift 3; Q_CMD[$name]=$(printf '%q ' "$@")
+}
+# run_queue: run the queued steps, SNOWFLAKE_JOBS at a time (default 2, a
+# job per core of the 2-core machine CI runs on), each as soon as what it
+# needs has passed and no running step holds one of its MUTEXES, in the
+# order queued (the longest first, so the run ends with short steps). With
+# more than one job, a step's output goes to .run/steps/SLUG.log and is
+# printed whole when it ends; with one, as it runs.
+JOBS=${SNOWFLAKE_JOBS:-2}
+run_queue() {
+    local -A pid_of=() held=()
+    local pending=("${QUEUE[@]}") rest name w t p barrier launched
+    [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || die "SNOWFLAKE_JOBS must be a whole number of at least 1, not '$JOBS'"
+    mkdir -p "$ROOT/.run/steps"
+    while [ "${#pending[@]}" -gt 0 ] || [ "${#pid_of[@]}" -gt 0 ]; do
+        rest=(); barrier=0; launched=0
+        for name in "${pending[@]}"; do
+            if [ "$barrier" = 1 ]; then rest+=("$name"); continue; fi
+            w=${Q_NEEDS[$name]}
+            if [ -n "$w" ] && [ -z "${RESULT[$w]:-}" ]; then rest+=("$name"); continue; fi
+            if [ -n "$w" ] && [ "${RESULT[$w]}" != passed ]; then
+                not_run "$name" "${Q_WHY[$name]:-"$w: ${RESULT[$w]}"}"; continue
+            fi
+            if [[ " ${Q_MUTEX[$name]} " == *" alone "* ]]; then
+                # Nothing queued after it overtakes it while it waits.
+                if [ "${#pid_of[@]}" -gt 0 ]; then rest+=("$name"); barrier=1; continue; fi
+            elif [ -n "${held[alone]:-}" ] || [ "${#pid_of[@]}" -ge "$JOBS" ]; then
+                rest+=("$name"); continue
+            fi
+            for t in ${Q_MUTEX[$name]}; do [ -z "${held[$t]:-}" ] || { rest+=("$name"); continue 2; }; done
+            launched=1
+            T_BEGIN[$name]=$((SECONDS - T_START))
+            if [ "$JOBS" = 1 ]; then
+                step "$name" eval "${Q_CMD[$name]}"
+                T_END[$name]=$((SECONDS - T_START))
+                continue
+            fi
+            for t in ${Q_MUTEX[$name]}; do held[$t]=$name; done
+            log "started: $name"
+            ( exec > "$ROOT/.run/steps/$(step_slug "$name").log" 2>&1
+              step "$name" eval "${Q_CMD[$name]}"
+              step_result "$name" > "$ROOT/.run/steps/$(step_slug "$name").result" ) &
+            pid_of[$name]=$!
+        done
+        pending=("${rest[@]}")
+        if [ "${#pid_of[@]}" = 0 ]; then
+            [ "$launched" = 1 ] && continue
+            # Nothing runs and nothing can start: what they need never ran.
+            for name in "${pending[@]}"; do not_run "$name" "${Q_NEEDS[$name]} never ran"; done
+            break
+        fi
+        p=""
+        wait -n -p p "${pid_of[@]}" || true
+        for name in "${!pid_of[@]}"; do
+            [ "${pid_of[$name]}" = "$p" ] || kill -0 "${pid_of[$name]}" 2>/dev/null || p=${pid_of[$name]}
+            [ "${pid_of[$name]}" = "$p" ] || continue
+            T_END[$name]=$((SECONDS - T_START))
+            unset "pid_of[$name]"
+            for t in ${Q_MUTEX[$name]}; do unset "held[$t]"; done
+            step_collect "$name"
+            break
+        done
+    done
+}
+# step_result NAME: the record of a step that ran in the background, as
+# lines the parent sources.
+step_result() {
+    local n; n=$(printf '%q' "$1")
+    printf 'RESULT[%s]=%q; TOOK[%s]=%q; CPU[%s]=%q; NOTE[%s]=%q; DISK_STEP=%q\n' \
+        "$n" "${RESULT[$1]:-failed}" "$n" "${TOOK[$1]:-}" "$n" "${CPU[$1]:-}" "$n" "${NOTE[$1]:-}" "${DISK_LOW:-}"
+}
+# step_collect NAME: a background step ended: print its output, take its
+# record (none: it died, and is failed).
+step_collect() {
+    local f DISK_STEP=""
+    f="$ROOT/.run/steps/$(step_slug "$1")"
+    if [ -s "$f.result" ]; then
+        # shellcheck disable=SC1090
+        source "$f.result"
+    else
+        RESULT[$1]=failed; NOTE[$1]="the step's runner ended without a record (see $f.log)"
+    fi
+    log "---- $1: ${RESULT[$1]} after ${TOOK[$1]:-?} s; its output: ----"
+    cat "$f.log" >&2 2>/dev/null || true
+    log "---- end of $1 ----"
+    if [ -n "$DISK_STEP" ] && { [ -z "$DISK_LOW" ] || [ "$DISK_STEP" -lt "$DISK_LOW" ]; }; then DISK_LOW=$DISK_STEP; fi
+}
+
+# step_processes ROOT: the live process ROOT and every one below it,
+# parents first.
 step_processes() {
-    ps -e -o pid=,ppid= | awk -v root="$$" -v skip="$1" '
-        { kids[$2] = kids[$2] " " $1 }
+    ps -e -o pid=,ppid= | awk -v root="$1" '
+        { kids[$2] = kids[$2] " " $1; live[$1] = 1 }
         END {
+            if (!(root in live)) exit
+            print root
             n = split(kids[root], q, " ")
             for (i = 1; i <= n; i++) {
-                if (q[i] == skip) continue
                 print q[i]
                 m = split(kids[q[i]], more, " ")
                 for (j = 1; j <= m; j++) q[++n] = more[j]
             }
         }'
 }
-# step_watchdog LIMIT FILE (in the background while a step runs): after
-# LIMIT seconds, write why to FILE, show what still runs, and stop every
-# process of the step: TERM (its EXIT traps stop their servers), then KILL
-# whatever is left after 30 s.
+# step_watchdog LIMIT FILE ROOT (in the background while a step runs):
+# after LIMIT seconds, write why to FILE, show what still runs, and stop
+# ROOT, the step's subshell, and every process below it: TERM (its EXIT
+# traps stop their servers), then KILL whatever is left after 30 s.
 step_watchdog() {
-    local limit="$1" file="$2" me=$BASHPID t0=$SECONDS pids last
-    while [ $((SECONDS - t0)) -lt "$limit" ]; do sleep 1; done
-    mapfile -t pids < <(step_processes "$me")
+    local limit="$1" file="$2" root="$3" t0=$SECONDS pids last
+    while [ $((SECONDS - t0)) -lt "$limit" ]; do sleep 1; kill -0 "$root" 2>/dev/null || return 0; done
+    mapfile -t pids < <(step_processes "$root")
     [ "${#pids[@]}" != 0 ] || return 0
     last=$(ps -o args= -p "${pids[-1]}" 2>/dev/null | cut -c1-160 || true)
     printf 'timed out after %s s (SNOWFLAKE_STEP_LIMIT_S); still running: %s\n' "$limit" "${last:-?}" > "$file"
@@ -163,7 +343,7 @@ step_watchdog() {
     ps -o pid,etimes,args -p "$(IFS=,; echo "${pids[*]}")" 2>/dev/null | cut -c1-200 >&2 || true
     kill -TERM "${pids[@]}" 2>/dev/null || true
     for _ in $(seq 1 300); do
-        mapfile -t pids < <(step_processes "$me")
+        mapfile -t pids < <(step_processes "$root")
         [ "${#pids[@]}" != 0 ] || return 0
         sleep 0.1
     done
@@ -207,5 +387,5 @@ reclaim_states() {
 }
 # not_run NAME WHY: a planned step that cannot run.
 not_run() { RESULT[$1]="not run"; NOTE[$1]=$2; }
-note() { printf '%s\n' "$*" > "$ROOT/.run/step.note"; }
+note() { printf '%s\n' "$*" > "${SNOWFLAKE_STEP_DIR:-$ROOT/.run}/step.note"; }
 

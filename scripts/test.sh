@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Command 2: the whole test suite, every layer, from a fresh clone.
 #   1. lint: cargo fmt --check, cargo clippy (both crates), shellcheck,
+#      the steps' runner and ports (tests/lint/steps.sh, ports.sh),
 #      the module graph, links and recipes in the docs, sql/ and META.json,
 #      operators a hostile schema could capture (check_sql_operators.py),
 #      the Citus source lookup (tests/lint/citus_source.sh), no Rust
@@ -220,7 +221,11 @@ trap summary EXIT
 mkdir -p "$ROOT/.run"
 [ -z "$SYSTEM_PG" ] || record_system_pg
 
-bash "$ROOT/scripts/prereqs.sh" "${VERSIONS[@]}"
+# The lint's clippy builds the default feature, PostgreSQL 15: cargo-pgrx
+# must know that major too, whatever PG_VERSIONS says (--quick runs 18).
+PREREQ_MAJORS=("${VERSIONS[@]}")
+if has lint && [[ " ${VERSIONS[*]} " != *" $SYSTEM_PG_MAJOR "* ]]; then PREREQ_MAJORS+=("$SYSTEM_PG_MAJOR"); fi
+bash "$ROOT/scripts/prereqs.sh" "${PREREQ_MAJORS[@]}"
 export PATH="$HOME/.cargo/bin:$PATH"
 cd "$ROOT"
 
@@ -268,8 +273,11 @@ PY
     [ -z "$long" ] || die "Rust files over 900 lines: $long"
     # Every relative link resolves; documented recipes equal the tested files.
     python3 "$ROOT/scripts/check_docs.py" || die "the documentation has the problems above"
-    # The summary of this script, after a failed step too (issue 45).
+    # The summary of this script, after a failed step too (issue 45), and
+    # its steps side by side (issue 64).
     bash "$ROOT/tests/lint/steps.sh"
+    # Each step's ports its own, below the ephemeral range (issue 64).
+    bash "$ROOT/tests/lint/ports.sh"
     # The hash that lets a major's release build be installed again
     # without a rebuild covers every input of the build.
     bash "$ROOT/tests/lint/build_inputs.sh"
@@ -371,38 +379,73 @@ bench_layer() {
 }
 
 # --- The run --------------------------------------------------------------
-has lint && step "lint" lint_layer
-has unit && step "unit" unit_layer
-
-declare -A INSTALLED=()
-# run_if_installed NAME COMMAND...: a step that needs this build installed
-# into PostgreSQL $v.
-run_if_installed() {
-    if [ -n "${INSTALLED[$v]:-}" ]; then step "$@"; else not_run "$1" "the build and install of PostgreSQL $v failed"; fi
+# The steps run side by side, SNOWFLAKE_JOBS at a time (scripts/steps.sh,
+# run_queue; default 2, for CI's two cores; 1 runs them one after another,
+# with their output as it comes). What keeps two steps from meeting:
+#  - every step has its own ports (below 32768, outside Linux's ephemeral
+#    range; tests/lint/ports.sh), clusters (state_dir) and files
+#    (.run/steps/);
+#  - a step waits for what it needs: a major's steps for its build and
+#    install;
+#  - MUTEXES: cargo (one build directory), extN (a step that writes
+#    PostgreSQL N's extension directory), regress (pg_regress's port, also
+#    used by the packages step), and one word per kind of step (a script
+#    keeps its ports on every major);
+#  - "alone": a step that times something keeps its bound on a machine no
+#    other step loads (ALONE below). They run last, one after another.
+# The order: the builds first (everything waits for them), then the
+# longest steps first (tests/README.md, "Step times"), so the run ends
+# with short steps on both jobs.
+ALONE=" security databases.sh lease_promise.sh lease_clock.sh leases.sh patroni_registry.sh "
+with_pg() { select_pg "$1"; shift; "$@"; }
+# kind NAME: the step's name without its major, one word.
+kind() { local k=${1#PG [0-9][0-9] }; k=${k#integration }; printf '%s' "${k// /_}"; }
+declare -A RECORDED=()
+while IFS=$'\t' read -r n secs; do RECORDED[$n]=$secs; done < <(recorded_times)
+FIRST=() REST=() LAST=()
+# add WHERE NAME NEEDS MUTEXES COMMAND...: queue a step into FIRST, REST
+# (ordered by recorded time) or LAST (the steps run alone).
+add() {
+    local where="$1" name="$2" mutex
+    mutex="$4 $(kind "$2")"
+    [[ "$ALONE" != *" $(kind "$2") "* ]] || { where=LAST; mutex="$mutex alone"; }
+    queue "$name" "$3" "$mutex" "${@:5}"
+    case "$where" in FIRST) FIRST+=("$name") ;; LAST) LAST+=("$name") ;; *) REST+=("$name") ;; esac
 }
 for v in "${VERSIONS[@]}"; do
-    select_pg "$v"
-    log "=== PostgreSQL $PG_MAJOR ($PG_CONFIG) ==="
-    has pgtest && pgtest_major "$v" && step "PG $v pg_test" pgtest_layer
     if [[ " ${STEPS[*]} " == *" PG $v build and install "* ]]; then
-        step "PG $v build and install" install_extension
-        if [ "${RESULT["PG $v build and install"]}" = passed ]; then INSTALLED[$v]=1; fi
+        add FIRST "PG $v build and install" "" "cargo ext$v" with_pg "$v" install_extension
     fi
-    has regress && run_if_installed "PG $v pg_regress" regress_layer
-    has upgrade && run_if_installed "PG $v upgrade" upgrade_layer
+done
+has lint && add FIRST "lint" "" "cargo" lint_layer
+has unit && add FIRST "unit" "" "cargo" unit_layer
+for v in "${VERSIONS[@]}"; do
+    need="PG $v build and install"
+    has pgtest && pgtest_major "$v" && add FIRST "PG $v pg_test" "" "cargo" with_pg "$v" pgtest_layer
+    has regress && add REST "PG $v pg_regress" "$need" "regress" with_pg "$v" regress_layer
+    has upgrade && add REST "PG $v upgrade" "$need" "ext$v" with_pg "$v" upgrade_layer
     # The security layer on the oldest and the newest major.
-    if has security && [[ " 15 18 " == *" $v "* ]]; then run_if_installed "PG $v security" security_layer; fi
+    if has security && [[ " 15 18 " == *" $v "* ]]; then add REST "PG $v security" "$need" "ext$v" with_pg "$v" security_layer; fi
     if has integration; then
         for t in "${INTEGRATION[@]}"; do
-            run_if_installed "PG $v integration $(basename "$t")" integration_script "$t"
+            add REST "PG $v integration $(basename "$t")" "$need" "" with_pg "$v" integration_script "$t"
         done
     fi
-    has package && step "PG $v packages" package_layer
+    has package && add REST "PG $v packages" "" "cargo regress" with_pg "$v" package_layer
 done
+if has clients; then add REST "clients (PG $once_pg)" "PG $once_pg build and install" "" with_pg "$once_pg" clients_layer; fi
+has bench && add REST "bench smoke (PG $once_pg)" "" "ext$once_pg" with_pg "$once_pg" bench_layer
+for n in "${!Q_NEEDS[@]}"; do
+    [ -z "${Q_NEEDS[$n]}" ] || Q_WHY[$n]="the build and install of PostgreSQL ${Q_NEEDS[$n]//[^0-9]/} failed"
+done
+# by_time NAME...: longest recorded first (unrecorded: 30 s).
+by_time() { local n; for n in "$@"; do printf '%s\t%s\n' "${RECORDED[$n]:-30}" "$n"; done | sort -t$'\t' -k1,1nr -s | cut -f2; }
+mapfile -t REST < <(by_time "${REST[@]}")
+mapfile -t LAST < <(by_time "${LAST[@]}")
+QUEUE=("${FIRST[@]}" "${REST[@]}" "${LAST[@]}")
+run_queue
 
 select_pg "$once_pg"
-if has clients; then v=$once_pg; run_if_installed "clients (PG $once_pg)" clients_layer; fi
-has bench && step "bench smoke (PG $once_pg)" bench_layer
 
 # demo_mints DIR PID LOG_BYTES: the demo server in DIR is the same
 # postmaster, none of its processes died since the log had LOG_BYTES,

@@ -51,7 +51,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 [ "$PG_MAJOR" = 18 ] || skip_test "runs on 18"
 BASE=$(state_dir "$ROOT/.run/it-adopt" it-adopt)
-PORT=${SNOWFLAKE_IT_ADOPT_PORT:-55970}
+PORT=${SNOWFLAKE_IT_ADOPT_PORT:-15800}
 DIR="$BASE/server"
 mkdir -p "$DIR"; is_root && chown postgres:postgres "$DIR" "$BASE"
 trap 'cluster_stop "$DIR"' EXIT

@@ -39,7 +39,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 BASE=$(state_dir "$ROOT/.run/it-cancels" it-cancels)
-PORT=${SNOWFLAKE_IT_CANCELS_PORT:-55830}
+PORT=${SNOWFLAKE_IT_CANCELS_PORT:-15600}
 DIR=$(state_dir "$BASE/cluster" it-cancels/cluster)
 q() { PGOPTIONS="-c client_min_messages=warning" timeout 120 "$(pgbin)/psql" -X -q -h "$DIR" -p "$PORT" -U postgres -v ON_ERROR_STOP=1 "$@"; }
 cleanup() { cluster_stop "$DIR"; }

@@ -9,7 +9,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 DIR=$(state_dir "$ROOT/.run/it-concurrency" it-concurrency)
-PORT=${SNOWFLAKE_IT_PORT:-55510}
+PORT=${SNOWFLAKE_IT_PORT:-15000}
 DURATION=${SNOWFLAKE_IT_SECONDS:-10}
 trap 'cluster_stop "$DIR"' EXIT
 cluster_stop "$DIR"

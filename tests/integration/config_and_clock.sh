@@ -24,7 +24,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 BASE=$(state_dir "$ROOT/.run/it-config" it-config)
-PORT=${SNOWFLAKE_IT_PORT:-55520}
+PORT=${SNOWFLAKE_IT_PORT:-15050}
 DIR="$BASE/c"
 trap 'cluster_stop "$DIR"' EXIT
 mkdir -p "$DIR"; is_root && chown postgres:postgres "$DIR"

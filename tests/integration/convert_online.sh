@@ -23,7 +23,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 BASE=$(state_dir "$ROOT/.run/it-convert-online" it-convert-online)
-PORT=${SNOWFLAKE_IT_CONVERT_PORT:-55840}
+PORT=${SNOWFLAKE_IT_CONVERT_PORT:-15650}
 DIR=$(state_dir "$BASE/cluster" it-convert-online/cluster)
 # The full size on PostgreSQL 18; other majors check the same behaviour on
 # 300,000 rows (about 15 s instead of about 4 minutes).

@@ -31,7 +31,7 @@ if [ "$PG_MAJOR" != 18 ]; then
     skip_test "runs on 18"
 fi
 BASE=$(state_dir "$ROOT/.run/it-crashpoints" it-crashpoints)
-PORT=${SNOWFLAKE_IT_PORT:-55630}
+PORT=${SNOWFLAKE_IT_PORT:-15350}
 fake_clock "$BASE/faketime"
 D="$BASE/s"
 trap 'cluster_stop "$D"' EXIT

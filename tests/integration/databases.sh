@@ -33,7 +33,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 [ "$PG_MAJOR" = 18 ] || skip_test "runs on 18"
 DIR=$(state_dir "$ROOT/.run/it-databases" it-databases)
-PORT=${SNOWFLAKE_IT_PORT:-55590}
+PORT=${SNOWFLAKE_IT_PORT:-15250}
 trap 'kill $(jobs -p) 2>/dev/null || true; cluster_stop "$DIR"' EXIT
 cluster_stop "$DIR"
 cluster_init "$DIR" "$PORT" "shared_preload_libraries = 'snowflake_id'" "snowflake_id.worker_id = 43" \

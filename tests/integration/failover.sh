@@ -32,7 +32,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 BASE=$(state_dir "$ROOT/.run/it-failover" it-failover)
-PORT=${SNOWFLAKE_IT_FAILOVER_PORT:-55570}
+PORT=${SNOWFLAKE_IT_FAILOVER_PORT:-15200}
 PRIMARY="$BASE/primary"; STANDBY="$BASE/standby"; SPORT=$((PORT + 1))
 mkdir -p "$PRIMARY" "$STANDBY"; is_root && chown postgres:postgres "$PRIMARY" "$STANDBY"
 trap 'cluster_stop "$STANDBY"; cluster_stop "$PRIMARY"; cluster_stop "$BASE/restored"' EXIT

@@ -30,7 +30,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 BASE=$(state_dir "$ROOT/.run/it-faults" it-faults)
-PORT=${SNOWFLAKE_IT_PORT:-55530}
+PORT=${SNOWFLAKE_IT_PORT:-15100}
 DIR="$BASE/a"; DIR2="$BASE/b"
 mkdir -p "$DIR" "$DIR2"; is_root && chown postgres:postgres "$DIR" "$DIR2"
 trap 'cluster_stop "$DIR"; cluster_stop "$DIR2"' EXIT

@@ -14,7 +14,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 is_root || die "full_disk.sh needs root to mount a tmpfs"
 BASE=$(state_dir "$ROOT/.run/it-full-disk" it-full-disk)
-PORT=${SNOWFLAKE_IT_FULL_DISK_PORT:-55820}
+PORT=${SNOWFLAKE_IT_FULL_DISK_PORT:-15550}
 DIR="$BASE/cluster"; MNT="$BASE/tmpfs"
 q() { PGOPTIONS="-c client_min_messages=warning" timeout 120 "$(pgbin)/psql" -X -q -h "$DIR" -p "$PORT" -U postgres -v ON_ERROR_STOP=1 "$@"; }
 cleanup() {

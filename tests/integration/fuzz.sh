@@ -20,7 +20,7 @@ fi
 command -v sqlsmith >/dev/null || die "sqlsmith is not installed (apt install sqlsmith)"
 SECS=${SNOWFLAKE_FUZZ_SECONDS:-60}
 BASE=$(state_dir "$ROOT/.run/it-fuzz" it-fuzz)
-PORT=${SNOWFLAKE_IT_FUZZ_PORT:-55840}
+PORT=${SNOWFLAKE_IT_FUZZ_PORT:-15700}
 DIR=$(state_dir "$BASE/cluster" it-fuzz/cluster)
 q() { timeout 120 "$(pgbin)/psql" -X -q -h "$DIR" -p "$PORT" -U postgres -v ON_ERROR_STOP=1 "$@"; }
 cleanup() { cluster_stop "$DIR"; }

@@ -39,7 +39,7 @@ if [ "$PG_MAJOR" != 18 ] && [ "${SNOWFLAKE_LEASE_CLOCK_ANY_MAJOR:-}" != 1 ]; the
     skip_test "runs on 18 (SNOWFLAKE_LEASE_CLOCK_ANY_MAJOR=1 runs it on $PG_MAJOR)"
 fi
 unshare --time --boottime 3600 true 2>/dev/null || skip_test "unshare --time is not allowed here (needs root and Linux 5.6)"
-registry_scaffold lease-clock "${SNOWFLAKE_IT_LEASE_CLOCK_PORT:-56270}"   # the registry; standby +9; minting servers +1..+3
+registry_scaffold lease-clock "${SNOWFLAKE_IT_LEASE_CLOCK_PORT:-15850}"   # the registry; standby +9; minting servers +1..+3
 SB="$BASE/standby"; PS=$((P0 + 9))
 TTL_S=3
 T0=$SECONDS

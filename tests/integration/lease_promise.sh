@@ -124,7 +124,7 @@ TOL_US=5000  # 5 ms: see the header
 
 # --- helpers (the rest: lib/lease.sh) -------------------------------------
 fake_clock "$BASE/faketime"   # one clock: rega's in A, f1's in F (never up at once)
-PORT0=${SNOWFLAKE_IT_LEASE_PROMISE_PORT:-56300}   # the registries, minting servers and the relay: +0..+14
+PORT0=${SNOWFLAKE_IT_LEASE_PROMISE_PORT:-15900}   # the registries, minting servers and the relay: +0..+14
 nodes "$PORT0" reg rega a1 a2 a3 a4 b1 b2 c1 d1 e1 e2 f1 h1
 MINTERS=("${NODES[@]:2}")
 # shellcheck disable=SC2034  # read by all_stop (lib/lease.sh)

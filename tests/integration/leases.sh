@@ -66,8 +66,8 @@ T0=$(date +%s)
 # --- helpers (the rest: lib/lease.sh) -------------------------------------
 fake_clock "$BASE/faketime"
 # Every server of the script, by name, from port SNOWFLAKE_IT_LEASES_PORT
-# (55640) on: the registry, then one per role.
-nodes "${SNOWFLAKE_IT_LEASES_PORT:-55640}" reg n1 n2 n3 n4 a a2 x y r c e1 e2 e3 e4 e5 p s
+# (15400) on: the registry, then one per role.
+nodes "${SNOWFLAKE_IT_LEASES_PORT:-15400}" reg n1 n2 n3 n4 a a2 x y r c e1 e2 e3 e4 e5 p s
 # start_all NODE...: start them all at once.
 start_all() {
     local n p pids=() rc=0

@@ -22,7 +22,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 BASE=$(state_dir "$ROOT/.run/it-logical" it-logical)
-PORT0=${SNOWFLAKE_IT_LOGICAL_PORT:-55760}   # merged; sources +1..+3, dup +4, active-active +5, +6
+PORT0=${SNOWFLAKE_IT_LOGICAL_PORT:-15500}   # merged; sources +1..+3, dup +4, active-active +5, +6
 DURATION=${SNOWFLAKE_IT_SECONDS:-8}
 HERE="$ROOT/tests/integration"
 

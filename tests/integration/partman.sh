@@ -17,7 +17,7 @@ fi
 [ -f "$("$PG_CONFIG" --sharedir)/extension/pg_partman.control" ] \
     || die "pg_partman is not installed for PostgreSQL 15 (apt install postgresql-15-partman)"
 BASE=$(state_dir "$ROOT/.run/it-partman" it-partman)
-PORT=${SNOWFLAKE_IT_PARTMAN_PORT:-55870}
+PORT=${SNOWFLAKE_IT_PARTMAN_PORT:-15750}
 DIR=$(state_dir "$BASE/cluster" it-partman/cluster)
 q() { PGOPTIONS="-c client_min_messages=warning -c TimeZone=UTC" timeout 120 "$(pgbin)/psql" -X -q -h "$DIR" -p "$PORT" -U postgres -v ON_ERROR_STOP=1 "$@"; }
 cleanup() { cluster_stop "$DIR"; }

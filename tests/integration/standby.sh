@@ -13,7 +13,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 BASE=$(state_dir "$ROOT/.run/it-standby" it-standby)
-PORT=${SNOWFLAKE_IT_STANDBY_PORT:-55560}
+PORT=${SNOWFLAKE_IT_STANDBY_PORT:-15150}
 PRIMARY="$BASE/primary"; STANDBY="$BASE/standby"; SPORT=$((PORT + 1))
 mkdir -p "$PRIMARY" "$STANDBY"; is_root && chown postgres:postgres "$PRIMARY" "$STANDBY"
 trap 'cluster_stop "$STANDBY"; cluster_stop "$PRIMARY"' EXIT

@@ -49,7 +49,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 BASE=$(state_dir "$ROOT/.run/it-starts" it-starts)
-PORT=${SNOWFLAKE_IT_PORT:-55610}
+PORT=${SNOWFLAKE_IT_PORT:-15300}
 fake_clock "$BASE/faketime"
 all_stop() { for d in "$BASE"/*/; do [ -f "$d/data/PG_VERSION" ] && cluster_stop "${d%/}"; done; true; }
 trap all_stop EXIT

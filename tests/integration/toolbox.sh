@@ -46,7 +46,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 BASE=$(state_dir "$ROOT/.run/it-toolbox" it-toolbox)
-PORT=${SNOWFLAKE_IT_PORT:-55560}
+PORT=${SNOWFLAKE_IT_PORT:-15450}
 fake_clock "$BASE/faketime"
 all_stop() { for d in "$BASE"/*/; do [ -f "$d/data/PG_VERSION" ] && cluster_stop "${d%/}"; done; true; }
 trap all_stop EXIT

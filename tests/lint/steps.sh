@@ -97,3 +97,61 @@ grep -qE "critical path .*: [0-9]+ of [0-9]+ s are these 1: hanging step \([0-9]
     || { cat "$SCRATCH/err" >&2; die "the summary does not name the steps that set the total"; }
 log "steps: a hung step stopped after its 3 s limit, with its processes, in $((SECONDS - t0)) s; the run went on"
 log "steps: the summary lists every step and counts them, after a failure too, with wall and CPU times, flags and the critical path"
+
+# Steps side by side (run_queue, issue 64): two at a time; two steps that
+# share a mutex never overlap; an "alone" step overlaps nothing and
+# nothing queued after it overtakes it; a step whose need failed is "not
+# run", with why; each step's output is printed whole; the summary gives
+# the critical path. Each step writes when it started and ended.
+cat > "$SCRATCH/queue.sh" <<SH
+set -euo pipefail
+source "$ROOT/scripts/lib.sh"
+ROOT=$SCRATCH
+VAR_TMP_DIR=$SCRATCH/vt
+mkdir -p "\$ROOT/.run"
+source "$ROOT/scripts/steps.sh"
+for s in a b c d e f g; do plan "\$s"; done
+trap summary EXIT
+span() { echo "start \$1 \$(date +%s%N)" >> "\$ROOT/spans"; echo "output of \$1"; sleep "\$2"; echo "end \$1 \$(date +%s%N)" >> "\$ROOT/spans"; }
+fails() { die "f failed"; }
+queue a "" "m" span a 2
+queue f "" "" fails
+queue b "" "m" span b 1
+queue c "" "" span c 2
+queue d "" "alone" span d 1
+queue e "f" "" span e 1
+queue g "" "" span g 1
+run_queue
+exit 0
+SH
+set +e
+SNOWFLAKE_JOBS=2 bash "$SCRATCH/queue.sh" > "$SCRATCH/out" 2> "$SCRATCH/err"
+rc=$?
+set -e
+[ $rc != 0 ] || die "a queued run with a failed step exited 0"
+[ "$(tail -1 "$SCRATCH/out")" = "summary: 5 passed, 1 failed, 0 skipped" ] \
+    || { cat "$SCRATCH/err" >&2; die "the summary of the queued run is wrong: $(tail -1 "$SCRATCH/out")"; }
+grep -qE "^  e +not run .*f: failed" "$SCRATCH/err" || { cat "$SCRATCH/err" >&2; die "a step whose need failed is not 'not run' with why"; }
+grep -qE "critical path \(the steps that set the total, [0-9]+ of its [0-9]+ s\): .* -> d \(1 s\)" "$SCRATCH/err" \
+    || { cat "$SCRATCH/err" >&2; die "the summary of the queued run gives no critical path ending with the alone step"; }
+grep -A1 -E -- "---- a: passed after [0-9]+ s; its output: ----" "$SCRATCH/err" | grep -q "output of a" \
+    || { cat "$SCRATCH/err" >&2; die "a step's output is not printed whole under its name"; }
+python3 - "$SCRATCH/spans" <<'PY' || die "the queued steps did not run as their mutexes say"
+import sys
+span = {}
+for line in open(sys.argv[1]):
+    what, name, t = line.split()
+    span.setdefault(name, [0, 0])[what == "end"] = int(t)
+def overlap(x, y):
+    return span[x][0] < span[y][1] and span[y][0] < span[x][1]
+bad = []
+if overlap("a", "b"): bad.append("a and b share a mutex, and overlapped")
+if not overlap("a", "c"): bad.append("a and c never ran side by side")
+bad += [f"the alone step d overlapped {x}" for x in "abcg" if overlap("d", x)]
+if span["g"][0] < span["d"][1]: bad.append("g, queued after the alone step d, overtook it")
+ends = sorted(t for s in span.values() for t in s)
+most = max(sum(1 for s in span.values() if s[0] <= t < s[1]) for t in ends)
+if most > 2: bad.append(f"{most} steps ran at once with SNOWFLAKE_JOBS=2")
+sys.exit("; ".join(bad) if bad else 0)
+PY
+log "steps: side by side, two at a time: mutexes and the alone step held, a step whose need failed not run, the critical path given"

@@ -10,7 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 PGREGRESS="$(dirname "$("$PG_CONFIG" --pgxs)")/../test/regress/pg_regress"
 BASE=$(state_dir "$ROOT/.run/regress" regress)
 OUT="$ROOT/tests/regress"          # results/ and regression.diffs land here
-PORT=${SNOWFLAKE_TEST_PORT:-55432}
+PORT=${SNOWFLAKE_TEST_PORT:-16000}
 PASSED=0
 cleanup() { for c in A B C; do cluster_stop "$BASE/$c"; done; }
 trap cleanup EXIT

@@ -28,7 +28,7 @@
 # tens of milliseconds). Fails (exit 1) while the attack works.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
-attack_cluster adoptq "${SNOWFLAKE_ATTACK_PORT:-56150}" 22
+attack_cluster adoptq "${SNOWFLAKE_ATTACK_PORT:-16250}" 22
 as postgres postgres -c "CREATE ROLE alice LOGIN" -c "CREATE ROLE mallory LOGIN" \
     -c "CREATE DATABASE app" -c "CREATE DATABASE bare" >/dev/null
 for db in app bare; do

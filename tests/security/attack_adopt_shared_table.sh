@@ -21,7 +21,7 @@
 # while an attack works.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
-attack_cluster adoptshared "${SNOWFLAKE_ATTACK_PORT:-56155}" 24
+attack_cluster adoptshared "${SNOWFLAKE_ATTACK_PORT:-16255}" 24
 as postgres postgres -c "CREATE ROLE mallory LOGIN CREATEDB" -c "CREATE ROLE alice LOGIN" \
     -c "CREATE DATABASE app OWNER mallory" >/dev/null
 as postgres app -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \

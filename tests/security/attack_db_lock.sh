@@ -20,7 +20,7 @@
 # 15 s; fails (exit 1) while the attack works.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
-attack_cluster dblock "${SNOWFLAKE_ATTACK_PORT:-56114}" 25
+attack_cluster dblock "${SNOWFLAKE_ATTACK_PORT:-16214}" 25
 as postgres postgres -c "CREATE ROLE mallory LOGIN CREATEDB" -c "CREATE ROLE bob LOGIN" \
     -c "CREATE DATABASE bobdb OWNER bob" >/dev/null
 bob_orders

@@ -19,7 +19,7 @@
 # restart succeeds within 15 s; fails (exit 1) while the attack works.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
-attack_cluster lagging "${SNOWFLAKE_ATTACK_PORT:-56118}" 27
+attack_cluster lagging "${SNOWFLAKE_ATTACK_PORT:-16218}" 27
 as postgres postgres -c "CREATE ROLE mallory LOGIN CREATEDB" -c "CREATE ROLE bob LOGIN" \
     -c "CREATE DATABASE bobdb OWNER bob" >/dev/null
 bob_orders

@@ -36,7 +36,7 @@
 # seconds; fails (exit 1) while the attack works.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
-attack_cluster lockq "${SNOWFLAKE_ATTACK_PORT:-56110}" 21
+attack_cluster lockq "${SNOWFLAKE_ATTACK_PORT:-16210}" 21
 as postgres postgres -c "CREATE ROLE eve LOGIN" -c "CREATE ROLE bob LOGIN" \
     -c "CREATE DATABASE bobdb OWNER bob" -c "SET client_min_messages = warning" \
     -c "CREATE EXTENSION snowflake_id" >/dev/null

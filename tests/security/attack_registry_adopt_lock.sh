@@ -23,7 +23,7 @@
 # cb07624, whose claims updated the rows they saw, failed).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/registry_lib.sh"
-registry_scaffold adoptlock "${SNOWFLAKE_ATTACK_PORT:-56230}"   # the registry; minting server N on the port + N
+registry_scaffold adoptlock "${SNOWFLAKE_ATTACK_PORT:-16330}"   # the registry; minting server N on the port + N
 # ------------------------------------------------------------------------
 registry_up_documented
 minter_up 1

@@ -26,7 +26,7 @@
 # holds her sessions; fails (exit 1) while the attack works.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/registry_lib.sh"
-registry_scaffold conns "${SNOWFLAKE_ATTACK_PORT:-56220}"   # the registry; minting server N on the port + N
+registry_scaffold conns "${SNOWFLAKE_ATTACK_PORT:-16320}"   # the registry; minting server N on the port + N
 # ------------------------------------------------------------------------
 registry_up_documented "max_connections = 20"
 minter_up 1

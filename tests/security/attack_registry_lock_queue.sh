@@ -23,7 +23,7 @@
 # sessions; fails (exit 1) while the attack works.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/registry_lib.sh"
-registry_scaffold lockq "${SNOWFLAKE_ATTACK_PORT:-56130}"   # the registry; minting server N on the port + N
+registry_scaffold lockq "${SNOWFLAKE_ATTACK_PORT:-16230}"   # the registry; minting server N on the port + N
 # ------------------------------------------------------------------------
 registry_up
 minter_up 1

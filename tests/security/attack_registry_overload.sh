@@ -23,7 +23,7 @@
 # (exit 1) while the attack works.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/registry_lib.sh"
-registry_scaffold overload "${SNOWFLAKE_ATTACK_PORT:-56145}"   # the registry; minting server N on the port + N
+registry_scaffold overload "${SNOWFLAKE_ATTACK_PORT:-16245}"   # the registry; minting server N on the port + N
 # ------------------------------------------------------------------------
 registry_up
 rs postgres postgres -c "CREATE ROLE eve LOGIN" >/dev/null

@@ -35,7 +35,7 @@
 # works.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/registry_lib.sh"
-registry_scaffold owner "${SNOWFLAKE_ATTACK_PORT:-56120}"   # the registry; minting server N on the port + N
+registry_scaffold owner "${SNOWFLAKE_ATTACK_PORT:-16220}"   # the registry; minting server N on the port + N
 # ------------------------------------------------------------------------
 registry_up mallory
 minter_up 1; minter_up 2

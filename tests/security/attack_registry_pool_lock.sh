@@ -38,7 +38,7 @@
 # on 9460b7d by reading its code).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/registry_lib.sh"
-registry_scaffold poollock "${SNOWFLAKE_ATTACK_PORT:-56250}"   # the registry; minting server N on the port + N
+registry_scaffold poollock "${SNOWFLAKE_ATTACK_PORT:-16350}"   # the registry; minting server N on the port + N
 # ------------------------------------------------------------------------
 REG_INIT="worker_bits => 3" registry_up_documented "max_prepared_transactions = 4"
 rs postgres registry -c "CREATE ROLE lease_m2 LOGIN CONNECTION LIMIT 3 IN ROLE snowflake_lease" >/dev/null

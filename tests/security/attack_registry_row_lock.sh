@@ -23,7 +23,7 @@
 # while she holds her transaction; fails (exit 1) while the attack works.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/registry_lib.sh"
-registry_scaffold rowlock "${SNOWFLAKE_ATTACK_PORT:-56200}"   # the registry; minting server N on the port + N
+registry_scaffold rowlock "${SNOWFLAKE_ATTACK_PORT:-16300}"   # the registry; minting server N on the port + N
 # ------------------------------------------------------------------------
 registry_up_documented
 minter_up 1

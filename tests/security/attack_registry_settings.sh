@@ -29,7 +29,7 @@
 # while either works.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/registry_lib.sh"
-registry_scaffold settings "${SNOWFLAKE_ATTACK_PORT:-56135}"   # the registry; minting server N on the port + N
+registry_scaffold settings "${SNOWFLAKE_ATTACK_PORT:-16235}"   # the registry; minting server N on the port + N
 # ------------------------------------------------------------------------
 registry_up
 minter_up 1

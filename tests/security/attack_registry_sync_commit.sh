@@ -24,7 +24,7 @@
 # while the attack works.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/registry_lib.sh"
-registry_scaffold sync "${SNOWFLAKE_ATTACK_PORT:-56140}"   # the registry; minting server N on the port + N
+registry_scaffold sync "${SNOWFLAKE_ATTACK_PORT:-16240}"   # the registry; minting server N on the port + N
 # ------------------------------------------------------------------------
 registry_up
 rs postgres postgres -c "ALTER SYSTEM SET synchronous_standby_names = 'the_standby'" \

@@ -17,7 +17,7 @@
 # bf13dc9 failed: she got a second id).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/registry_lib.sh"
-registry_scaffold tokenreuse "${SNOWFLAKE_ATTACK_PORT:-56240}"   # the registry
+registry_scaffold tokenreuse "${SNOWFLAKE_ATTACK_PORT:-16340}"   # the registry
 # ------------------------------------------------------------------------
 registry_up_documented
 T=11111111-1111-4111-8111-111111111111

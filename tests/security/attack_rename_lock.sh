@@ -17,7 +17,7 @@
 # of the clock; fails (exit 1) while the attack works.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
-attack_cluster renamelock "${SNOWFLAKE_ATTACK_PORT:-56119}" 28
+attack_cluster renamelock "${SNOWFLAKE_ATTACK_PORT:-16219}" 28
 as postgres postgres -c "CREATE ROLE mallory LOGIN CREATEDB" -c "CREATE ROLE bob LOGIN" \
     -c "CREATE DATABASE bobdb OWNER bob" >/dev/null
 bob_orders

@@ -24,7 +24,7 @@
 # ran as one; fails (exit 1) while the attack works.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
-attack_cluster rename "${SNOWFLAKE_ATTACK_PORT:-56115}" 26
+attack_cluster rename "${SNOWFLAKE_ATTACK_PORT:-16215}" 26
 as postgres postgres -c "CREATE ROLE mallory LOGIN" -c "CREATE ROLE bob LOGIN" \
     -c "CREATE DATABASE dbm OWNER mallory" -c "CREATE DATABASE bobdb OWNER bob" >/dev/null
 # The extension installed by a superuser in each, in the default schema.

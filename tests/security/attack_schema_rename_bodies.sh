@@ -29,7 +29,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
 failed=0
 fail() { log "$*"; failed=1; }
 
-attack_cluster rename-bodies "${SNOWFLAKE_ATTACK_PORT:-56116}" 27
+attack_cluster rename-bodies "${SNOWFLAKE_ATTACK_PORT:-16216}" 27
 as postgres postgres -c "CREATE ROLE mallory LOGIN" -c "CREATE DATABASE dbm OWNER mallory" \
     -c "CREATE DATABASE safe OWNER mallory" >/dev/null
 # The extension installed by a superuser in the default schema.

@@ -20,7 +20,7 @@
 # mint in his; fails (exit 1) while the attack works.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
-attack_cluster sessauth "${SNOWFLAKE_ATTACK_PORT:-56112}" 23
+attack_cluster sessauth "${SNOWFLAKE_ATTACK_PORT:-16212}" 23
 as postgres postgres -c "CREATE ROLE mallory LOGIN" -c "CREATE ROLE bob LOGIN" \
     -c "CREATE DATABASE dbm OWNER mallory" -c "CREATE DATABASE bobdb OWNER bob" >/dev/null
 for db in dbm bobdb; do

@@ -29,7 +29,7 @@
 # part 5 against be97357).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
-attack_cluster starts "${SNOWFLAKE_ATTACK_PORT:-56160}" 31 "max_prepared_transactions = 5"
+attack_cluster starts "${SNOWFLAKE_ATTACK_PORT:-16260}" 31 "max_prepared_transactions = 5"
 fake_clock "$DIR/../faketime"
 restart() {  # restart [immediate|kill9|nofile]: stop, then start on the fake clock
     case ${1:-} in

@@ -26,7 +26,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/attack_lib.sh"
 # The defaults, spelled out.
-attack_cluster slots "${SNOWFLAKE_ATTACK_PORT:-56111}" 22 "max_worker_processes = 8" "max_parallel_workers = 8"
+attack_cluster slots "${SNOWFLAKE_ATTACK_PORT:-16211}" 22 "max_worker_processes = 8" "max_parallel_workers = 8"
 as postgres postgres -c "CREATE ROLE eve LOGIN" -c "CREATE ROLE bob LOGIN" \
     -c "CREATE DATABASE bobdb OWNER bob" >/dev/null
 bob_orders

@@ -29,7 +29,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 BASE=$(state_dir "$ROOT/.run/security-hw" security-hw)
-PORT=${SNOWFLAKE_SECURITY_HW_PORT:-55890}
+PORT=${SNOWFLAKE_SECURITY_HW_PORT:-16150}
 DIR="$BASE/hw" MARK="$BASE/pwned-by-mallory"
 mkdir -p "$DIR"; is_root && chown postgres:postgres "$DIR"
 holders=()

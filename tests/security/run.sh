@@ -86,7 +86,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 HERE="$ROOT/tests/security"
 BASE=$(state_dir "$ROOT/.run/security" security)
-PORT=${SNOWFLAKE_SECURITY_PORT:-55880}
+PORT=${SNOWFLAKE_SECURITY_PORT:-16100}
 DIR="$BASE/main" SYNC="$BASE/sync"
 MARK="$BASE/pwned-by-mallory"
 cleanup() { cluster_stop "$DIR"; cluster_stop "$SYNC"; cluster_stop "$BASE/keys"; }

@@ -19,7 +19,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 DIR=$(state_dir "$ROOT/.run/upgrade" upgrade)
-PORT=${SNOWFLAKE_UPGRADE_PORT:-55560}
+PORT=${SNOWFLAKE_UPGRADE_PORT:-16050}
 PGREGRESS="$(dirname "$("$PG_CONFIG" --pgxs)")/../test/regress/pg_regress"
 EXTDIR="$("$PG_CONFIG" --sharedir)/extension"
 VERSION=$(project_version)
