@@ -29,7 +29,8 @@
 #      once, on PostgreSQL 18 (or the last major requested), so the
 #      benchmark runner cannot rot; its numbers are not checked
 # Layers 3-8 run once per supported PostgreSQL major (15-18 by default;
-# #[pg_test]s and security on 15 and 18).
+# #[pg_test]s and security on 15 and 18). The steps run side by side,
+# SNOWFLAKE_JOBS at a time (default 2; see "The run" below).
 # On Debian's PostgreSQL 15, the system's, the layers install this build;
 # the run records every snowflake_id file there at its start and puts
 # back what it found at its end, also after a failure: the step "system
@@ -52,7 +53,7 @@
 # The everyday loop, --quick (CONTRIBUTING.md says when it is enough):
 # lint, the core's unit and model tests, pg_regress and the security
 # layer's fast attacks (SNOWFLAKE_SECURITY_QUICK), on PostgreSQL 18 only;
-# 2 min 17 s on two cores once the build is there.
+# 1 min 40 s on two cores once the build is there.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 case "${1:-}" in
