@@ -57,10 +57,12 @@ critical_path() {
         chain=("$cur (${TOOK[$cur]:-0} s)" "${chain[@]}"); sum=$((sum + ${TOOK[$cur]:-0}))
         best=""
         for s in "${!T_END[@]}"; do
-            [ "$s" != "$cur" ] && [ "${T_END[$s]}" -le $((T_BEGIN[$cur] + 1)) ] || continue
+            # It ended when this one began, and began before it (so that
+            # the walk ends, through steps of no time too).
+            [ "${T_BEGIN[$s]}" -lt "${T_BEGIN[$cur]}" ] && [ "${T_END[$s]}" -le $((T_BEGIN[$cur] + 1)) ] || continue
             if [ -z "$best" ] || [ "${T_END[$s]}" -gt "${T_END[$best]}" ]; then best=$s; fi
         done
-        [ -n "$best" ] && [ "${T_BEGIN[$cur]}" -gt 1 ] || break
+        [ -n "$best" ] || break
         cur=$best
     done
     printf '  %s s of steps ran in %s s, %s at a time at most (SNOWFLAKE_JOBS)\n' "$steps" "$last" "$JOBS" >&2
