@@ -72,6 +72,7 @@ critical_path() {
 summary() {
     local rc=$? s n_pass=0 n_fail=0 n_skip=0 n_not=0 r i
     trap - EXIT
+    stop_queue
     for ((i = 0; i < ${#AT_EXIT[@]}; i += 2)); do
         [ -n "${RESULT[${AT_EXIT[i]}]:-}" ] || step "${AT_EXIT[i]}" "${AT_EXIT[i + 1]}"
     done
@@ -143,7 +144,7 @@ step() {
     c0=$(cpu_ticks)
     set +e
     (
-        [ -z "$cg" ] || cpu_group_join "$cg"
+        [ -z "$cg" ] || cpu_group_join "$cg" || : > "$sd/no-cpu-group"
         set -e; "$@"
     ) &
     cmd=$!
@@ -154,14 +155,20 @@ step() {
     kill "$wd" 2>/dev/null
     wait "$wd" 2>/dev/null
     set -e
-    [ ! -s "$sd/step.timeout" ] || rc=124
+    if [ -s "$sd/step.timeout" ]; then
+        rc=124
+        # What ignored the watchdog's TERM and left the step's process tree
+        # (a daemon): every process still in the step's control group.
+        [ -z "$cg" ] || cpu_group_kill "$cg"
+    fi
     reclaim_states "$name" "$rc"
     rm -f "$SNOWFLAKE_STEP_STATES"
     unset SNOWFLAKE_STEP_STATES SNOWFLAKE_STEP_WHY SNOWFLAKE_STEP_DIR
     TOOK[$name]=$((SECONDS - t0))
-    if [ -n "$cg" ]; then
+    if [ -n "$cg" ] && [ ! -e "$sd/no-cpu-group" ]; then
         CPU[$name]=$(cpu_group_seconds "$cg"); cpu_group_drop "$cg"
     else
+        [ -z "$cg" ] || cpu_group_drop "$cg"
         CPU[$name]=$(( ($(cpu_ticks) - c0) / CLK_TCK ))
     fi
     if [ $rc != 0 ]; then
@@ -184,15 +191,34 @@ step() {
 
 # The CPU time of a step: of every process it started, servers included
 # (pg_ctl's postmaster leaves the step's process tree, never its control
-# group), from a cpuacct control group of its own (cgroup v1, or v2's
-# cpu.stat) where this user may make one; else the machine's busy time
-# while the step ran (/proc/stat), which counts a step beside it too (the
-# summary says "machine cpu" then).
+# group), from a control group of its own, made below this run's own
+# group (cgroup v1's cpuacct, or v2, whose cpu.stat every group has)
+# where this user may make one; else the machine's busy time while the
+# step ran (/proc/stat), which counts a step beside it too (the summary
+# says "machine cpu" then).
 CPU_GROUP_ROOT="" CPU_WORD="machine cpu"
-for d in /sys/fs/cgroup/cpuacct /sys/fs/cgroup/cpu,cpuacct /sys/fs/cgroup/unified /sys/fs/cgroup; do
-    [ -w "$d" ] || continue
-    if [ -f "$d/cpuacct.usage" ] || [ -f "$d/cgroup.controllers" ]; then CPU_GROUP_ROOT=$d CPU_WORD=cpu; break; fi
-done
+cpu_group_root() {
+    local line path d
+    # v1: the cpuacct hierarchy, at this process's place in it.
+    line=$(grep -E '^[0-9]+:([^:]*,)?cpuacct(,[^:]*)?:' /proc/self/cgroup 2>/dev/null | head -1 || true)
+    if [ -n "$line" ]; then
+        path=${line#*:*:}
+        for d in /sys/fs/cgroup/cpuacct /sys/fs/cgroup/cpu,cpuacct /sys/fs/cgroup/cpuacct,cpu; do
+            [ -f "$d$path/cpuacct.usage" ] && [ -w "$d$path" ] && { printf '%s\n' "${d}${path%/}"; return; }
+        done
+        return 0
+    fi
+    # v2: the unified hierarchy.
+    line=$(grep -E '^0::' /proc/self/cgroup 2>/dev/null | head -1 || true)
+    [ -n "$line" ] || return 0
+    path=${line#0::}
+    for d in /sys/fs/cgroup /sys/fs/cgroup/unified; do
+        [ -f "$d$path/cgroup.procs" ] && [ -f "$d/cgroup.controllers" ] && [ -w "$d$path" ] \
+            && { printf '%s\n' "${d}${path%/}"; return; }
+    done
+}
+CPU_GROUP_ROOT=$(cpu_group_root)
+[ -z "$CPU_GROUP_ROOT" ] || CPU_WORD=cpu
 # cpu_group_make NAME: a new control group for the step; prints its path,
 # or nothing where none can be made.
 cpu_group_make() {
@@ -202,7 +228,7 @@ cpu_group_make() {
     mkdir -p "$g" 2>/dev/null || return 0
     if [ -f "$g/cpuacct.usage" ] || [ -f "$g/cpu.stat" ]; then printf '%s\n' "$g"; else rmdir "$g" 2>/dev/null || true; fi
 }
-cpu_group_join() { echo "$BASHPID" > "$1/cgroup.procs" 2>/dev/null || true; }
+cpu_group_join() { echo "$BASHPID" > "$1/cgroup.procs" 2>/dev/null; }
 cpu_group_seconds() {
     if [ -f "$1/cpuacct.usage" ]; then
         awk '{printf "%d", $1 / 1e9}' "$1/cpuacct.usage"
@@ -210,14 +236,20 @@ cpu_group_seconds() {
         awk '$1 == "usage_usec" {printf "%d", $2 / 1e6}' "$1/cpu.stat"
     fi
 }
+# cpu_group_kill DIR: KILL every process still in the group.
+cpu_group_kill() {
+    local pids
+    pids=$(cat "$1/cgroup.procs" 2>/dev/null || true)
+    [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
+}
 # cpu_group_drop DIR: remove the group (a process still in it, a server a
 # step left, keeps it; the next run's groups have other names).
 cpu_group_drop() { rmdir "$1" 2>/dev/null || true; }
 
 # --- Steps side by side ------------------------------------------------------
 # queue NAME NEEDS MUTEXES COMMAND...: a planned step for run_queue. NEEDS
-# is a step that must have passed first ("" for none; if it did not pass,
-# NAME is "not run", and why); MUTEXES are words no two running steps may
+# are the steps that must have passed first, separated by "|" ("" for
+# none; if one did not pass, NAME is "not run", and why); MUTEXES are words no two running steps may
 # share (a build directory, a major's extension directory, ports). The word
 # "alone" runs the step with no other beside it: a step that times
 # something (a first ID within 1 s, a wait of at most one TTL) keeps its
@@ -235,24 +267,36 @@ queue() {
 # more than one job, a step's output goes to .run/steps/SLUG.log and is
 # printed whole when it ends; with one, as it runs.
 JOBS=${SNOWFLAKE_JOBS:-2}
+declare -A Q_PID=()
 run_queue() {
-    local -A pid_of=() held=()
-    local pending=("${QUEUE[@]}") rest name w t p barrier launched
+    local -A held=()
+    local pending=("${QUEUE[@]}") rest name w t p barrier launched waiting failed needs=()
     [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || die "SNOWFLAKE_JOBS must be a whole number of at least 1, not '$JOBS'"
+    if [ "$JOBS" -gt 1 ] && (( BASH_VERSINFO[0] < 5 || (BASH_VERSINFO[0] == 5 && BASH_VERSINFO[1] < 1) )); then
+        log "bash $BASH_VERSION has no 'wait -n -p' (5.1 and later): the steps run one after another"
+        JOBS=1
+    fi
     mkdir -p "$ROOT/.run/steps"
-    while [ "${#pending[@]}" -gt 0 ] || [ "${#pid_of[@]}" -gt 0 ]; do
+    while [ "${#pending[@]}" -gt 0 ] || [ "${#Q_PID[@]}" -gt 0 ]; do
         rest=(); barrier=0; launched=0
         for name in "${pending[@]}"; do
             if [ "$barrier" = 1 ]; then rest+=("$name"); continue; fi
-            w=${Q_NEEDS[$name]}
-            if [ -n "$w" ] && [ -z "${RESULT[$w]:-}" ]; then rest+=("$name"); continue; fi
-            if [ -n "$w" ] && [ "${RESULT[$w]}" != passed ]; then
-                not_run "$name" "${Q_WHY[$name]:-"$w: ${RESULT[$w]}"}"; continue
+            waiting=0; failed=""
+            IFS='|' read -r -a needs <<< "${Q_NEEDS[$name]}"
+            for w in "${needs[@]}"; do
+                [ -n "$w" ] || continue
+                if [ -z "${RESULT[$w]:-}" ]; then waiting=1
+                elif [ "${RESULT[$w]}" != passed ]; then failed=${failed:-$w}
+                fi
+            done
+            if [ -n "$failed" ]; then
+                not_run "$name" "${Q_WHY[$name]:-"$failed: ${RESULT[$failed]}"}"; continue
             fi
+            if [ "$waiting" = 1 ]; then rest+=("$name"); continue; fi
             if [[ " ${Q_MUTEX[$name]} " == *" alone "* ]]; then
                 # Nothing queued after it overtakes it while it waits.
-                if [ "${#pid_of[@]}" -gt 0 ]; then rest+=("$name"); barrier=1; continue; fi
-            elif [ -n "${held[alone]:-}" ] || [ "${#pid_of[@]}" -ge "$JOBS" ]; then
+                if [ "${#Q_PID[@]}" -gt 0 ]; then rest+=("$name"); barrier=1; continue; fi
+            elif [ -n "${held[alone]:-}" ] || [ "${#Q_PID[@]}" -ge "$JOBS" ]; then
                 rest+=("$name"); continue
             fi
             for t in ${Q_MUTEX[$name]}; do [ -z "${held[$t]:-}" ] || { rest+=("$name"); continue 2; }; done
@@ -265,29 +309,48 @@ run_queue() {
             fi
             for t in ${Q_MUTEX[$name]}; do held[$t]=$name; done
             log "started: $name"
+            rm -f "$ROOT/.run/steps/$(step_slug "$name").result"
             ( exec > "$ROOT/.run/steps/$(step_slug "$name").log" 2>&1
               step "$name" eval "${Q_CMD[$name]}"
-              step_result "$name" > "$ROOT/.run/steps/$(step_slug "$name").result" ) &
-            pid_of[$name]=$!
+              step_result "$name" > "$ROOT/.run/steps/$(step_slug "$name").result.new"
+              mv "$ROOT/.run/steps/$(step_slug "$name").result.new" "$ROOT/.run/steps/$(step_slug "$name").result" ) &
+            Q_PID[$name]=$!
         done
         pending=("${rest[@]}")
-        if [ "${#pid_of[@]}" = 0 ]; then
+        if [ "${#Q_PID[@]}" = 0 ]; then
             [ "$launched" = 1 ] && continue
             # Nothing runs and nothing can start: what they need never ran.
-            for name in "${pending[@]}"; do not_run "$name" "${Q_NEEDS[$name]} never ran"; done
+            for name in "${pending[@]}"; do not_run "$name" "${Q_NEEDS[$name]//|/, } never ran"; done
             break
         fi
         p=""
-        wait -n -p p "${pid_of[@]}" || true
-        for name in "${!pid_of[@]}"; do
-            [ "${pid_of[$name]}" = "$p" ] || kill -0 "${pid_of[$name]}" 2>/dev/null || p=${pid_of[$name]}
-            [ "${pid_of[$name]}" = "$p" ] || continue
+        wait -n -p p "${Q_PID[@]}" || true
+        # Every runner that has ended: the one wait reported, and any other
+        # that bash reaped meanwhile (wait -n reports one at a time).
+        for name in "${!Q_PID[@]}"; do
+            [ "${Q_PID[$name]}" = "$p" ] || ! kill -0 "${Q_PID[$name]}" 2>/dev/null || continue
             T_END[$name]=$((SECONDS - T_START))
-            unset "pid_of[$name]"
+            unset "Q_PID[$name]"
             for t in ${Q_MUTEX[$name]}; do unset "held[$t]"; done
             step_collect "$name"
-            break
         done
+    done
+}
+# stop_queue: the run ends early (an interrupt, a die outside a step):
+# stop every step still running, with its processes (TERM: their EXIT
+# traps stop their servers), wait for them, and take their records,
+# before the summary and the steps that must run at the end.
+stop_queue() {
+    local name pids=()
+    [ "${#Q_PID[@]}" -gt 0 ] || return 0
+    log "stopping the steps still running: ${!Q_PID[*]}"
+    for name in "${!Q_PID[@]}"; do mapfile -t -O "${#pids[@]}" pids < <(step_processes "${Q_PID[$name]}"); done
+    [ "${#pids[@]}" = 0 ] || kill -TERM "${pids[@]}" 2>/dev/null || true
+    for name in "${!Q_PID[@]}"; do
+        wait "${Q_PID[$name]}" 2>/dev/null || true
+        T_END[$name]=$((SECONDS - T_START))
+        step_collect "$name"
+        unset "Q_PID[$name]"
     done
 }
 # step_result NAME: the record of a step that ran in the background, as

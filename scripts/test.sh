@@ -397,7 +397,7 @@ bench_layer() {
 # The order: the builds first (everything waits for them), then the
 # longest steps first (tests/README.md, "Step times"), so the run ends
 # with short steps on both jobs.
-ALONE=" lease_promise.sh lease_clock.sh "
+ALONE=" security lease_promise.sh lease_clock.sh "
 with_pg() { select_pg "$1"; shift; "$@"; }
 # kind NAME: the step's name without its major, one word.
 kind() { local k=${1#PG [0-9][0-9] }; k=${k#integration }; printf '%s' "${k// /_}"; }
@@ -429,16 +429,34 @@ for v in "${VERSIONS[@]}"; do
     if has security && [[ " 15 18 " == *" $v "* ]]; then add REST "PG $v security" "$need" "ext$v" with_pg "$v" security_layer; fi
     if has integration; then
         for t in "${INTEGRATION[@]}"; do
-            add REST "PG $v integration $(basename "$t")" "$need" "" with_pg "$v" integration_script "$t"
+            n=$(basename "$t"); it_need=$need; it_mutex=""
+            case "$n" in
+                # A test build of its own (cargo pgrx package --features
+                # failpoints): cargo-pgrx copies the build directory's one
+                # library after the build, which another build would replace.
+                crashpoints.sh) it_mutex="cargo" ;;
+                # pg_upgrade from PostgreSQL 17 installs this build there
+                # unless PostgreSQL 17's own step did.
+                toolbox.sh)
+                    if [[ " ${STEPS[*]} " == *" PG 17 build and install "* ]]; then it_need="$need|PG 17 build and install"
+                    else it_mutex="cargo ext17"; fi ;;
+            esac
+            add REST "PG $v integration $n" "$it_need" "$it_mutex" with_pg "$v" integration_script "$t"
         done
     fi
-    has package && add REST "PG $v packages" "" "cargo regress" with_pg "$v" package_layer
+    # The package test checks that the major's extension directory is as
+    # it found it: no step that writes there runs beside it.
+    has package && add REST "PG $v packages" "" "cargo regress ext$v" with_pg "$v" package_layer
 done
 if has clients; then add REST "clients (PG $once_pg)" "PG $once_pg build and install" "" with_pg "$once_pg" clients_layer; fi
-has bench && add REST "bench smoke (PG $once_pg)" "" "ext$once_pg" with_pg "$once_pg" bench_layer
+# The bench installs the build it needs (by rename; no cargo build once
+# the major's step built it) and builds an example of the core with cargo.
+has bench && add REST "bench smoke (PG $once_pg)" "PG $once_pg build and install" "ext$once_pg" with_pg "$once_pg" bench_layer
 for n in "${!Q_NEEDS[@]}"; do
-    [ -z "${Q_NEEDS[$n]}" ] || Q_WHY[$n]="the build and install of PostgreSQL ${Q_NEEDS[$n]//[^0-9]/} failed"
+    [ -z "${Q_NEEDS[$n]}" ] || Q_WHY[$n]="the build and install of PostgreSQL $(sed -E 's/PG ([0-9]+) build and install/\1/g; s/\|/ or /g' <<< "${Q_NEEDS[$n]}") failed"
 done
+# Each major unpacked here, once, not by two steps at a time.
+for v in "${VERSIONS[@]}"; do pg_config_for "$v" >/dev/null; done
 # by_time NAME...: longest recorded first (unrecorded: 30 s).
 by_time() { local n; for n in "$@"; do printf '%s\t%s\n' "${RECORDED[$n]:-30}" "$n"; done | sort -t$'\t' -k1,1nr -s | cut -f2; }
 mapfile -t REST < <(by_time "${REST[@]}")

@@ -37,8 +37,7 @@ if [ "$PG_MAJOR" != 18 ]; then
     skip_test "runs on 18"
 fi
 if ! ensure_citus; then
-    mkdir -p "$ROOT/.run" && printf "%s\n" "$CITUS_WHY" > "$ROOT/.run/skipped"
-    exit 0
+    skip_test "$CITUS_WHY"
 fi
 BASE=$(state_dir "$ROOT/.run/it-citus" it-citus)
 PORT0=${SNOWFLAKE_IT_CITUS_PORT:-25790}   # coordinator; workers +1, +2

@@ -89,7 +89,7 @@ grep -qE "hanging step +failed .*timed out after 3 s .*still running: sleep 30[1
     || { cat "$SCRATCH/err" >&2; die "the summary does not say the hung step timed out and what still ran"; }
 ! pgrep -f "^sleep 30[12]$" >/dev/null || die "the hung step's processes outlived it: $(pgrep -af "^sleep 30[12]$")"
 # Each step's wall and CPU time, the flag, and the steps that set the total.
-grep -qE "hanging step +failed +[0-9]+ s +cpu [0-9]+ s  \[over twice its recorded 1 s\] timed out" "$SCRATCH/err" \
+grep -qE "hanging step +failed +[0-9]+ s +(machine )?cpu [0-9]+ s  \[over twice its recorded 1 s\] timed out" "$SCRATCH/err" \
     || { cat "$SCRATCH/err" >&2; die "the summary does not flag the step over twice its recorded time, with its CPU time"; }
 ! grep -qE "ok step .*over twice" "$SCRATCH/err" || die "a step within its recorded time was flagged"
 grep -q "1 step(s) took over twice their recorded time" "$SCRATCH/err" || die "the summary does not count the flagged steps"
@@ -169,3 +169,37 @@ if most > 2: bad.append(f"{most} steps ran at once with SNOWFLAKE_JOBS=2")
 sys.exit("; ".join(bad) if bad else 0)
 PY
 log "steps: side by side, two at a time: mutexes and the alone step held, a step whose need failed not run, the critical path given"
+
+# The run stopped while steps run side by side (a TERM to the runner, as
+# CI's limit or a Ctrl-C sends): the summary stops every running step
+# with its processes, waits for them and reports them failed, before it
+# ends; nothing of theirs is left running.
+cat > "$SCRATCH/stopped.sh" <<SH
+set -euo pipefail
+source "$ROOT/scripts/lib.sh"
+ROOT=$SCRATCH
+VAR_TMP_DIR=$SCRATCH/vt
+mkdir -p "\$ROOT/.run"
+source "$ROOT/scripts/steps.sh"
+plan "long 1"; plan "long 2"
+trap summary EXIT
+trap 'exit 143' TERM
+queue "long 1" "" "" sleep 303
+queue "long 2" "" "" sleep 304
+run_queue
+exit 0
+SH
+SNOWFLAKE_JOBS=2 timeout -k 5 120 bash "$SCRATCH/stopped.sh" > "$SCRATCH/out" 2> "$SCRATCH/err" &
+runner=$!
+poll_until 30 pgrep -f "^sleep 304$" >/dev/null || die "the queued steps of the stopped run did not start"
+# The runner itself, the oldest process of that command line (its
+# subshells share it).
+kill -TERM "$(pgrep -o -f "^bash $SCRATCH/stopped.sh$")"
+set +e; wait "$runner"; rc=$?; set -e
+[ $rc != 124 ] && [ $rc != 137 ] || die "the stopped run did not end within 120 s"
+[ $rc != 0 ] || die "the stopped run exited 0"
+for n in 1 2; do
+    grep -qE "^  long $n +failed" "$SCRATCH/err" || { cat "$SCRATCH/err" >&2; die "the stopped run's summary does not report 'long $n' failed"; }
+done
+! pgrep -f "^sleep 30[34]$" >/dev/null || die "the stopped run's steps outlived it: $(pgrep -af "^sleep 30[34]$")"
+log "steps: a run stopped while two steps ran: both stopped with their processes and reported failed"
