@@ -455,8 +455,9 @@ has bench && add REST "bench smoke (PG $once_pg)" "PG $once_pg build and install
 for n in "${!Q_NEEDS[@]}"; do
     [ -z "${Q_NEEDS[$n]}" ] || Q_WHY[$n]="the build and install of PostgreSQL $(sed -E 's/PG ([0-9]+) build and install/\1/g; s/\|/ or /g' <<< "${Q_NEEDS[$n]}") failed"
 done
-# Each major unpacked here, once, not by two steps at a time.
-for v in "${VERSIONS[@]}"; do pg_config_for "$v" >/dev/null; done
+# Each major unpacked here, once, not by two steps at a time (select_pg:
+# pg_config_for's lookup of an unpacked wheel fails inside it, by design).
+for v in "${VERSIONS[@]}"; do select_pg "$v"; done
 # by_time NAME...: longest recorded first (unrecorded: 30 s).
 by_time() { local n; for n in "$@"; do printf '%s\t%s\n' "${RECORDED[$n]:-30}" "$n"; done | sort -t$'\t' -k1,1nr -s | cut -f2; }
 mapfile -t REST < <(by_time "${REST[@]}")
