@@ -397,7 +397,7 @@ bench_layer() {
 # The order: the builds first (everything waits for them), then the
 # longest steps first (tests/README.md, "Step times"), so the run ends
 # with short steps on both jobs.
-ALONE=" security lease_promise.sh lease_clock.sh "
+ALONE=" security lease_promise.sh lease_clock.sh convert_estimate.sh "
 with_pg() { select_pg "$1"; shift; "$@"; }
 # kind NAME: the step's name without its major, one word.
 kind() { local k=${1#PG [0-9][0-9] }; k=${k#integration }; printf '%s' "${k// /_}"; }
