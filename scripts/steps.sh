@@ -132,9 +132,12 @@ summary() {
 # why it failed, its skip, its time-out, its clusters), so that steps can
 # run side by side (run_queue).
 step_slug() { printf '%s' "$1" | tr -c 'A-Za-z0-9._-' '_'; }
+# step_file NAME: where a step run in the background keeps its output
+# (.log) and its record (.result), beside its directory.
+step_file() { printf '%s/.run/steps/%s' "$ROOT" "$(step_slug "$1")"; }
 step() {
     local name="$1" t0=$SECONDS rc wd c0 cmd sd cg=""; shift
-    sd="$ROOT/.run/steps/$(step_slug "$name")"
+    sd=$(step_file "$name")
     rm -rf "$sd" && mkdir -p "$sd" "$VAR_TMP_DIR"
     export SNOWFLAKE_STEP_DIR="$sd" SNOWFLAKE_STEP_WHY="$sd/step.why"
     SNOWFLAKE_STEP_STATES="$VAR_TMP_DIR/.step-states.$(step_slug "$name")"
@@ -257,7 +260,7 @@ cpu_group_drop() { rmdir "$1" 2>/dev/null || true; }
 QUEUE=()
 declare -A Q_NEEDS=() Q_MUTEX=() Q_CMD=() Q_WHY=() T_BEGIN=() T_END=()
 queue() {
-    local name="$1"; QUEUE+=("$name"); Q_NEEDS[$name]=$2; Q_MUTEX[$name]=$3; Q_WHY[$name]=${Q_WHY[$name]:-}
+    local name="$1"; QUEUE+=("$name"); Q_NEEDS[$name]=$2; Q_MUTEX[$name]=$3
     shift 3; Q_CMD[$name]=$(printf '%q ' "$@")
 }
 # run_queue: run the queued steps, SNOWFLAKE_JOBS at a time (default 2, a
@@ -270,7 +273,7 @@ JOBS=${SNOWFLAKE_JOBS:-2}
 declare -A Q_PID=()
 run_queue() {
     local -A held=()
-    local pending=("${QUEUE[@]}") rest name w t p barrier launched waiting failed needs=()
+    local pending=("${QUEUE[@]}") rest name w t p f barrier launched waiting failed needs=()
     [[ "$JOBS" =~ ^[1-9][0-9]*$ ]] || die "SNOWFLAKE_JOBS must be a whole number of at least 1, not '$JOBS'"
     if [ "$JOBS" -gt 1 ] && (( BASH_VERSINFO[0] < 5 || (BASH_VERSINFO[0] == 5 && BASH_VERSINFO[1] < 1) )); then
         log "bash $BASH_VERSION has no 'wait -n -p' (5.1 and later): the steps run one after another"
@@ -309,11 +312,12 @@ run_queue() {
             fi
             for t in ${Q_MUTEX[$name]}; do held[$t]=$name; done
             log "started: $name"
-            rm -f "$ROOT/.run/steps/$(step_slug "$name").result"
-            ( exec > "$ROOT/.run/steps/$(step_slug "$name").log" 2>&1
+            f=$(step_file "$name")
+            rm -f "$f.result"
+            ( exec > "$f.log" 2>&1
               step "$name" eval "${Q_CMD[$name]}"
-              step_result "$name" > "$ROOT/.run/steps/$(step_slug "$name").result.new"
-              mv "$ROOT/.run/steps/$(step_slug "$name").result.new" "$ROOT/.run/steps/$(step_slug "$name").result" ) &
+              step_result "$name" > "$f.result.new"
+              mv "$f.result.new" "$f.result" ) &
             Q_PID[$name]=$!
         done
         pending=("${rest[@]}")
@@ -364,7 +368,7 @@ step_result() {
 # record (none: it died, and is failed).
 step_collect() {
     local f DISK_STEP=""
-    f="$ROOT/.run/steps/$(step_slug "$1")"
+    f=$(step_file "$1")
     if [ -s "$f.result" ]; then
         # shellcheck disable=SC1090
         source "$f.result"

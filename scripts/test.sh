@@ -407,9 +407,9 @@ FIRST=() REST=() LAST=()
 # add WHERE NAME NEEDS MUTEXES COMMAND...: queue a step into FIRST, REST
 # (ordered by recorded time) or LAST (the steps run alone).
 add() {
-    local where="$1" name="$2" mutex
-    mutex="$4 $(kind "$2")"
-    [[ "$ALONE" != *" $(kind "$2") "* ]] || { where=LAST; mutex="$mutex alone"; }
+    local where="$1" name="$2" k mutex
+    k=$(kind "$2"); mutex="$4 $k"
+    [[ "$ALONE" != *" $k "* ]] || { where=LAST; mutex="$mutex alone"; }
     queue "$name" "$3" "$mutex" "${@:5}"
     case "$where" in FIRST) FIRST+=("$name") ;; LAST) LAST+=("$name") ;; *) REST+=("$name") ;; esac
 }

@@ -16,14 +16,19 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 SCRATCH=$(mktemp -d)
 trap 'rm -rf "$SCRATCH"' EXIT
-
-cat > "$SCRATCH/run.sh" <<SH
+# The start of every scratch run below: this checkout's helpers, with the
+# scratch directory as the project's root.
+cat > "$SCRATCH/head.sh" <<SH
 set -euo pipefail
 source "$ROOT/scripts/lib.sh"
 ROOT=$SCRATCH
 VAR_TMP_DIR=$SCRATCH/vt
 mkdir -p "\$ROOT/.run"
 source "$ROOT/scripts/steps.sh"
+SH
+
+cat > "$SCRATCH/run.sh" <<SH
+source "$SCRATCH/head.sh"
 plan "ok step"; plan "failing step"; plan "skipping step"; plan "blocked step"; plan "unreached step"
 trap summary EXIT
 ok() { d=\$(state_dir "\$ROOT/.run/ok" ok/cluster); head -c 1048576 /dev/zero > "\$d/base"; note "fine"; }
@@ -104,12 +109,7 @@ log "steps: the summary lists every step and counts them, after a failure too, w
 # run", with why; each step's output is printed whole; the summary gives
 # the critical path. Each step writes when it started and ended.
 cat > "$SCRATCH/queue.sh" <<SH
-set -euo pipefail
-source "$ROOT/scripts/lib.sh"
-ROOT=$SCRATCH
-VAR_TMP_DIR=$SCRATCH/vt
-mkdir -p "\$ROOT/.run"
-source "$ROOT/scripts/steps.sh"
+source "$SCRATCH/head.sh"
 for s in a b c d e f g h i j; do plan "\$s"; done
 trap summary EXIT
 # span NAME SECONDS [OTHER]: a step of SECONDS; with OTHER, it also waits
@@ -175,12 +175,7 @@ log "steps: side by side, two at a time: mutexes and the alone step held, a step
 # with its processes, waits for them and reports them failed, before it
 # ends; nothing of theirs is left running.
 cat > "$SCRATCH/stopped.sh" <<SH
-set -euo pipefail
-source "$ROOT/scripts/lib.sh"
-ROOT=$SCRATCH
-VAR_TMP_DIR=$SCRATCH/vt
-mkdir -p "\$ROOT/.run"
-source "$ROOT/scripts/steps.sh"
+source "$SCRATCH/head.sh"
 plan "long 1"; plan "long 2"
 trap summary EXIT
 trap 'exit 143' TERM
