@@ -301,7 +301,6 @@ DECLARE
     max_val  bigint;
     next_id  bigint;
     target   regprocedure;
-    target_for regprocedure;
     keep_seq   regclass;  -- the key's sequence, kept and adopted (issue 57)
     keep_name  text;
     keep_opts  text;
@@ -344,7 +343,6 @@ BEGIN
                   HINT = 'Install snowflake_id in a schema that only a superuser can create in (CREATE SCHEMA snowflake AUTHORIZATION postgres; CREATE EXTENSION snowflake_id SCHEMA snowflake), or run this as the schema''s owner. See docs/security.md, "The extension''s schema".';
     END IF;
     target := '@extschema@.snowflake_nextval()'::regprocedure;
-    target_for := '@extschema@.snowflake_nextval_for(regclass)'::regprocedure;
     IF batch_pages < 1 THEN
         RAISE EXCEPTION 'batch_pages must be at least 1' USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -741,7 +739,8 @@ BEGIN
             -- PostgreSQL 18 names NOT NULL constraints; keep the old name.
             SELECT k.conname INTO oldnn FROM pg_constraint k
              WHERE k.conrelid = p.rel AND k.contype = 'n' AND k.conkey = ARRAY[p.attnum];
-            IF (SELECT a2.attidentity FROM pg_attribute a2 WHERE a2.attrelid = p.rel AND a2.attnum = p.attnum) = 'a' THEN
+            IF NOT (p.rel = $1 AND p.rel_col = $2)
+               AND (SELECT a2.attidentity FROM pg_attribute a2 WHERE a2.attrelid = p.rel AND a2.attnum = p.attnum) = 'a' THEN
                 RAISE NOTICE 'column %.% no longer rejects explicit values', p.rel, p.rel_col
                     USING DETAIL = 'It was GENERATED ALWAYS AS IDENTITY; a DEFAULT lets an INSERT supply its own value.',
                           HINT = 'Revoke INSERT on the column from roles that must not choose keys, if that protection mattered.';
@@ -749,7 +748,8 @@ BEGIN
             -- The key's own sequence stays, as after the offline
             -- conversion (issue 57): a serial's, if nothing else uses it,
             -- is let go by the old column first; an identity's goes with
-            -- the column and another of its name and increment is made.
+            -- the column and the new column is made an identity of its
+            -- name, kind, bounds and counter.
             IF p.rel = $1 AND p.rel_col = $2 THEN
                 keep_seq := pg_get_serial_sequence(p.rel::text, p.rel_col)::regclass;
                 SELECT a2.attidentity INTO keep_ident FROM pg_attribute a2
@@ -765,8 +765,18 @@ BEGIN
                     keep_name := keep_seq::text;
                     -- Made again, with the identity's bounds and counter
                     -- (the fourth review of issue 57).
-                    SELECT format('INCREMENT BY %s MINVALUE %s MAXVALUE %s START WITH %s %s', kq.seqincrement, kq.seqmin,
-                                  kq.seqmax, kq.seqstart, CASE WHEN kq.seqcycle THEN 'CYCLE' ELSE 'NO CYCLE' END)
+                    -- A bound that was its type's own becomes bigint's, as
+                    -- ALTER COLUMN ... TYPE bigint makes it.
+                    SELECT format('INCREMENT BY %s %s %s START WITH %s %s', kq.seqincrement,
+                                  CASE WHEN kq.seqincrement < 0 AND kq.seqmin = CASE kq.seqtypid WHEN 'int2'::regtype THEN -32768
+                                                                                                 WHEN 'int4'::regtype THEN -2147483648
+                                                                                                 ELSE -9223372036854775808 END
+                                       THEN 'NO MINVALUE' ELSE format('MINVALUE %s', kq.seqmin) END,
+                                  CASE WHEN kq.seqincrement > 0 AND kq.seqmax = CASE kq.seqtypid WHEN 'int2'::regtype THEN 32767
+                                                                                                 WHEN 'int4'::regtype THEN 2147483647
+                                                                                                 ELSE 9223372036854775807 END
+                                       THEN 'NO MAXVALUE' ELSE format('MAXVALUE %s', kq.seqmax) END,
+                                  kq.seqstart, CASE WHEN kq.seqcycle THEN 'CYCLE' ELSE 'NO CYCLE' END)
                       INTO keep_opts FROM pg_sequence kq WHERE kq.seqrelid = keep_seq;
                     EXECUTE format('SELECT last_value, is_called FROM %s', keep_seq) INTO keep_last, keep_called;
                     IF keep_ident = '' THEN
@@ -802,9 +812,13 @@ BEGIN
         IF keep_seq IS NULL THEN
             EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s()', $1, $2, target::regproc);
         ELSE
+            -- The key keeps the generator the application gave it (issue
+            -- 63: the catalog is the application's): an identity again,
+            -- with the old one's kind, name, bounds and counter, or
+            -- nextval() of its own sequence; adopted.
             IF keep_ident <> '' THEN
-                PERFORM @extschema@.snowflake_convert_as_owner($1,
-                    format('CREATE SEQUENCE %s AS bigint %s OWNED BY %s.%I', keep_name, keep_opts, $1, $2));
+                EXECUTE format('ALTER TABLE %s ALTER COLUMN %I ADD GENERATED %s AS IDENTITY (SEQUENCE NAME %s %s)', $1, $2,
+                               CASE keep_ident WHEN 'a' THEN 'ALWAYS' ELSE 'BY DEFAULT' END, keep_name, keep_opts);
                 PERFORM @extschema@.snowflake_convert_as_owner($1,
                     format('SELECT pg_catalog.setval(%L::pg_catalog.regclass, %s, %L::pg_catalog.bool)', keep_name, keep_last, keep_called));
                 keep_seq := to_regclass(keep_name);
@@ -814,9 +828,8 @@ BEGIN
                 END IF;
                 PERFORM @extschema@.snowflake_convert_as_owner(keep_seq,
                     format('ALTER SEQUENCE %s OWNED BY %s.%I', keep_seq, $1, $2));
+                EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT nextval(%L::regclass)', $1, $2, keep_seq::oid);
             END IF;
-            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s(%L::regclass)', $1, $2,
-                           target_for::regproc, keep_seq::oid);
             PERFORM @extschema@.snowflake_convert_adopt_sequence(keep_seq);
         END IF;
         max_val := @extschema@.snowflake_convert_as_owner($1, format('SELECT max(%I)::bigint FROM %s', $2, $1));
@@ -1498,10 +1511,9 @@ DECLARE
     seq        regclass;
     seq_name   text;
     seq_owned  boolean := false;
-    adopt_seq  boolean := false;  -- keep the sequence, adopted (issue 57)
-    seq_opts   text;     -- an identity's sequence's options, to make it again
-    seq_last   bigint;
-    seq_called boolean;
+    adopt_seq  boolean := false;  -- keep the column's generator, its sequence adopted (issues 57, 63)
+    seq_shared boolean := false;  -- other objects use the sequence
+    seq_adopted boolean := false; -- adopted already (its label says so)
     ch_rel     oid[] := '{}';
     ch_att     name[] := '{}';
     ch_type    regtype[] := '{}';
@@ -1603,6 +1615,7 @@ BEGIN
     IF att.attidentity <> '' THEN
         kind := 'identity';
         seq := pg_get_serial_sequence(tbl::text, col)::regclass;
+        adopt_seq := true;
     ELSIF def.oid IS NULL THEN
         kind := 'none';
     ELSIF def.expr = format('%s()', target::regproc)
@@ -1628,7 +1641,35 @@ BEGIN
             SELECT 1 FROM pg_depend d
              WHERE d.classid = 'pg_class'::regclass AND d.objid = seq
                AND d.refobjid = tbl AND d.refobjsubid = att.attnum AND d.deptype = 'a');
+        -- Another default, or anything else, still using the sequence
+        -- keeps it as it is (the dry run must predict what DROP SEQUENCE
+        -- would do). This column's defaults, in the table and in every
+        -- partition or child, are not others.
+        seq_shared := EXISTS (
+               SELECT 1 FROM pg_depend d
+                WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = seq
+                  AND d.deptype = 'n'
+                  AND NOT (d.classid = 'pg_attrdef'::regclass AND d.objid IN (
+                      WITH RECURSIVE tree(relid) AS (
+                          SELECT tbl::oid
+                        UNION
+                          SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.relid)
+                      SELECT ad.oid FROM tree
+                        JOIN pg_attribute a2 ON a2.attrelid = tree.relid AND a2.attname = col
+                        JOIN pg_attrdef ad ON ad.adrelid = tree.relid AND ad.adnum = a2.attnum)));
+        -- A bigserial's own sequence, used by nothing else, stays with its
+        -- default exactly as the application made it (issue 63: the
+        -- catalog is the application's), adopted below.
+        adopt_seq := seq_owned AND NOT seq_shared
+                     AND def.expr = format('nextval(%L::regclass)', seq::text);
     END IF;
+
+    -- Adopted already: every adoption labels its sequence, and only a
+    -- superuser or an adoption may (src/adopt/labels.rs).
+    seq_adopted := adopt_seq AND EXISTS (
+        SELECT FROM pg_seclabel l
+         WHERE l.classoid = 'pg_class'::regclass AND l.objoid = seq AND l.objsubid = 0
+           AND l.provider = 'snowflake_id' AND l.label = 'adopted');
 
     -- The column and every foreign-key column referencing it, transitively.
     FOR w IN
@@ -1766,9 +1807,15 @@ BEGIN
              ORDER BY a.attnum);
     END LOOP;
 
-    IF kind = 'snowflake' AND cardinality(ch_rel) = 0 THEN
+    IF (kind = 'snowflake' OR seq_adopted) AND cardinality(ch_rel) = 0 THEN
         n := n + 1;
-        RETURN QUERY SELECT n, 'unchanged'::text, colname, format('already DEFAULT %s', def.expr), tbl::oid;
+        RETURN QUERY SELECT n, 'unchanged'::text, colname,
+            CASE WHEN kind = 'snowflake' THEN format('already DEFAULT %s', def.expr)
+                 WHEN kind = 'identity'
+                 THEN format('already GENERATED %s AS IDENTITY over adopted sequence %s',
+                             CASE att.attidentity WHEN 'a' THEN 'ALWAYS' ELSE 'BY DEFAULT' END, seq)
+                 ELSE format('already DEFAULT %s, adopted', def.expr) END,
+            tbl::oid;
     END IF;
 
     -- From here on, change things.
@@ -1781,69 +1828,25 @@ BEGIN
     END LOOP;
 
     IF kind = 'identity' THEN
+        -- It stays an identity (GENERATED ALWAYS still refuses a key of
+        -- the application's own), over its own sequence: widening the
+        -- column widens the sequence, which is adopted below (issue 63).
         seq_name := seq::text;
-        IF NOT dry_run THEN
-            SELECT format('INCREMENT BY %s MINVALUE %s MAXVALUE %s START WITH %s %s', q.seqincrement, q.seqmin,
-                          q.seqmax, q.seqstart, CASE WHEN q.seqcycle THEN 'CYCLE' ELSE 'NO CYCLE' END)
-              INTO seq_opts FROM pg_sequence q WHERE q.seqrelid = seq;
-            EXECUTE format('SELECT last_value, is_called FROM %s', seq) INTO seq_last, seq_called;
-            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', tbl, col);
-            -- A sequence of its name and increment stays, owned by the
-            -- column and adopted below: code that looks it up
-            -- (pg_get_serial_sequence) or calls nextval() of it gets
-            -- Snowflake IDs. Its bounds, increment and counter are the
-            -- identity's, so the adoption's fence stops below no value
-            -- the identity handed out (the fourth review of issue 57).
-            PERFORM @extschema@.snowflake_convert_as_owner(tbl,
-                format('CREATE SEQUENCE %s AS bigint %s OWNED BY %s.%I', seq_name, seq_opts, tbl, col));
-            PERFORM @extschema@.snowflake_convert_as_owner(tbl,
-                format('SELECT pg_catalog.setval(%L::pg_catalog.regclass, %s, %L::pg_catalog.bool)', seq_name, seq_last, seq_called));
-            seq := to_regclass(seq_name);
-        END IF;
         adopt_seq := true;
-        n := n + 1;
-        RETURN QUERY SELECT n, 'drop identity'::text, colname,
-            format('GENERATED %s AS IDENTITY (a sequence %s stays, adopted below)%s',
-                   CASE att.attidentity WHEN 'a' THEN 'ALWAYS' ELSE 'BY DEFAULT' END, seq_name,
-                   CASE att.attidentity WHEN 'a' THEN '; explicit values are no longer rejected' ELSE '' END),
-            tbl::oid;
-        IF att.attidentity = 'a' AND NOT dry_run THEN
-            RAISE NOTICE 'column % no longer rejects explicit values', colname
-                USING DETAIL = 'It was GENERATED ALWAYS AS IDENTITY; a DEFAULT lets an INSERT supply its own value.',
-                      HINT = 'Revoke INSERT on the column from roles that must not choose keys, if that protection mattered.';
-        END IF;
+    ELSIF kind = 'nextval' AND adopt_seq THEN
+        seq_name := seq::text;
     ELSIF kind = 'nextval' THEN
         IF NOT dry_run THEN
             EXECUTE format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', tbl, col);
         END IF;
         n := n + 1;
         RETURN QUERY SELECT n, 'drop default'::text, colname, def.expr, tbl::oid;
-        -- Another default, or anything else, still using the sequence
-        -- keeps it (the dry run must predict what DROP SEQUENCE would do).
-        -- The defaults dropped above are this column's, in the table and
-        -- in every partition or child it recurses to.
-        IF seq_owned AND EXISTS (
-               SELECT 1 FROM pg_depend d
-                WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = seq
-                  AND d.deptype = 'n'
-                  AND NOT (d.classid = 'pg_attrdef'::regclass AND d.objid IN (
-                      WITH RECURSIVE tree(relid) AS (
-                          SELECT tbl::oid
-                        UNION
-                          SELECT i.inhrelid FROM pg_inherits i JOIN tree ON i.inhparent = tree.relid)
-                      SELECT ad.oid FROM tree
-                        JOIN pg_attribute a2 ON a2.attrelid = tree.relid AND a2.attname = col
-                        JOIN pg_attrdef ad ON ad.adrelid = tree.relid AND ad.adnum = a2.attnum))) THEN
-            n := n + 1;
-            RETURN QUERY SELECT n, 'keep sequence'::text, seq::text, 'other objects still use it'::text, seq::oid;
-        ELSIF seq_owned THEN
-            -- Only this column uses it: it stays, widened and adopted below.
-            seq_name := seq::text;
-            adopt_seq := true;
-        ELSE
-            n := n + 1;
-            RETURN QUERY SELECT n, 'keep sequence'::text, seq::text, format('not owned by %s', colname), seq::oid;
-        END IF;
+        n := n + 1;
+        RETURN QUERY SELECT n, 'keep sequence'::text, seq::text,
+            CASE WHEN NOT seq_owned THEN format('not owned by %s', colname)
+                 WHEN seq_shared THEN 'other objects still use it'
+                 ELSE format('the default is not nextval() of it alone: %s', def.expr) END,
+            seq::oid;
     END IF;
 
     FOR i IN 1 .. cardinality(ch_rel) LOOP
@@ -1859,22 +1862,15 @@ BEGIN
             ch_rel[i];
     END LOOP;
 
-    IF kind <> 'snowflake' THEN
-        -- Over a sequence that stays, adopted below: snowflake_nextval_for(),
-        -- so that currval() and lastval() follow the column's inserts.
+    IF kind <> 'snowflake' AND NOT adopt_seq THEN
         IF NOT dry_run THEN
-            EXECUTE CASE WHEN adopt_seq
-                         THEN format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s(%L::regclass)', tbl, col,
-                                     target_for::regproc, seq::oid)
-                         ELSE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s()', tbl, col, target::regproc) END;
+            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s()', tbl, col, target::regproc);
         END IF;
         n := n + 1;
-        RETURN QUERY SELECT n, 'set default'::text, colname,
-            CASE WHEN adopt_seq THEN format('%s(%L::regclass)', target_for::regproc, seq_name)
-                 ELSE format('%s()', target::regproc) END, tbl::oid;
+        RETURN QUERY SELECT n, 'set default'::text, colname, format('%s()', target::regproc), tbl::oid;
     END IF;
 
-    IF adopt_seq THEN
+    IF adopt_seq AND NOT seq_adopted THEN
         IF NOT dry_run THEN
             IF (SELECT q.seqtypid FROM pg_sequence q WHERE q.seqrelid = seq) <> 'bigint'::regtype THEN
                 PERFORM @extschema@.snowflake_convert_as_owner(seq, format('ALTER SEQUENCE %s AS bigint', seq));
@@ -1883,7 +1879,12 @@ BEGIN
         END IF;
         n := n + 1;
         RETURN QUERY SELECT n, 'adopt sequence'::text, seq_name,
-            format('owned by %s; nextval() of it returns Snowflake IDs', colname), seq::oid;
+            format('%s; nextval() of it returns Snowflake IDs',
+                   CASE WHEN kind = 'identity'
+                        THEN format('of identity %s (GENERATED %s), which stays', colname,
+                                    CASE att.attidentity WHEN 'a' THEN 'ALWAYS' ELSE 'BY DEFAULT' END)
+                        ELSE format('owned by %s, whose default %s stays', colname, def.expr) END),
+            seq::oid;
     END IF;
 
     FOREACH s IN ARRAY creates LOOP

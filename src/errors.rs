@@ -823,7 +823,7 @@ pub fn adopt_not_converted(seq: &str) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!("sequence \"{seq}\" is not the sequence of a converted column"),
-        Some("It must be a permanent bigint sequence owned by a bigint column whose default is snowflake_nextval().".into()),
+        Some("It must be a permanent bigint sequence: the identity of a bigint column, or owned by a bigint column whose default is nextval() of it.".into()),
         Some("Convert the column with snowflake_convert_column(), or have a superuser adopt the sequence with snowflake_adopt_sequence()."),
     )
 }

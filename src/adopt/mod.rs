@@ -108,11 +108,14 @@ pub fn adopt_as_owner(rel: pg_sys::Oid, stmt: &str) {
 }
 
 /// Adopts the sequence of a column that `snowflake_convert_column()`
-/// just converted: the sequence is owned by a `bigint` column whose
-/// default is `snowflake_nextval()`, and the caller has the privileges of
-/// its owner (42501 otherwise; 55000 where the column is not converted).
-/// (The conversion gives that column `snowflake_nextval_for(seq)`, so
-/// that `currval()` and `lastval()` follow its inserts.)
+/// just converted: the sequence is the identity of a `bigint` column, or
+/// owned by a `bigint` column whose default is exactly `nextval()` of it
+/// (or, converted by 0.8, the extension's `snowflake_nextval()` or
+/// `snowflake_nextval_for()`), and the caller has the privileges of its
+/// owner (42501 otherwise; 55000 where the column is none of these).
+/// The conversion keeps the column's identity or `nextval()` default as
+/// the application made it (issue 63), so schema tools see the table
+/// they wrote, and `currval()` and `lastval()` follow its inserts.
 /// Called by the conversion, which keeps the sequence for
 /// `pg_get_serial_sequence()` and code that calls `nextval()` of it; the
 /// entry in the list is written as the list's owner, the fence as the
@@ -143,12 +146,19 @@ pub fn snowflake_convert_adopt_sequence(seq: pg_sys::Oid) {
                     EXISTS (SELECT FROM pg_catalog.pg_depend d
                               JOIN pg_catalog.pg_attribute a ON a.attrelid OPERATOR(pg_catalog.=) d.refobjid
                                                              AND a.attnum OPERATOR(pg_catalog.=) d.refobjsubid
-                              JOIN pg_catalog.pg_attrdef ad ON ad.adrelid OPERATOR(pg_catalog.=) a.attrelid
-                                                           AND ad.adnum OPERATOR(pg_catalog.=) a.attnum
-                              JOIN pg_catalog.pg_depend fd
-                                ON fd.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_attrdef'::pg_catalog.regclass
-                               AND fd.objid OPERATOR(pg_catalog.=) ad.oid
-                               AND fd.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+                              LEFT JOIN pg_catalog.pg_attrdef ad ON ad.adrelid OPERATOR(pg_catalog.=) a.attrelid
+                                                                AND ad.adnum OPERATOR(pg_catalog.=) a.attnum
+                             WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+                               AND d.objid OPERATOR(pg_catalog.=) c.oid
+                               AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+                               AND a.atttypid OPERATOR(pg_catalog.=) 'pg_catalog.int8'::pg_catalog.regtype
+                               AND NOT a.attisdropped
+                               AND ((d.deptype OPERATOR(pg_catalog.=) 'i' AND a.attidentity OPERATOR(pg_catalog.<>) '')
+                                    OR (d.deptype OPERATOR(pg_catalog.=) 'a'
+                                        AND pg_catalog.pg_get_expr(ad.adbin, ad.adrelid)
+                                            OPERATOR(pg_catalog.=) pg_catalog.format('nextval(%L::regclass)', c.oid::pg_catalog.regclass::pg_catalog.text))
+                                    OR (d.deptype OPERATOR(pg_catalog.=) 'a'
+                                        AND EXISTS (SELECT FROM pg_catalog.pg_depend fd
                               JOIN pg_catalog.pg_depend ed
                                 ON ed.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
                                AND ed.objid OPERATOR(pg_catalog.=) fd.refobjid
@@ -158,15 +168,14 @@ pub fn snowflake_convert_adopt_sequence(seq: pg_sys::Oid) {
                                                            AND e.extname OPERATOR(pg_catalog.=) 'snowflake_id'
                               JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) fd.refobjid
                                                        AND p.proname OPERATOR(pg_catalog.=) ANY (ARRAY['snowflake_nextval', 'snowflake_nextval_for']::pg_catalog.name[])
-                             WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
-                               AND d.objid OPERATOR(pg_catalog.=) c.oid
-                               AND d.deptype OPERATOR(pg_catalog.=) 'a'
-                               AND a.atttypid OPERATOR(pg_catalog.=) 'pg_catalog.int8'::pg_catalog.regtype
+                             WHERE fd.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_attrdef'::pg_catalog.regclass
+                               AND fd.objid OPERATOR(pg_catalog.=) ad.oid
+                               AND fd.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
                                AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend od
                                                 WHERE od.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_attrdef'::pg_catalog.regclass
                                                   AND od.objid OPERATOR(pg_catalog.=) ad.oid
                                                   AND od.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
-                                                  AND od.refobjid OPERATOR(pg_catalog.<>) fd.refobjid)) AS converted
+                                                  AND od.refobjid OPERATOR(pg_catalog.<>) fd.refobjid))))) AS converted
                FROM pg_catalog.pg_class c
                JOIN pg_catalog.pg_sequence q ON q.seqrelid OPERATOR(pg_catalog.=) c.oid
               WHERE c.oid OPERATOR(pg_catalog.=) $1",

@@ -14,14 +14,18 @@
 //! 2. drop the views that depend on the columns being widened (PostgreSQL
 //!    cannot change a column's type under a view), remembering their
 //!    definition, options, owner, grants, comments, triggers and defaults;
-//! 3. drop the IDENTITY or the `nextval()` default; the sequence the
-//!    column owned stays (an identity's is made again under its name),
-//!    and is adopted after step 5 (`snowflake_convert_adopt_sequence`:
-//!    `nextval()` of it returns Snowflake IDs); a shared one is kept as
-//!    it is;
+//! 3. keep the IDENTITY or the `nextval()` default of the column's own
+//!    sequence as the application made it (issue 63: schema tools read
+//!    the catalog they wrote); a default over a sequence that is shared,
+//!    not owned by the column, or more than `nextval()` of it, is dropped
+//!    and the sequence kept as it is;
 //! 4. widen `smallint`/`integer` to `bigint`: the column and every
-//!    foreign-key column that references it, transitively;
-//! 5. `SET DEFAULT snowflake_nextval()` (partitions follow the parent);
+//!    foreign-key column that references it, transitively (widening an
+//!    identity widens its sequence);
+//! 5. adopt the column's own sequence (`snowflake_convert_adopt_sequence`:
+//!    inserts and `nextval()` of it get Snowflake IDs), or, where step 3
+//!    dropped the default, `SET DEFAULT snowflake_nextval()` (partitions
+//!    follow the parent);
 //! 6. recreate the views exactly as they were;
 //! 7. check that the next ID is larger than every existing value, and
 //!    fail (rolling everything back) if it is not.
@@ -30,21 +34,21 @@
 //!
 //! ## `snowflake_convert_column(tbl regclass, col name)`
 //!
-//! Switches a `serial`, `bigserial`, `IDENTITY` or `nextval()`-default
-//! column to `DEFAULT snowflake_nextval()`, widening it and every
-//! foreign-key column that references it to `bigint`, in the caller's
-//! transaction. Existing values are kept. Returns one row per change.
+//! Makes a `serial`, `bigserial`, `IDENTITY` or `nextval()`-default
+//! column hand out Snowflake IDs, widening it and every foreign-key
+//! column that references it to `bigint`, in the caller's transaction:
+//! the column keeps its identity or `nextval()` default, over its own
+//! sequence, adopted. Existing values are kept. Returns one row per change.
 //! Owner (or superuser) only; idempotent.
 //!
 //! ```sql
 //! BEGIN;
 //! SELECT * FROM snowflake_convert_column('orders', 'id');
 //! --  step |     action      |          object          |        detail
-//! --     1 | drop identity   | public.orders.id         | GENERATED ALWAYS ...
-//! --     2 | widen           | public.orders.id         | integer -> bigint
-//! --     3 | widen           | public.order_items.order_id | integer -> bigint ...
-//! --   ... | set default     | public.orders.id         | snowflake_nextval()
-//! --   ... | check           | public.orders.id         | largest existing value 1042 < next ID ...
+//! --     1 | widen           | public.orders.id         | integer -> bigint
+//! --     2 | widen           | public.order_items.order_id | integer -> bigint ...
+//! --     3 | adopt sequence  | public.orders_id_seq     | of identity public.orders.id (GENERATED ALWAYS), which stays; ...
+//! --     4 | check           | public.orders.id         | largest existing value 1042 < next ID ...
 //! COMMIT;
 //! ```
 

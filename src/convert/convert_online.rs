@@ -2,7 +2,8 @@
 //! tables too big to rewrite under an ACCESS EXCLUSIVE lock.
 //!
 //! It reaches the result of `snowflake_convert_column()` (a `bigint` key
-//! with `DEFAULT snowflake_nextval()`, its foreign-key columns widened)
+//! that keeps its identity or `nextval()` default over its own sequence,
+//! adopted, its foreign-key columns widened)
 //! while the application keeps reading and writing. No lock stronger than
 //! SHARE UPDATE EXCLUSIVE is held for longer than a catalog change; every
 //! such lock is requested with `lock_timeout = lock_wait` (1 s) and retried,
@@ -30,11 +31,12 @@
 //! 5. **swap:** one short transaction: drop the triggers and the old
 //!    columns, rename the new ones, attach the primary key and unique
 //!    constraints to the new indexes, give constraints and indexes their
-//!    old names, copy column comments and grants, keep the key's own
-//!    sequence (a serial's, an identity's made again) and `SET DEFAULT
-//!    snowflake_nextval_for(seq)` over it, adopted (issue 57; without one,
-//!    `snowflake_nextval()`), and check that existing values are below
-//!    the next ID.
+//!    old names, copy column comments and grants, give the key its
+//!    generator as the application made it, over its own sequence,
+//!    adopted (issues 57 and 63): a serial's `DEFAULT nextval(seq)`, or
+//!    an identity of the old one's name, kind, bounds and counter
+//!    (without a sequence of its own, `DEFAULT snowflake_nextval()`), and
+//!    check that existing values are below the next ID.
 //!
 //! A cancel, a crash or a killed session loses at most the batch in
 //! flight; `CALL` again resumes from the recorded step.

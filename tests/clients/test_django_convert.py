@@ -67,18 +67,22 @@ def main(stage, work):
         call_command("migrate", verbosity=0)
         with connection.cursor() as c:
             c.execute("""SELECT string_agg(format('%s.%s %s %s', table_name, column_name, data_type,
-                                                  coalesce(column_default, '-')), '; ' ORDER BY table_name, column_name)
+                                                  CASE WHEN is_identity = 'YES' THEN 'identity ' || identity_generation
+                                                       ELSE coalesce(column_default, '-') END),
+                                           '; ' ORDER BY table_name, column_name)
                            FROM information_schema.columns
                           WHERE table_name LIKE 'convapp%' AND (column_name = 'id' OR column_name LIKE '%\\_id')""")
             shape = c.fetchone()[0]
-        want = ("convapp_member.id bigint snowflake_nextval_for('convapp_member_id_seq'::regclass); "
+        # The keys stay Django's identities (issue 63: the catalog is the
+        # application's), their sequences adopted.
+        want = ("convapp_member.id bigint identity BY DEFAULT; "
                 "convapp_member_groups.group_id integer -; "
                 "convapp_member_groups.id integer -; "
                 "convapp_member_groups.member_id bigint -; "
                 "convapp_member_user_permissions.id integer -; "
                 "convapp_member_user_permissions.member_id bigint -; "
                 "convapp_member_user_permissions.permission_id integer -; "
-                "convapp_project.id bigint snowflake_nextval_for('convapp_project_id_seq'::regclass); "
+                "convapp_project.id bigint identity BY DEFAULT; "
                 "convapp_project.owner_id bigint -; "
                 "convapp_project_members.id integer -; "
                 "convapp_project_members.member_id bigint -; "

@@ -205,7 +205,7 @@ shape=$(q -At -c "
       FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
       LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
      WHERE c.relname IN ('orders', 'order_items', 'payments') AND a.attname IN ('id', 'order_id') AND a.attnum > 0 AND NOT a.attisdropped")
-want="order_items.id bigint not null nextval('order_items_id_seq'::regclass); order_items.order_id bigint not null -; orders.id bigint not null snowflake_nextval_for('orders_id_seq'::regclass); payments.id bigint not null nextval('payments_id_seq'::regclass); payments.order_id bigint null -"
+want="order_items.id bigint not null nextval('order_items_id_seq'::regclass); order_items.order_id bigint not null -; orders.id bigint not null nextval('orders_id_seq'::regclass); payments.id bigint not null nextval('payments_id_seq'::regclass); payments.order_id bigint null -"
 [ "$shape" = "$want" ] || die "columns after the conversion: $shape"
 cons=$(q -At -c "
     SELECT string_agg(format('%s %s %s %s', conrelid::regclass, conname, convalidated, pg_get_constraintdef(oid)), '; ' ORDER BY conrelid::regclass::text, conname)

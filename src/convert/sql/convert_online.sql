@@ -349,7 +349,6 @@ DECLARE
     max_val  bigint;
     next_id  bigint;
     target   regprocedure;
-    target_for regprocedure;
     keep_seq   regclass;  -- the key's sequence, kept and adopted (issue 57)
     keep_name  text;
     keep_opts  text;
@@ -392,7 +391,6 @@ BEGIN
                   HINT = 'Install snowflake_id in a schema that only a superuser can create in (CREATE SCHEMA snowflake AUTHORIZATION postgres; CREATE EXTENSION snowflake_id SCHEMA snowflake), or run this as the schema''s owner. See docs/security.md, "The extension''s schema".';
     END IF;
     target := '@extschema@.snowflake_nextval()'::regprocedure;
-    target_for := '@extschema@.snowflake_nextval_for(regclass)'::regprocedure;
     IF batch_pages < 1 THEN
         RAISE EXCEPTION 'batch_pages must be at least 1' USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -789,7 +787,8 @@ BEGIN
             -- PostgreSQL 18 names NOT NULL constraints; keep the old name.
             SELECT k.conname INTO oldnn FROM pg_constraint k
              WHERE k.conrelid = p.rel AND k.contype = 'n' AND k.conkey = ARRAY[p.attnum];
-            IF (SELECT a2.attidentity FROM pg_attribute a2 WHERE a2.attrelid = p.rel AND a2.attnum = p.attnum) = 'a' THEN
+            IF NOT (p.rel = $1 AND p.rel_col = $2)
+               AND (SELECT a2.attidentity FROM pg_attribute a2 WHERE a2.attrelid = p.rel AND a2.attnum = p.attnum) = 'a' THEN
                 RAISE NOTICE 'column %.% no longer rejects explicit values', p.rel, p.rel_col
                     USING DETAIL = 'It was GENERATED ALWAYS AS IDENTITY; a DEFAULT lets an INSERT supply its own value.',
                           HINT = 'Revoke INSERT on the column from roles that must not choose keys, if that protection mattered.';
@@ -797,7 +796,8 @@ BEGIN
             -- The key's own sequence stays, as after the offline
             -- conversion (issue 57): a serial's, if nothing else uses it,
             -- is let go by the old column first; an identity's goes with
-            -- the column and another of its name and increment is made.
+            -- the column and the new column is made an identity of its
+            -- name, kind, bounds and counter.
             IF p.rel = $1 AND p.rel_col = $2 THEN
                 keep_seq := pg_get_serial_sequence(p.rel::text, p.rel_col)::regclass;
                 SELECT a2.attidentity INTO keep_ident FROM pg_attribute a2
@@ -813,8 +813,18 @@ BEGIN
                     keep_name := keep_seq::text;
                     -- Made again, with the identity's bounds and counter
                     -- (the fourth review of issue 57).
-                    SELECT format('INCREMENT BY %s MINVALUE %s MAXVALUE %s START WITH %s %s', kq.seqincrement, kq.seqmin,
-                                  kq.seqmax, kq.seqstart, CASE WHEN kq.seqcycle THEN 'CYCLE' ELSE 'NO CYCLE' END)
+                    -- A bound that was its type's own becomes bigint's, as
+                    -- ALTER COLUMN ... TYPE bigint makes it.
+                    SELECT format('INCREMENT BY %s %s %s START WITH %s %s', kq.seqincrement,
+                                  CASE WHEN kq.seqincrement < 0 AND kq.seqmin = CASE kq.seqtypid WHEN 'int2'::regtype THEN -32768
+                                                                                                 WHEN 'int4'::regtype THEN -2147483648
+                                                                                                 ELSE -9223372036854775808 END
+                                       THEN 'NO MINVALUE' ELSE format('MINVALUE %s', kq.seqmin) END,
+                                  CASE WHEN kq.seqincrement > 0 AND kq.seqmax = CASE kq.seqtypid WHEN 'int2'::regtype THEN 32767
+                                                                                                 WHEN 'int4'::regtype THEN 2147483647
+                                                                                                 ELSE 9223372036854775807 END
+                                       THEN 'NO MAXVALUE' ELSE format('MAXVALUE %s', kq.seqmax) END,
+                                  kq.seqstart, CASE WHEN kq.seqcycle THEN 'CYCLE' ELSE 'NO CYCLE' END)
                       INTO keep_opts FROM pg_sequence kq WHERE kq.seqrelid = keep_seq;
                     EXECUTE format('SELECT last_value, is_called FROM %s', keep_seq) INTO keep_last, keep_called;
                     IF keep_ident = '' THEN
@@ -850,9 +860,13 @@ BEGIN
         IF keep_seq IS NULL THEN
             EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s()', $1, $2, target::regproc);
         ELSE
+            -- The key keeps the generator the application gave it (issue
+            -- 63: the catalog is the application's): an identity again,
+            -- with the old one's kind, name, bounds and counter, or
+            -- nextval() of its own sequence; adopted.
             IF keep_ident <> '' THEN
-                PERFORM @extschema@.snowflake_convert_as_owner($1,
-                    format('CREATE SEQUENCE %s AS bigint %s OWNED BY %s.%I', keep_name, keep_opts, $1, $2));
+                EXECUTE format('ALTER TABLE %s ALTER COLUMN %I ADD GENERATED %s AS IDENTITY (SEQUENCE NAME %s %s)', $1, $2,
+                               CASE keep_ident WHEN 'a' THEN 'ALWAYS' ELSE 'BY DEFAULT' END, keep_name, keep_opts);
                 PERFORM @extschema@.snowflake_convert_as_owner($1,
                     format('SELECT pg_catalog.setval(%L::pg_catalog.regclass, %s, %L::pg_catalog.bool)', keep_name, keep_last, keep_called));
                 keep_seq := to_regclass(keep_name);
@@ -862,9 +876,8 @@ BEGIN
                 END IF;
                 PERFORM @extschema@.snowflake_convert_as_owner(keep_seq,
                     format('ALTER SEQUENCE %s OWNED BY %s.%I', keep_seq, $1, $2));
+                EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT nextval(%L::regclass)', $1, $2, keep_seq::oid);
             END IF;
-            EXECUTE format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %s(%L::regclass)', $1, $2,
-                           target_for::regproc, keep_seq::oid);
             PERFORM @extschema@.snowflake_convert_adopt_sequence(keep_seq);
         END IF;
         max_val := @extschema@.snowflake_convert_as_owner($1, format('SELECT max(%I)::bigint FROM %s', $2, $1));

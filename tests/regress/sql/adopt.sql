@@ -409,8 +409,8 @@ SELECT snowflake_adopt_sequence('adopt.cyc');
 SELECT seqcycle, seqmax FROM pg_sequence WHERE seqrelid = 'adopt.cyc'::regclass;
 DROP SEQUENCE adopt.cyc;
 
--- The fourth review (F1): an identity's sequence, made again by a
--- conversion, continues where the identity stood, so its fence stops
+-- The fourth review (F1): an identity's sequence, kept by a conversion
+-- (made again by 0.8's), continues where the identity stood, so its fence stops
 -- below no key the table holds: a nextval() the planner never sees
 -- (EXECUTE's parameter) reaches the fence (on ba90924 it got 1, a key of
 -- an existing row). A descending sequence is fenced at its MINVALUE.

@@ -113,6 +113,22 @@ INSERT INTO shop.order_items SELECT id, 1 FROM shop.orders WHERE total = 99;
 SELECT count(*) AS old_keys_kept FROM shop.orders WHERE id IN (1, 2, 3);
 SELECT id > 3 AS above_old, snowflake_worker_id(id) AS worker FROM shop.orders WHERE total = 99;
 SELECT count(*) FROM shop.order_items oi JOIN shop.orders o ON o.id = oi.order_id;
+-- The catalog stays as the application made it (issue 63): orders.id is
+-- still GENERATED ALWAYS, so an explicit key is refused and OVERRIDING
+-- SYSTEM VALUE lets one in; customers.id keeps nextval() of its own
+-- sequence; both sequences are bigint's and adopted.
+SELECT table_name, column_name, is_identity, identity_generation, column_default
+  FROM information_schema.columns
+ WHERE table_schema = 'shop' AND table_name IN ('orders', 'customers') AND column_name = 'id'
+ ORDER BY table_name;
+SELECT pg_temp.err($q$INSERT INTO shop.orders (id, customer_id, total) VALUES (7, 1, 1)$q$);
+INSERT INTO shop.orders (id, customer_id, total) OVERRIDING SYSTEM VALUE VALUES (7, 1, 1) RETURNING id;
+INSERT INTO shop.orders (id, customer_id, total) OVERRIDING USER VALUE VALUES (8, 1, 1)
+    RETURNING id > 8 AS new_key, snowflake_worker_id(id) AS worker;
+SELECT c.relname, q.seqtypid::regtype, l.label
+  FROM pg_class c JOIN pg_sequence q ON q.seqrelid = c.oid
+  LEFT JOIN pg_seclabel l ON l.objoid = c.oid AND l.classoid = 'pg_class'::regclass AND l.provider = 'snowflake_id'
+ WHERE c.oid IN ('shop.orders_id_seq'::regclass, 'shop.customers_id_seq'::regclass) ORDER BY 1;
 
 -- A partitioned table with a serial key; partitions follow the parent.
 CREATE TABLE shop.events (id serial, at date NOT NULL, PRIMARY KEY (id, at)) PARTITION BY RANGE (at);

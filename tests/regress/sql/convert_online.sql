@@ -55,9 +55,11 @@ SELECT relation, relation_column, phase FROM snowflake_convert_status ORDER BY r
 -- Once more: nothing to do.
 CALL snowflake_convert_online('live.accounts', 'id');
 
--- The result, as the offline conversion leaves it: types, defaults,
+-- The result, as the offline conversion leaves it: types, defaults
+-- (the key still an identity, BY DEFAULT as it was: issue 63),
 -- constraints with their names and options, indexes, comment and grant.
-SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, pg_get_expr(d.adbin, d.adrelid) AS def
+SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.attidentity,
+       pg_get_expr(d.adbin, d.adrelid) AS def
   FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
   LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
  WHERE c.relnamespace = 'live'::regnamespace AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
@@ -81,12 +83,19 @@ SELECT pg_get_serial_sequence('live.accounts', 'id') AS sequence,
 SELECT currval('live.accounts_id_seq') = id AS currval_is_it, lastval() = id AS lastval_is_it
   FROM live.accounts WHERE name = 'new';
 SELECT snowflake_worker_id(nextval('live.accounts_id_seq')) AS worker;
+-- The identity's sequence is bigint's, as ALTER COLUMN ... TYPE bigint
+-- leaves it.
+SELECT seqtypid::regtype, seqincrement FROM pg_sequence WHERE seqrelid = 'live.accounts_id_seq'::regclass;
+SELECT is_identity, identity_generation FROM information_schema.columns
+ WHERE table_schema = 'live' AND table_name = 'accounts' AND column_name = 'id';
 -- Made again, the identity's sequence has its counter where it stood,
 -- and is fenced there: nothing the identity handed out is drawn again
 -- (the fourth review, F1).
 SELECT seqmax = (SELECT max(id) FROM live.accounts WHERE id < 1000000) AS fenced_at_old_keys,
        (SELECT last_value = seqmax AND is_called FROM live.accounts_id_seq) AS counter_there
   FROM pg_sequence WHERE seqrelid = 'live.accounts_id_seq'::regclass;
+-- BY DEFAULT, as before: an explicit key goes in.
+INSERT INTO live.accounts (id, name) VALUES (5000, 'explicit') RETURNING id;
 
 -- Backing out half way: the table is as it was, and nothing is recorded.
 CREATE TABLE live.undo (id serial PRIMARY KEY, v int);
