@@ -307,6 +307,8 @@ DECLARE
     keep_last  bigint;
     keep_called boolean;
     keep_ident "char";
+    keep_acl   aclitem[];  -- an identity's sequence's grants and comment,
+    keep_comment text;     -- made again with it
 BEGIN
     -- Before any @extschema@ name is looked up (docs/security.md, "The
     -- extension's schema"): every role that can create in the extension's
@@ -777,7 +779,10 @@ BEGIN
                                                                                                  ELSE 9223372036854775807 END
                                        THEN 'NO MAXVALUE' ELSE format('MAXVALUE %s', kq.seqmax) END,
                                   kq.seqstart, CASE WHEN kq.seqcycle THEN 'CYCLE' ELSE 'NO CYCLE' END)
+                           || format(' CACHE %s', kq.seqcache)
                       INTO keep_opts FROM pg_sequence kq WHERE kq.seqrelid = keep_seq;
+                    SELECT kc.relacl, obj_description(keep_seq, 'pg_class') INTO keep_acl, keep_comment
+                      FROM pg_class kc WHERE kc.oid = keep_seq;
                     EXECUTE format('SELECT last_value, is_called FROM %s', keep_seq) INTO keep_last, keep_called;
                     IF keep_ident = '' THEN
                         PERFORM @extschema@.snowflake_convert_as_owner(keep_seq,
@@ -822,6 +827,22 @@ BEGIN
                 PERFORM @extschema@.snowflake_convert_as_owner($1,
                     format('SELECT pg_catalog.setval(%L::pg_catalog.regclass, %s, %L::pg_catalog.bool)', keep_name, keep_last, keep_called));
                 keep_seq := to_regclass(keep_name);
+                -- Its grants and comment, as the old one had them (the
+                -- red-team review of the kept identities: an application
+                -- role's currval() needs its grant).
+                FOREACH s IN ARRAY ARRAY(
+                    SELECT format('GRANT %s ON SEQUENCE %s TO %s%s', x.privilege_type, keep_seq,
+                                  CASE WHEN x.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(x.grantee)) END,
+                                  CASE WHEN x.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)
+                      FROM aclexplode(keep_acl) x
+                     WHERE x.grantee <> (SELECT kc.relowner FROM pg_class kc WHERE kc.oid = keep_seq)
+                     ORDER BY x.grantee, x.privilege_type) LOOP
+                    PERFORM @extschema@.snowflake_convert_as_owner(keep_seq, s);
+                END LOOP;
+                IF keep_comment IS NOT NULL THEN
+                    PERFORM @extschema@.snowflake_convert_as_owner(keep_seq,
+                        format('COMMENT ON SEQUENCE %s IS %L', keep_seq, keep_comment));
+                END IF;
             ELSE
                 IF (SELECT kq.seqtypid FROM pg_sequence kq WHERE kq.seqrelid = keep_seq) <> 'bigint'::regtype THEN
                     PERFORM @extschema@.snowflake_convert_as_owner(keep_seq, format('ALTER SEQUENCE %s AS bigint', keep_seq));
@@ -1513,7 +1534,6 @@ DECLARE
     seq_owned  boolean := false;
     adopt_seq  boolean := false;  -- keep the column's generator, its sequence adopted (issues 57, 63)
     seq_shared boolean := false;  -- other objects use the sequence
-    seq_adopted boolean := false; -- adopted already (its label says so)
     ch_rel     oid[] := '{}';
     ch_att     name[] := '{}';
     ch_type    regtype[] := '{}';
@@ -1660,16 +1680,13 @@ BEGIN
         -- A bigserial's own sequence, used by nothing else, stays with its
         -- default exactly as the application made it (issue 63: the
         -- catalog is the application's), adopted below.
+        -- (Quoted as pg_get_expr() quotes a constant: never E'', a
+        -- backslash doubled only without standard_conforming_strings.)
         adopt_seq := seq_owned AND NOT seq_shared
-                     AND def.expr = format('nextval(%L::regclass)', seq::text);
+                     AND def.expr = 'nextval(''' || replace(CASE WHEN current_setting('standard_conforming_strings') = 'off'
+                                                                  THEN replace(seq::text, chr(92), chr(92) || chr(92))
+                                                                  ELSE seq::text END, '''', '''''') || '''::regclass)';
     END IF;
-
-    -- Adopted already: every adoption labels its sequence, and only a
-    -- superuser or an adoption may (src/adopt/labels.rs).
-    seq_adopted := adopt_seq AND EXISTS (
-        SELECT FROM pg_seclabel l
-         WHERE l.classoid = 'pg_class'::regclass AND l.objoid = seq AND l.objsubid = 0
-           AND l.provider = 'snowflake_id' AND l.label = 'adopted');
 
     -- The column and every foreign-key column referencing it, transitively.
     FOR w IN
@@ -1807,15 +1824,9 @@ BEGIN
              ORDER BY a.attnum);
     END LOOP;
 
-    IF (kind = 'snowflake' OR seq_adopted) AND cardinality(ch_rel) = 0 THEN
+    IF kind = 'snowflake' AND cardinality(ch_rel) = 0 THEN
         n := n + 1;
-        RETURN QUERY SELECT n, 'unchanged'::text, colname,
-            CASE WHEN kind = 'snowflake' THEN format('already DEFAULT %s', def.expr)
-                 WHEN kind = 'identity'
-                 THEN format('already GENERATED %s AS IDENTITY over adopted sequence %s',
-                             CASE att.attidentity WHEN 'a' THEN 'ALWAYS' ELSE 'BY DEFAULT' END, seq)
-                 ELSE format('already DEFAULT %s, adopted', def.expr) END,
-            tbl::oid;
+        RETURN QUERY SELECT n, 'unchanged'::text, colname, format('already DEFAULT %s', def.expr), tbl::oid;
     END IF;
 
     -- From here on, change things.
@@ -1870,7 +1881,7 @@ BEGIN
         RETURN QUERY SELECT n, 'set default'::text, colname, format('%s()', target::regproc), tbl::oid;
     END IF;
 
-    IF adopt_seq AND NOT seq_adopted THEN
+    IF adopt_seq THEN
         IF NOT dry_run THEN
             IF (SELECT q.seqtypid FROM pg_sequence q WHERE q.seqrelid = seq) <> 'bigint'::regtype THEN
                 PERFORM @extschema@.snowflake_convert_as_owner(seq, format('ALTER SEQUENCE %s AS bigint', seq));
@@ -3216,7 +3227,10 @@ BEGIN
         SELECT ad.adrelid::pg_catalog.regclass AS tbl, a.attname, a.atttypid::pg_catalog.regtype AS typ,
                pg_catalog.pg_get_expr(ad.adbin, ad.adrelid) AS expr,
                pg_catalog.pg_get_expr(ad.adbin, ad.adrelid)
-                   OPERATOR(pg_catalog.=) pg_catalog.format('nextval(%L::regclass)', seq::text) AS plain,
+                   OPERATOR(pg_catalog.=) ('nextval(''' OPERATOR(pg_catalog.||) pg_catalog.replace(
+                       CASE WHEN pg_catalog.current_setting('standard_conforming_strings') OPERATOR(pg_catalog.=) 'off'
+                            THEN pg_catalog.replace(seq::text, pg_catalog.chr(92), pg_catalog.chr(92) OPERATOR(pg_catalog.||) pg_catalog.chr(92))
+                            ELSE seq::text END, '''', '''''') OPERATOR(pg_catalog.||) '''::regclass)') AS plain,
                EXISTS (SELECT FROM pg_catalog.pg_depend fd
                          JOIN pg_catalog.pg_depend ed
                            ON ed.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
@@ -3306,6 +3320,21 @@ BEGIN
     INSERT INTO snowflake_id_internal.snowflake_adopt_switch AS s (enabled) VALUES (enabled)
         ON CONFLICT (singleton) DO UPDATE SET enabled = EXCLUDED.enabled, changed_at = pg_catalog.now()
         WHERE s.enabled IS DISTINCT FROM EXCLUDED.enabled;
+    -- The switch's event trigger exists while it is on. It is no member
+    -- of the extension, so pg_dump writes it, and last (pg_dump and
+    -- pg_restore make event triggers after everything else): a restore of
+    -- pg_dump -s adopts exactly the sequences whose labels say so, and
+    -- then new ones (issue 63, part 3).
+    IF enabled THEN
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger t
+                        WHERE t.evtname OPERATOR(pg_catalog.=) 'snowflake_id_adopt_sequences') THEN
+            CREATE EVENT TRIGGER snowflake_id_adopt_sequences ON ddl_command_end
+                WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE SEQUENCE')
+                EXECUTE FUNCTION snowflake_id_internal.adopt_new_sequences();
+        END IF;
+    ELSE
+        DROP EVENT TRIGGER IF EXISTS snowflake_id_adopt_sequences;
+    END IF;
     RETURN enabled;
 END
 $switch$;
@@ -3378,8 +3407,13 @@ DECLARE
     seqs     pg_catalog.oid[];
     s        pg_catalog.oid;
 BEGIN
+    -- Called by the switch's event trigger, which exists while the switch
+    -- is on (snowflake_adopt_sequences()). A restore of pg_dump -s brings
+    -- the trigger without the switch's row (configuration data, dumped
+    -- with the data): the row follows the trigger.
     IF NOT EXISTS (SELECT FROM snowflake_id_internal.snowflake_adopt_switch w WHERE w.enabled) THEN
-        RETURN;
+        INSERT INTO snowflake_id_internal.snowflake_adopt_switch AS w (enabled) VALUES (true)
+            ON CONFLICT (singleton) DO UPDATE SET enabled = true, changed_at = pg_catalog.now();
     END IF;
     SELECT pg_catalog.array_agg(DISTINCT cmd.objid) INTO seqs
       FROM pg_catalog.pg_event_trigger_ddl_commands() cmd
@@ -3442,6 +3476,5 @@ BEGIN
 END
 $f$;
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_new_sequences() FROM PUBLIC;
-CREATE EVENT TRIGGER snowflake_adopt_new_sequences ON ddl_command_end
-    WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE SEQUENCE')
-    EXECUTE FUNCTION snowflake_id_internal.adopt_new_sequences();
+-- Its event trigger, snowflake_id_adopt_sequences, is made by
+-- snowflake_adopt_sequences() (above) while the switch is on.

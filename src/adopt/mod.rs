@@ -156,7 +156,12 @@ pub fn snowflake_convert_adopt_sequence(seq: pg_sys::Oid) {
                                AND ((d.deptype OPERATOR(pg_catalog.=) 'i' AND a.attidentity OPERATOR(pg_catalog.<>) '')
                                     OR (d.deptype OPERATOR(pg_catalog.=) 'a'
                                         AND pg_catalog.pg_get_expr(ad.adbin, ad.adrelid)
-                                            OPERATOR(pg_catalog.=) pg_catalog.format('nextval(%L::regclass)', c.oid::pg_catalog.regclass::pg_catalog.text))
+                                            OPERATOR(pg_catalog.=) ('nextval(''' OPERATOR(pg_catalog.||) pg_catalog.replace(
+                                                CASE WHEN pg_catalog.current_setting('standard_conforming_strings') OPERATOR(pg_catalog.=) 'off'
+                                                     THEN pg_catalog.replace(c.oid::pg_catalog.regclass::pg_catalog.text, pg_catalog.chr(92),
+                                                                             pg_catalog.chr(92) OPERATOR(pg_catalog.||) pg_catalog.chr(92))
+                                                     ELSE c.oid::pg_catalog.regclass::pg_catalog.text END,
+                                                '''', '''''') OPERATOR(pg_catalog.||) '''::regclass)'))
                                     OR (d.deptype OPERATOR(pg_catalog.=) 'a'
                                         AND EXISTS (SELECT FROM pg_catalog.pg_depend fd
                               JOIN pg_catalog.pg_depend ed

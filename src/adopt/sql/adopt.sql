@@ -288,7 +288,10 @@ BEGIN
         SELECT ad.adrelid::pg_catalog.regclass AS tbl, a.attname, a.atttypid::pg_catalog.regtype AS typ,
                pg_catalog.pg_get_expr(ad.adbin, ad.adrelid) AS expr,
                pg_catalog.pg_get_expr(ad.adbin, ad.adrelid)
-                   OPERATOR(pg_catalog.=) pg_catalog.format('nextval(%L::regclass)', seq::text) AS plain,
+                   OPERATOR(pg_catalog.=) ('nextval(''' OPERATOR(pg_catalog.||) pg_catalog.replace(
+                       CASE WHEN pg_catalog.current_setting('standard_conforming_strings') OPERATOR(pg_catalog.=) 'off'
+                            THEN pg_catalog.replace(seq::text, pg_catalog.chr(92), pg_catalog.chr(92) OPERATOR(pg_catalog.||) pg_catalog.chr(92))
+                            ELSE seq::text END, '''', '''''') OPERATOR(pg_catalog.||) '''::regclass)') AS plain,
                EXISTS (SELECT FROM pg_catalog.pg_depend fd
                          JOIN pg_catalog.pg_depend ed
                            ON ed.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
@@ -378,6 +381,21 @@ BEGIN
     INSERT INTO snowflake_id_internal.snowflake_adopt_switch AS s (enabled) VALUES (enabled)
         ON CONFLICT (singleton) DO UPDATE SET enabled = EXCLUDED.enabled, changed_at = pg_catalog.now()
         WHERE s.enabled IS DISTINCT FROM EXCLUDED.enabled;
+    -- The switch's event trigger exists while it is on. It is no member
+    -- of the extension, so pg_dump writes it, and last (pg_dump and
+    -- pg_restore make event triggers after everything else): a restore of
+    -- pg_dump -s adopts exactly the sequences whose labels say so, and
+    -- then new ones (issue 63, part 3).
+    IF enabled THEN
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger t
+                        WHERE t.evtname OPERATOR(pg_catalog.=) 'snowflake_id_adopt_sequences') THEN
+            CREATE EVENT TRIGGER snowflake_id_adopt_sequences ON ddl_command_end
+                WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE SEQUENCE')
+                EXECUTE FUNCTION snowflake_id_internal.adopt_new_sequences();
+        END IF;
+    ELSE
+        DROP EVENT TRIGGER IF EXISTS snowflake_id_adopt_sequences;
+    END IF;
     RETURN enabled;
 END
 $switch$;
@@ -450,8 +468,13 @@ DECLARE
     seqs     pg_catalog.oid[];
     s        pg_catalog.oid;
 BEGIN
+    -- Called by the switch's event trigger, which exists while the switch
+    -- is on (snowflake_adopt_sequences()). A restore of pg_dump -s brings
+    -- the trigger without the switch's row (configuration data, dumped
+    -- with the data): the row follows the trigger.
     IF NOT EXISTS (SELECT FROM snowflake_id_internal.snowflake_adopt_switch w WHERE w.enabled) THEN
-        RETURN;
+        INSERT INTO snowflake_id_internal.snowflake_adopt_switch AS w (enabled) VALUES (true)
+            ON CONFLICT (singleton) DO UPDATE SET enabled = true, changed_at = pg_catalog.now();
     END IF;
     SELECT pg_catalog.array_agg(DISTINCT cmd.objid) INTO seqs
       FROM pg_catalog.pg_event_trigger_ddl_commands() cmd
@@ -514,6 +537,5 @@ BEGIN
 END
 $f$;
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_new_sequences() FROM PUBLIC;
-CREATE EVENT TRIGGER snowflake_adopt_new_sequences ON ddl_command_end
-    WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE SEQUENCE')
-    EXECUTE FUNCTION snowflake_id_internal.adopt_new_sequences();
+-- Its event trigger, snowflake_id_adopt_sequences, is made by
+-- snowflake_adopt_sequences() (above) while the switch is on.

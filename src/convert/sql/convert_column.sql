@@ -24,7 +24,6 @@ DECLARE
     seq_owned  boolean := false;
     adopt_seq  boolean := false;  -- keep the column's generator, its sequence adopted (issues 57, 63)
     seq_shared boolean := false;  -- other objects use the sequence
-    seq_adopted boolean := false; -- adopted already (its label says so)
     ch_rel     oid[] := '{}';
     ch_att     name[] := '{}';
     ch_type    regtype[] := '{}';
@@ -171,16 +170,13 @@ BEGIN
         -- A bigserial's own sequence, used by nothing else, stays with its
         -- default exactly as the application made it (issue 63: the
         -- catalog is the application's), adopted below.
+        -- (Quoted as pg_get_expr() quotes a constant: never E'', a
+        -- backslash doubled only without standard_conforming_strings.)
         adopt_seq := seq_owned AND NOT seq_shared
-                     AND def.expr = format('nextval(%L::regclass)', seq::text);
+                     AND def.expr = 'nextval(''' || replace(CASE WHEN current_setting('standard_conforming_strings') = 'off'
+                                                                  THEN replace(seq::text, chr(92), chr(92) || chr(92))
+                                                                  ELSE seq::text END, '''', '''''') || '''::regclass)';
     END IF;
-
-    -- Adopted already: every adoption labels its sequence, and only a
-    -- superuser or an adoption may (src/adopt/labels.rs).
-    seq_adopted := adopt_seq AND EXISTS (
-        SELECT FROM pg_seclabel l
-         WHERE l.classoid = 'pg_class'::regclass AND l.objoid = seq AND l.objsubid = 0
-           AND l.provider = 'snowflake_id' AND l.label = 'adopted');
 
     -- The column and every foreign-key column referencing it, transitively.
     FOR w IN
@@ -318,15 +314,9 @@ BEGIN
              ORDER BY a.attnum);
     END LOOP;
 
-    IF (kind = 'snowflake' OR seq_adopted) AND cardinality(ch_rel) = 0 THEN
+    IF kind = 'snowflake' AND cardinality(ch_rel) = 0 THEN
         n := n + 1;
-        RETURN QUERY SELECT n, 'unchanged'::text, colname,
-            CASE WHEN kind = 'snowflake' THEN format('already DEFAULT %s', def.expr)
-                 WHEN kind = 'identity'
-                 THEN format('already GENERATED %s AS IDENTITY over adopted sequence %s',
-                             CASE att.attidentity WHEN 'a' THEN 'ALWAYS' ELSE 'BY DEFAULT' END, seq)
-                 ELSE format('already DEFAULT %s, adopted', def.expr) END,
-            tbl::oid;
+        RETURN QUERY SELECT n, 'unchanged'::text, colname, format('already DEFAULT %s', def.expr), tbl::oid;
     END IF;
 
     -- From here on, change things.
@@ -381,7 +371,7 @@ BEGIN
         RETURN QUERY SELECT n, 'set default'::text, colname, format('%s()', target::regproc), tbl::oid;
     END IF;
 
-    IF adopt_seq AND NOT seq_adopted THEN
+    IF adopt_seq THEN
         IF NOT dry_run THEN
             IF (SELECT q.seqtypid FROM pg_sequence q WHERE q.seqrelid = seq) <> 'bigint'::regtype THEN
                 PERFORM @extschema@.snowflake_convert_as_owner(seq, format('ALTER SEQUENCE %s AS bigint', seq));

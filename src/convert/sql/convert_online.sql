@@ -355,6 +355,8 @@ DECLARE
     keep_last  bigint;
     keep_called boolean;
     keep_ident "char";
+    keep_acl   aclitem[];  -- an identity's sequence's grants and comment,
+    keep_comment text;     -- made again with it
 BEGIN
     -- Before any @extschema@ name is looked up (docs/security.md, "The
     -- extension's schema"): every role that can create in the extension's
@@ -825,7 +827,10 @@ BEGIN
                                                                                                  ELSE 9223372036854775807 END
                                        THEN 'NO MAXVALUE' ELSE format('MAXVALUE %s', kq.seqmax) END,
                                   kq.seqstart, CASE WHEN kq.seqcycle THEN 'CYCLE' ELSE 'NO CYCLE' END)
+                           || format(' CACHE %s', kq.seqcache)
                       INTO keep_opts FROM pg_sequence kq WHERE kq.seqrelid = keep_seq;
+                    SELECT kc.relacl, obj_description(keep_seq, 'pg_class') INTO keep_acl, keep_comment
+                      FROM pg_class kc WHERE kc.oid = keep_seq;
                     EXECUTE format('SELECT last_value, is_called FROM %s', keep_seq) INTO keep_last, keep_called;
                     IF keep_ident = '' THEN
                         PERFORM @extschema@.snowflake_convert_as_owner(keep_seq,
@@ -870,6 +875,22 @@ BEGIN
                 PERFORM @extschema@.snowflake_convert_as_owner($1,
                     format('SELECT pg_catalog.setval(%L::pg_catalog.regclass, %s, %L::pg_catalog.bool)', keep_name, keep_last, keep_called));
                 keep_seq := to_regclass(keep_name);
+                -- Its grants and comment, as the old one had them (the
+                -- red-team review of the kept identities: an application
+                -- role's currval() needs its grant).
+                FOREACH s IN ARRAY ARRAY(
+                    SELECT format('GRANT %s ON SEQUENCE %s TO %s%s', x.privilege_type, keep_seq,
+                                  CASE WHEN x.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(x.grantee)) END,
+                                  CASE WHEN x.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END)
+                      FROM aclexplode(keep_acl) x
+                     WHERE x.grantee <> (SELECT kc.relowner FROM pg_class kc WHERE kc.oid = keep_seq)
+                     ORDER BY x.grantee, x.privilege_type) LOOP
+                    PERFORM @extschema@.snowflake_convert_as_owner(keep_seq, s);
+                END LOOP;
+                IF keep_comment IS NOT NULL THEN
+                    PERFORM @extschema@.snowflake_convert_as_owner(keep_seq,
+                        format('COMMENT ON SEQUENCE %s IS %L', keep_seq, keep_comment));
+                END IF;
             ELSE
                 IF (SELECT kq.seqtypid FROM pg_sequence kq WHERE kq.seqrelid = keep_seq) <> 'bigint'::regtype THEN
                     PERFORM @extschema@.snowflake_convert_as_owner(keep_seq, format('ALTER SEQUENCE %s AS bigint', keep_seq));

@@ -145,6 +145,16 @@ SELECT c.oid::regclass, format_type(a.atttypid, a.atttypmod), pg_get_expr(d.adbi
 INSERT INTO shop.events_2026 (at) VALUES ('2026-07-01');
 SELECT count(*) FILTER (WHERE id > 2) AS snowflake_rows, count(*) AS all_rows FROM shop.events;
 
+-- A backslash in the sequence's name: its default is still recognised as
+-- nextval() of it alone, kept and adopted (the red-team review of kept
+-- defaults: on 21bfa7b it was dropped for snowflake_nextval()).
+CREATE TABLE shop."back\slash" (id serial PRIMARY KEY);
+INSERT INTO shop."back\slash" DEFAULT VALUES;
+SELECT action, object FROM pg_temp.convert('shop."back\slash"', 'id');
+SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'shop."back\slash"'::regclass;
+INSERT INTO shop."back\slash" DEFAULT VALUES RETURNING snowflake_worker_id(id) AS worker;
+DROP TABLE shop."back\slash";
+
 -- A nextval() default on a sequence shared with another table: the sequence stays.
 CREATE SEQUENCE shop.shared_seq;
 CREATE TABLE shop.legacy_a (id bigint PRIMARY KEY DEFAULT nextval('shop.shared_seq'));
