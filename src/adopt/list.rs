@@ -412,6 +412,17 @@ pub(super) fn is_adopted_known(seq: pg_sys::Oid) -> bool {
     KNOWN.with(|k| matches!(&*k.borrow(), Known::Loaded { adopted, .. } if adopted.contains(&seq)))
 }
 
+/// Whether this backend last read a list with any adopted sequence in it
+/// (no read: for the error path, `super::fence_hint`).
+pub(super) fn any_known() -> bool {
+    KNOWN
+        .try_with(|k| {
+            k.try_borrow()
+                .is_ok_and(|k| matches!(&*k, Known::Loaded { adopted, .. } if !adopted.is_empty()))
+        })
+        .unwrap_or(false)
+}
+
 /// Whether this backend never read the list and its last try was held up
 /// by a lock (see [`UNREADABLE`]).
 pub(super) fn unreadable() -> bool {

@@ -51,6 +51,7 @@
 
 pub mod calls;
 mod copy;
+mod fence_hint;
 mod labels;
 mod list;
 mod planner;
@@ -71,6 +72,7 @@ pub fn init() {
     shared::init();
     list::init();
     copy::init();
+    fence_hint::init();
     labels::init();
     planner::init();
     utility::init();

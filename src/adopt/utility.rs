@@ -98,6 +98,12 @@ unsafe extern "C-unwind" fn utility(
         {
             counters_moved_by(stmt, &raw mut moved);
         }
+        // EXECUTE's parameters are evaluated without a plan: where one
+        // reaches an adopted sequence's fence, the error's HINT says so
+        // (`super::fence_hint`), if this backend has read the list.
+        if !stmt.is_null() && (*stmt).type_ == pg_sys::NodeTag::T_ExecuteStmt {
+            let _ = list::active();
+        }
         // DROP EXTENSION snowflake_id: the switch's event trigger, which is
         // no member of it (so that pg_dump writes it), goes first, as the
         // switch's row goes with the extension.

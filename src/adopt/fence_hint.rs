@@ -1,0 +1,68 @@
+//! The fence's error says where the draw came from. A `nextval()` that no
+//! plan makes (an `EXECUTE` parameter, a domain's default, a subscriber's
+//! apply, the fill of `ALTER TABLE … ADD COLUMN`) reaches an adopted
+//! sequence's own counter, which stops at the fence (`adopt_record`):
+//! PostgreSQL's 2200H, "nextval: reached maximum value of sequence", with
+//! no HINT. Where this backend knows of adopted sequences in its
+//! database, the error gets a HINT that names those paths (issue 63: "a
+//! clear SQLSTATE and a HINT that names the path"). The hook reads only
+//! this backend's own memory: no catalog, no lock, in the error path.
+
+use pgrx::pg_sys;
+
+static mut PREV_EMIT: pg_sys::emit_log_hook_type = None;
+
+/// Install the hook: in the postmaster, at preload.
+pub(super) fn init() {
+    // SAFETY: installed once, in _PG_init of the postmaster, before any
+    // backend exists.
+    unsafe {
+        PREV_EMIT = pg_sys::emit_log_hook;
+        pg_sys::emit_log_hook = Some(emit);
+    }
+}
+
+/// PostgreSQL's sequence.c, untranslated (`message_id`).
+const REACHED: &[u8] = b"nextval: reached ";
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn emit(edata: *mut pg_sys::ErrorData) {
+    // SAFETY: PostgreSQL's ErrorData, in its error context; the strings
+    // are allocated there (`CurrentMemoryContext` is the error's own).
+    unsafe {
+        if let Some(prev) = PREV_EMIT {
+            prev(edata);
+        }
+        let e = &mut *edata;
+        if e.elevel < pgrx::PgLogLevel::ERROR as i32
+            || e.sqlerrcode
+                != pgrx::PgSqlErrorCode::ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED as i32
+            || !e.hint.is_null()
+            || e.message_id.is_null()
+            || !std::ffi::CStr::from_ptr(e.message_id)
+                .to_bytes()
+                .starts_with(REACHED)
+            || !super::list::any_known()
+        {
+            return;
+        }
+        let name = if e.message.is_null() {
+            String::new()
+        } else {
+            let m = std::ffi::CStr::from_ptr(e.message).to_string_lossy();
+            m.split('"')
+                .nth(1)
+                .map(|n| format!(" \"{n}\""))
+                .unwrap_or_default()
+        };
+        let hint = format!(
+            "If sequence{name} is adopted by snowflake_id, this nextval() was evaluated where no plan is made \
+             (an EXECUTE parameter, a domain's default, a subscriber's apply, the fill of ALTER TABLE ... ADD COLUMN), \
+             which draws the sequence's own values only up to its fence. Call nextval() inside the statement instead; \
+             see docs/adopting.md."
+        );
+        if let Ok(c) = std::ffi::CString::new(hint) {
+            e.hint = pg_sys::pstrdup(c.as_ptr());
+        }
+    }
+}
