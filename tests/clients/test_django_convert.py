@@ -74,17 +74,18 @@ def main(stage, work):
                           WHERE table_name LIKE 'convapp%' AND (column_name = 'id' OR column_name LIKE '%\\_id')""")
             shape = c.fetchone()[0]
         # The keys stay Django's identities (issue 63: the catalog is the
-        # application's), their sequences adopted.
+        # application's), their sequences adopted; the M2M tables' keys are
+        # Django's integer identities, left as they are.
         want = ("convapp_member.id bigint identity BY DEFAULT; "
                 "convapp_member_groups.group_id integer -; "
-                "convapp_member_groups.id integer -; "
+                "convapp_member_groups.id integer identity BY DEFAULT; "
                 "convapp_member_groups.member_id bigint -; "
-                "convapp_member_user_permissions.id integer -; "
+                "convapp_member_user_permissions.id integer identity BY DEFAULT; "
                 "convapp_member_user_permissions.member_id bigint -; "
                 "convapp_member_user_permissions.permission_id integer -; "
                 "convapp_project.id bigint identity BY DEFAULT; "
                 "convapp_project.owner_id bigint -; "
-                "convapp_project_members.id integer -; "
+                "convapp_project_members.id integer identity BY DEFAULT; "
                 "convapp_project_members.member_id bigint -; "
                 "convapp_project_members.project_id bigint -")
         assert shape == want, f"columns after the migrations:\n{shape}\nwanted:\n{want}"
