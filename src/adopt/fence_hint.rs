@@ -49,11 +49,12 @@ unsafe extern "C-unwind" fn emit(edata: *mut pg_sys::ErrorData) {
         let name = if e.message.is_null() {
             String::new()
         } else {
+            // `… of sequence "NAME" (N)`: a name may hold quotes itself.
             let m = std::ffi::CStr::from_ptr(e.message).to_string_lossy();
-            m.split('"')
-                .nth(1)
-                .map(|n| format!(" \"{n}\""))
-                .unwrap_or_default()
+            match (m.find('"'), m.rfind("\" (")) {
+                (Some(a), Some(b)) if b > a => format!(" \"{}\"", &m[a + 1..b]),
+                _ => String::new(),
+            }
         };
         let hint = format!(
             "If sequence{name} is adopted by snowflake_id, this nextval() was evaluated where no plan is made \

@@ -249,6 +249,30 @@ pub fn adopt_listed_now(oids: Vec<pg_sys::Oid>) -> bool {
     }
 }
 
+/// `snowflake_id_internal.adopt_from_replication()`: whether this process
+/// is a logical-replication worker (apply, parallel apply, table sync),
+/// which applies another server's rows. A `FOR ALL TABLES` publication
+/// carries the extension's tables; their rows name the publisher's OIDs,
+/// so the list's and the switch's triggers skip them (issue 63, part 3).
+#[pg_extern(sql = false)]
+pub fn adopt_from_replication() -> bool {
+    // SAFETY: the background worker entry of this process, if any, with
+    // its NUL-terminated names (postmaster-made, never changed).
+    unsafe {
+        let w = pg_sys::MyBgworkerEntry;
+        if w.is_null() {
+            return false;
+        }
+        let lib = std::ffi::CStr::from_ptr((*w).bgw_library_name.as_ptr());
+        let f = std::ffi::CStr::from_ptr((*w).bgw_function_name.as_ptr());
+        lib == c"postgres"
+            && matches!(
+                f.to_bytes(),
+                b"ApplyWorkerMain" | b"ParallelApplyWorkerMain" | b"TablesyncWorkerMain"
+            )
+    }
+}
+
 /// The list of adopted sequences of this database, called from the
 /// extension's own functions (its schema exists): `InvalidOid` where the
 /// table does not (an older version's objects).

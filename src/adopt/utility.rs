@@ -102,13 +102,7 @@ unsafe extern "C-unwind" fn utility(
         // reaches an adopted sequence's fence, the error's HINT says so
         // (`super::fence_hint`), if this backend has read the list.
         if !stmt.is_null() && (*stmt).type_ == pg_sys::NodeTag::T_ExecuteStmt {
-            let _ = list::active();
-        }
-        // DROP EXTENSION snowflake_id: the switch's event trigger, which is
-        // no member of it (so that pg_dump writes it), goes first, as the
-        // switch's row goes with the extension.
-        if drops_extension(stmt) {
-            drop_switch_trigger();
+            read_list();
         }
         let next = PREV_UTILITY.unwrap_or(standard_ProcessUtility);
         next(
@@ -153,45 +147,12 @@ unsafe extern "C-unwind" fn utility(
     }
 }
 
-/// Whether `stmt` is a `DROP EXTENSION` that names snowflake_id.
-///
-/// # Safety
-/// `stmt` is a utility statement (or null).
-unsafe fn drops_extension(stmt: *mut pg_sys::Node) -> bool {
-    // SAFETY: a DropStmt's list of extension names (String nodes).
-    unsafe {
-        if stmt.is_null() || (*stmt).type_ != pg_sys::NodeTag::T_DropStmt {
-            return false;
-        }
-        let drop = stmt as *mut pg_sys::DropStmt;
-        if (*drop).removeType != pg_sys::ObjectType::OBJECT_EXTENSION {
-            return false;
-        }
-        pgrx::PgList::<pg_sys::Node>::from_pg((*drop).objects)
-            .iter_ptr()
-            .any(|n| {
-                !n.is_null()
-                    && (*n).type_ == pg_sys::NodeTag::T_String
-                    && std::ffi::CStr::from_ptr((*(n as *mut pg_sys::String)).sval)
-                        == c"snowflake_id"
-            })
-    }
-}
-
-/// Drop the switch's event trigger (`snowflake_adopt_sequences()` makes
-/// it), where this database has one.
-fn drop_switch_trigger() {
-    // SAFETY: a syscache look-up by name.
-    let exists = unsafe {
-        pg_sys::get_event_trigger_oid(c"snowflake_id_adopt_sequences".as_ptr(), true)
-            != pg_sys::Oid::INVALID
-    };
-    // An error of the DROP itself is raised as PostgreSQL's; where SPI
-    // could not run it, the DROP EXTENSION that follows says what still
-    // depends on the extension (2BP01), as without this step.
-    if exists {
-        let _ = Spi::run("DROP EVENT TRIGGER IF EXISTS snowflake_id_adopt_sequences");
-    }
+/// Read this database's list of adopted sequences if this backend has not
+/// (guarded: an error of the read is PostgreSQL's, in this unguarded
+/// hook).
+#[pg_guard]
+unsafe extern "C-unwind" fn read_list() {
+    let _ = list::active();
 }
 
 /// The OID of the database a `DROP DATABASE` names (`tag`

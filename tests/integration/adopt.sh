@@ -313,29 +313,16 @@ log "14. pg_dump -s, and pg_restore section by section: the adoptions travel wit
 # 'adopted', which pg_dump writes with its definition: restored (as a
 # superuser), it adopts the sequence again. The list's own rows, in a full
 # restore's data section after the labels adopted them, are skipped.
-# The switch too: while it is on, its event trigger exists, no member of
-# the extension, and pg_dump writes it after every table, so the restore
-# adopts exactly the labelled sequences and then every new one. (On
-# 21bfa7b a restore of pg_dump -s left the switch off: new tables got
-# 1, 2, ...)
-q -d app -c "SELECT snowflake_adopt_sequences()" >/dev/null
 want=$(q -d app -c "SELECT string_agg(seq::text, ' ' ORDER BY seq::text) FROM snowflake_id_internal.snowflake_adopted")
 as_pg "$(pgbin)/pg_dump" -h "$DIR" -p "$PORT" -U postgres -s -f "$BASE/schema.sql" app || die "pg_dump -s failed"
 grep -q "SECURITY LABEL FOR snowflake_id ON SEQUENCE public.orders_id_seq IS 'adopted'" "$BASE/schema.sql" \
     || die "pg_dump -s wrote no label for orders_id_seq"
-grep -q "CREATE EVENT TRIGGER snowflake_id_adopt_sequences ON ddl_command_end" "$BASE/schema.sql" \
-    || die "pg_dump -s wrote no event trigger for the switch"
 q -c "CREATE DATABASE schema_only" >/dev/null
 q -d schema_only -q -f "$BASE/schema.sql" >/dev/null 2>"$BASE/schema.err" || { cat "$BASE/schema.err" >&2; die "restoring pg_dump -s failed"; }
 got=$(q -d schema_only -c "SELECT string_agg(seq::text, ' ' ORDER BY seq::text) FROM snowflake_id_internal.snowflake_adopted")
 [ "$got" = "$want" ] || die "pg_dump -s carried the adoptions '$got', expected '$want'"
 [ "$(q -d schema_only -c "SELECT snowflake_worker_id(nextval('orders_id_seq'))")" = 31 ] \
     || die "orders_id_seq restored from pg_dump -s is not adopted"
-[ "$(q -q -d schema_only -c "CREATE TABLE after_schema (id bigserial PRIMARY KEY)" \
-       -c "INSERT INTO after_schema DEFAULT VALUES RETURNING snowflake_worker_id(id)" | head -1)" = 31 ] \
-    || die "the switch restored from pg_dump -s adopted no new table"
-[ "$(q -d schema_only -c "SELECT count(*) FROM snowflake_adopting_databases WHERE database = 'schema_only'")" = 1 ] \
-    || die "the switch restored from pg_dump -s is not listed once it adopted a table"
 q -c "CREATE DATABASE sections" >/dev/null
 as_pg "$(pgbin)/pg_dump" -h "$DIR" -p "$PORT" -U postgres -Fc -f "$BASE/app14.dump" app || die "pg_dump -Fc failed"
 for section in pre-data data post-data; do
@@ -350,8 +337,6 @@ done
     || die "the data section listed sequences twice or lost some"
 [ "$(q -d sections -c "SELECT snowflake_worker_id(nextval('orders_id_seq'))")" = 31 ] \
     || die "orders_id_seq restored section by section is not adopted"
-[ "$(q -d sections -c "SELECT count(*) FROM snowflake_adopting_databases WHERE database = 'sections'")" = 1 ] \
-    || die "pg_restore section by section lost the switch"
 # DROP EXTENSION takes the labels with it: a later CREATE EXTENSION, and a
 # dump, find nothing adopted.
 q -d schema_only -c "DROP EXTENSION snowflake_id CASCADE" >/dev/null 2>&1

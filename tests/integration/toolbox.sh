@@ -329,9 +329,15 @@ S=$(fresh s); cluster_init "$S" $((PORT + 8)) "$PRELOAD" "snowflake_id.worker_id
 for d in "$P $((PORT + 7))" "$S $((PORT + 8))"; do
     read -r dir port <<< "$d"
     q "$dir" "$port" -c "SET client_min_messages = warning" -c "CREATE EXTENSION snowflake_id" \
-        -c "CREATE TABLE keys (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int)" >/dev/null
+        -c "CREATE TABLE keys (id bigint PRIMARY KEY DEFAULT snowflake_nextval(), v int)" \
+        -c "CREATE SEQUENCE counter" >/dev/null
 done
+# The publisher adopts its sequence and turns the switch on; the
+# subscriber's own sequence of that name stays its own (issue 63: the
+# list's and the switch's rows from a replication worker are skipped; on
+# 6f10ef7 the table sync applied the publisher's rows to both).
 q "$P" $((PORT + 7)) -c "INSERT INTO keys (v) SELECT g FROM generate_series(1, 1000) g" \
+    -c "SELECT snowflake_adopt_sequence('counter')" -c "SELECT snowflake_adopt_sequences()" \
     -c "CREATE PUBLICATION everything FOR ALL TABLES" >/dev/null
 q "$S" $((PORT + 8)) -c "CREATE SUBSCRIPTION s CONNECTION 'host=$P port=$((PORT + 7)) user=postgres dbname=postgres' PUBLICATION everything" >/dev/null 2>&1
 for _ in $(seq 1 100); do
@@ -345,6 +351,17 @@ id=$(q "$S" $((PORT + 8)) -c "SELECT snowflake_nextval()")
 [ "$(q "$S" $((PORT + 8)) -c "SELECT snowflake_timestamp($id) < now() + interval '1 minute'")" = t ] \
     || die "9: the publisher's mark moved the subscriber's IDs to its time ($id)"
 log "   the subscriber holds the publisher's mark and mints on its own clock ($id)"
+for _ in $(seq 1 50); do
+    [ "$(q "$S" $((PORT + 8)) -c "SELECT count(*) FROM pg_subscription_rel WHERE srsubstate <> 'r'")" = 0 ] && break
+    sleep 0.2
+done
+adopted=$(q "$S" $((PORT + 8)) -c "SELECT count(*) FROM snowflake_id_internal.snowflake_adopted")
+switch=$(q "$S" $((PORT + 8)) -c "SELECT count(*) FROM snowflake_id_internal.snowflake_adopt_switch")
+errors=$(q "$S" $((PORT + 8)) -c "SELECT apply_error_count + sync_error_count FROM pg_stat_subscription_stats")
+own=$(q "$S" $((PORT + 8)) -c "SELECT nextval('counter')")
+[ "$adopted/$switch/$errors/$own" = "0/0/0/1" ] \
+    || die "9: the publisher's adoption reached the subscriber: $adopted listed, $switch switch rows, $errors errors, nextval('counter') = $own"
+log "   the publisher's list and switch stay the publisher's: the subscriber's counter gives 1"
 cluster_stop "$S"; cluster_stop "$P"
 fi
 

@@ -148,6 +148,31 @@ GRANT SELECT ON snowflake_id_internal.snowflake_adopted TO pg_database_owner;
 COMMENT ON TABLE snowflake_id_internal.snowflake_adopted IS
 'snowflake_id''s adopted sequences: their nextval() returns Snowflake IDs';
 
+-- A logical-replication worker's rows (a FOR ALL TABLES publication
+-- carries the extension's tables) name another server's OIDs and
+-- switch: skipped, so that this database's list and switch stay its own
+-- (issue 63, part 3). ENABLE ALWAYS, as the apply worker runs with
+-- session_replication_role = replica; a TRUNCATE cannot be skipped, and
+-- is refused.
+CREATE FUNCTION snowflake_id_internal.adopt_from_replication() RETURNS boolean
+STABLE PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_from_replication_wrapper';
+CREATE FUNCTION snowflake_id_internal.adopt_skip_replicated() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $t$
+BEGIN
+    IF NOT snowflake_id_internal.adopt_from_replication() THEN
+        RETURN CASE WHEN TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN OLD ELSE NEW END;
+    END IF;
+    IF TG_OP OPERATOR(pg_catalog.=) 'TRUNCATE' THEN
+        RAISE EXCEPTION 'cannot apply a TRUNCATE of %.% from another server', TG_TABLE_SCHEMA, TG_TABLE_NAME
+              USING ERRCODE = '0A000',
+                    DETAIL = 'It is snowflake_id''s own state of this database; the publisher''s rows are not applied here.',
+                    HINT = 'Publish without truncate (ALTER PUBLICATION ... SET (publish = ''insert, update, delete'')), or skip the transaction with ALTER SUBSCRIPTION ... SKIP.';
+    END IF;
+    RETURN NULL;
+END
+$t$;
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_skip_replicated() FROM PUBLIC;
+
 -- Only existing permanent sequences: a restore, or a superuser by hand,
 -- cannot list a number that some other relation may carry one day; a
 -- sequence listed already is skipped.
@@ -183,6 +208,14 @@ REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_check_row() FROM PUBLIC;
 CREATE TRIGGER snowflake_adopted_check
     BEFORE INSERT OR UPDATE ON snowflake_id_internal.snowflake_adopted
     FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.adopt_check_row();
+CREATE TRIGGER snowflake_adopted_from_replica
+    BEFORE INSERT OR UPDATE OR DELETE ON snowflake_id_internal.snowflake_adopted
+    FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.adopt_skip_replicated();
+CREATE TRIGGER snowflake_adopted_truncate_from_replica
+    BEFORE TRUNCATE ON snowflake_id_internal.snowflake_adopted
+    FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_internal.adopt_skip_replicated();
+ALTER TABLE snowflake_id_internal.snowflake_adopted ENABLE ALWAYS TRIGGER snowflake_adopted_from_replica;
+ALTER TABLE snowflake_id_internal.snowflake_adopted ENABLE ALWAYS TRIGGER snowflake_adopted_truncate_from_replica;
 
 -- Any change, by the functions below, by hand or by a restore: applied
 -- to the server's table in shared memory when the transaction commits
@@ -364,6 +397,14 @@ REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_switch_mirror() FROM PUBLIC;
 CREATE TRIGGER snowflake_adopt_switch_mirror
     AFTER INSERT OR UPDATE OR DELETE ON snowflake_id_internal.snowflake_adopt_switch
     FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.adopt_switch_mirror();
+CREATE TRIGGER snowflake_adopt_switch_from_replica
+    BEFORE INSERT OR UPDATE OR DELETE ON snowflake_id_internal.snowflake_adopt_switch
+    FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.adopt_skip_replicated();
+CREATE TRIGGER snowflake_adopt_switch_truncate_from_replica
+    BEFORE TRUNCATE ON snowflake_id_internal.snowflake_adopt_switch
+    FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_internal.adopt_skip_replicated();
+ALTER TABLE snowflake_id_internal.snowflake_adopt_switch ENABLE ALWAYS TRIGGER snowflake_adopt_switch_from_replica;
+ALTER TABLE snowflake_id_internal.snowflake_adopt_switch ENABLE ALWAYS TRIGGER snowflake_adopt_switch_truncate_from_replica;
 
 -- snowflake_adopt_sequences(enabled boolean DEFAULT true): see src/adopt/mod.rs.
 CREATE FUNCTION snowflake_adopt_sequences(enabled boolean DEFAULT true) RETURNS boolean
@@ -381,21 +422,6 @@ BEGIN
     INSERT INTO snowflake_id_internal.snowflake_adopt_switch AS s (enabled) VALUES (enabled)
         ON CONFLICT (singleton) DO UPDATE SET enabled = EXCLUDED.enabled, changed_at = pg_catalog.now()
         WHERE s.enabled IS DISTINCT FROM EXCLUDED.enabled;
-    -- The switch's event trigger exists while it is on. It is no member
-    -- of the extension, so pg_dump writes it, and last (pg_dump and
-    -- pg_restore make event triggers after everything else): a restore of
-    -- pg_dump -s adopts exactly the sequences whose labels say so, and
-    -- then new ones (issue 63, part 3).
-    IF enabled THEN
-        IF NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger t
-                        WHERE t.evtname OPERATOR(pg_catalog.=) 'snowflake_id_adopt_sequences') THEN
-            CREATE EVENT TRIGGER snowflake_id_adopt_sequences ON ddl_command_end
-                WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE SEQUENCE')
-                EXECUTE FUNCTION snowflake_id_internal.adopt_new_sequences();
-        END IF;
-    ELSE
-        DROP EVENT TRIGGER IF EXISTS snowflake_id_adopt_sequences;
-    END IF;
     RETURN enabled;
 END
 $switch$;
@@ -468,13 +494,8 @@ DECLARE
     seqs     pg_catalog.oid[];
     s        pg_catalog.oid;
 BEGIN
-    -- Called by the switch's event trigger, which exists while the switch
-    -- is on (snowflake_adopt_sequences()). A restore of pg_dump -s brings
-    -- the trigger without the switch's row (configuration data, dumped
-    -- with the data): the row follows the trigger.
     IF NOT EXISTS (SELECT FROM snowflake_id_internal.snowflake_adopt_switch w WHERE w.enabled) THEN
-        INSERT INTO snowflake_id_internal.snowflake_adopt_switch AS w (enabled) VALUES (true)
-            ON CONFLICT (singleton) DO UPDATE SET enabled = true, changed_at = pg_catalog.now();
+        RETURN;
     END IF;
     SELECT pg_catalog.array_agg(DISTINCT cmd.objid) INTO seqs
       FROM pg_catalog.pg_event_trigger_ddl_commands() cmd
@@ -537,5 +558,6 @@ BEGIN
 END
 $f$;
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_new_sequences() FROM PUBLIC;
--- Its event trigger, snowflake_id_adopt_sequences, is made by
--- snowflake_adopt_sequences() (above) while the switch is on.
+CREATE EVENT TRIGGER snowflake_adopt_new_sequences ON ddl_command_end
+    WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE SEQUENCE')
+    EXECUTE FUNCTION snowflake_id_internal.adopt_new_sequences();

@@ -614,13 +614,6 @@ SELECT snowflake_adopt_sequences();
 RESET ROLE;
 SELECT snowflake_adopt_sequences();
 SELECT snowflake_adopt_sequences();   -- again: nothing changes
--- The switch travels with the schema (issue 63): while it is on, its
--- event trigger exists, and is no member of the extension, so pg_dump
--- -s writes it, after every table (adopt.sh section 14 restores it).
-SELECT t.evtname, t.evtevent, t.evtfoid::regproc, t.evttags,
-       EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_event_trigger'::regclass
-                  AND d.objid = t.oid AND d.deptype = 'e') AS member
-  FROM pg_event_trigger t WHERE t.evtname = 'snowflake_id_adopt_sequences';
 SELECT database = current_database() AS this_database FROM snowflake_adopting_databases;
 SET ROLE adopt_owner;
 CREATE TABLE sw.a (id bigserial PRIMARY KEY, v text);
@@ -705,7 +698,6 @@ SELECT seqrelid::regclass, seqincrement, seqmin, seqmax FROM pg_sequence
 -- Off: new columns keep their sequences again; adopted ones stay adopted.
 SELECT snowflake_adopt_sequences(false);
 SELECT count(*) AS adopting FROM snowflake_adopting_databases WHERE database = current_database();
-SELECT count(*) AS switch_triggers FROM pg_event_trigger WHERE evtname = 'snowflake_id_adopt_sequences';
 CREATE TABLE sw.e (id bigserial PRIMARY KEY);
 SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'sw.e'::regclass;
 SELECT snowflake_worker_id(nextval('sw.alone')) AS alone;
