@@ -212,11 +212,12 @@ def check_expr(tokens, where, problems):
 
 
 def is_for_variable(tokens, k):
-    """Whether IN at tokens[k] follows `FOR var[, var]` (PL/pgSQL loops)."""
+    """Whether IN at tokens[k] follows `FOR var[, var]` or `FOREACH var`
+    (PL/pgSQL loops)."""
     j = k - 1
     while j >= 0 and k - j <= 6:
         t = tokens[j]
-        if t.up == "FOR":
+        if t.up in ("FOR", "FOREACH"):
             return True
         if not (t.kind == "ident" or t.text in (",", ".")):
             return False

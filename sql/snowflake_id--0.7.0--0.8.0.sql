@@ -3147,14 +3147,7 @@ REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_check_row() FROM PUBLIC;
 CREATE TRIGGER snowflake_adopted_check
     BEFORE INSERT OR UPDATE ON snowflake_id_internal.snowflake_adopted
     FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.adopt_check_row();
-CREATE TRIGGER snowflake_adopted_from_replica
-    BEFORE INSERT OR UPDATE OR DELETE ON snowflake_id_internal.snowflake_adopted
-    FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.adopt_skip_replicated();
-CREATE TRIGGER snowflake_adopted_truncate_from_replica
-    BEFORE TRUNCATE ON snowflake_id_internal.snowflake_adopted
-    FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_internal.adopt_skip_replicated();
-ALTER TABLE snowflake_id_internal.snowflake_adopted ENABLE ALWAYS TRIGGER snowflake_adopted_from_replica;
-ALTER TABLE snowflake_id_internal.snowflake_adopted ENABLE ALWAYS TRIGGER snowflake_adopted_truncate_from_replica;
+
 
 -- Any change, by the functions below, by hand or by a restore: applied
 -- to the server's table in shared memory when the transaction commits
@@ -3336,14 +3329,24 @@ REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_switch_mirror() FROM PUBLIC;
 CREATE TRIGGER snowflake_adopt_switch_mirror
     AFTER INSERT OR UPDATE OR DELETE ON snowflake_id_internal.snowflake_adopt_switch
     FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.adopt_switch_mirror();
-CREATE TRIGGER snowflake_adopt_switch_from_replica
-    BEFORE INSERT OR UPDATE OR DELETE ON snowflake_id_internal.snowflake_adopt_switch
-    FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.adopt_skip_replicated();
-CREATE TRIGGER snowflake_adopt_switch_truncate_from_replica
-    BEFORE TRUNCATE ON snowflake_id_internal.snowflake_adopt_switch
-    FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_internal.adopt_skip_replicated();
-ALTER TABLE snowflake_id_internal.snowflake_adopt_switch ENABLE ALWAYS TRIGGER snowflake_adopt_switch_from_replica;
-ALTER TABLE snowflake_id_internal.snowflake_adopt_switch ENABLE ALWAYS TRIGGER snowflake_adopt_switch_truncate_from_replica;
+-- The list's and the switch's rows from a logical-replication worker
+-- are skipped (adopt_skip_replicated, above), ENABLE ALWAYS.
+DO $from_replica$
+DECLARE
+    t pg_catalog.text;
+BEGIN
+    FOREACH t IN ARRAY ARRAY['snowflake_adopted', 'snowflake_adopt_switch']::pg_catalog.text[] LOOP
+        EXECUTE pg_catalog.format('CREATE TRIGGER %I BEFORE INSERT OR UPDATE OR DELETE ON snowflake_id_internal.%I '
+                                  'FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.adopt_skip_replicated()',
+                                  t OPERATOR(pg_catalog.||) '_from_replica', t);
+        EXECUTE pg_catalog.format('CREATE TRIGGER %I BEFORE TRUNCATE ON snowflake_id_internal.%I '
+                                  'FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_internal.adopt_skip_replicated()',
+                                  t OPERATOR(pg_catalog.||) '_truncate_from_replica', t);
+        EXECUTE pg_catalog.format('ALTER TABLE snowflake_id_internal.%I ENABLE ALWAYS TRIGGER %I, ENABLE ALWAYS TRIGGER %I',
+                                  t, t OPERATOR(pg_catalog.||) '_from_replica', t OPERATOR(pg_catalog.||) '_truncate_from_replica');
+    END LOOP;
+END
+$from_replica$;
 
 -- snowflake_adopt_sequences(enabled boolean DEFAULT true): see src/adopt/mod.rs.
 CREATE FUNCTION snowflake_adopt_sequences(enabled boolean DEFAULT true) RETURNS boolean
