@@ -46,21 +46,26 @@ unsafe extern "C-unwind" fn emit(edata: *mut pg_sys::ErrorData) {
         {
             return;
         }
-        let name = if e.message.is_null() {
-            String::new()
-        } else {
-            // `… of sequence "NAME" (N)`: a name may hold quotes itself.
-            let m = std::ffi::CStr::from_ptr(e.message).to_string_lossy();
-            match (m.find('"'), m.rfind("\" (")) {
-                (Some(a), Some(b)) if b > a => format!(" \"{}\"", &m[a + 1..b]),
-                _ => String::new(),
+        // `… of sequence "NAME" (N)`, in the server's encoding: the name's
+        // bytes as they are (a name may hold quotes, or bytes that are no
+        // UTF-8), between the first quote and the last `" (`.
+        let mut hint: Vec<u8> = b"If sequence".to_vec();
+        if !e.message.is_null() {
+            let m = std::ffi::CStr::from_ptr(e.message).to_bytes();
+            let first = m.iter().position(|&b| b == b'"');
+            let last = m.windows(3).rposition(|w| w == b"\" (");
+            if let (Some(a), Some(b)) = (first, last) {
+                if b > a {
+                    hint.extend_from_slice(b" ");
+                    hint.extend_from_slice(&m[a..=b]);
+                }
             }
-        };
-        let hint = format!(
-            "If sequence{name} is adopted by snowflake_id, this nextval() was evaluated where no plan is made \
-             (an EXECUTE parameter, a domain's default, a subscriber's apply, the fill of ALTER TABLE ... ADD COLUMN), \
-             which draws the sequence's own values only up to its fence. Call nextval() inside the statement instead; \
-             see docs/adopting.md."
+        }
+        hint.extend_from_slice(
+            b" is adopted by snowflake_id, this nextval() was evaluated where no plan is made \
+              (an EXECUTE parameter, a domain's default, a subscriber's apply, the fill of ALTER TABLE ... ADD COLUMN), \
+              which draws the sequence's own values only up to its fence. Call nextval() inside the statement instead; \
+              see docs/adopting.md.",
         );
         if let Ok(c) = std::ffi::CString::new(hint) {
             e.hint = pg_sys::pstrdup(c.as_ptr());

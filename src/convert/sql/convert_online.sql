@@ -352,6 +352,7 @@ DECLARE
     keep_seq   regclass;  -- the key's sequence, kept and adopted (issue 57)
     keep_name  text;
     keep_opts  text;
+    keep_start bigint;
     keep_last  bigint;
     keep_called boolean;
     keep_ident "char";
@@ -817,7 +818,7 @@ BEGIN
                     -- (the fourth review of issue 57).
                     -- A bound that was its type's own becomes bigint's, as
                     -- ALTER COLUMN ... TYPE bigint makes it.
-                    SELECT format('INCREMENT BY %s %s %s START WITH %s %s', kq.seqincrement,
+                    SELECT format('INCREMENT BY %s %s %s %s', kq.seqincrement,
                                   CASE WHEN kq.seqincrement < 0 AND kq.seqmin = CASE kq.seqtypid WHEN 'int2'::regtype THEN -32768
                                                                                                  WHEN 'int4'::regtype THEN -2147483648
                                                                                                  ELSE -9223372036854775808 END
@@ -826,9 +827,9 @@ BEGIN
                                                                                                  WHEN 'int4'::regtype THEN 2147483647
                                                                                                  ELSE 9223372036854775807 END
                                        THEN 'NO MAXVALUE' ELSE format('MAXVALUE %s', kq.seqmax) END,
-                                  kq.seqstart, CASE WHEN kq.seqcycle THEN 'CYCLE' ELSE 'NO CYCLE' END)
-                           || format(' CACHE %s', kq.seqcache)
-                      INTO keep_opts FROM pg_sequence kq WHERE kq.seqrelid = keep_seq;
+                                  CASE WHEN kq.seqcycle THEN 'CYCLE' ELSE 'NO CYCLE' END)
+                           || format(' CACHE %s', kq.seqcache), kq.seqstart
+                      INTO keep_opts, keep_start FROM pg_sequence kq WHERE kq.seqrelid = keep_seq;
                     SELECT kc.relacl, obj_description(keep_seq, 'pg_class') INTO keep_acl, keep_comment
                       FROM pg_class kc WHERE kc.oid = keep_seq;
                     EXECUTE format('SELECT last_value, is_called FROM %s', keep_seq) INTO keep_last, keep_called;
@@ -870,10 +871,22 @@ BEGIN
             -- with the old one's kind, name, bounds and counter, or
             -- nextval() of its own sequence; adopted.
             IF keep_ident <> '' THEN
-                EXECUTE format('ALTER TABLE %s ALTER COLUMN %I ADD GENERATED %s AS IDENTITY (SEQUENCE NAME %s %s)', $1, $2,
-                               CASE keep_ident WHEN 'a' THEN 'ALWAYS' ELSE 'BY DEFAULT' END, keep_name, keep_opts);
-                PERFORM @extschema@.snowflake_convert_as_owner($1,
-                    format('SELECT pg_catalog.setval(%L::pg_catalog.regclass, %s, %L::pg_catalog.bool)', keep_name, keep_last, keep_called));
+                EXECUTE format('ALTER TABLE %s ALTER COLUMN %I ADD GENERATED %s AS IDENTITY (SEQUENCE NAME %s %s START WITH %s)', $1, $2,
+                               CASE keep_ident WHEN 'a' THEN 'ALWAYS' ELSE 'BY DEFAULT' END, keep_name, keep_opts, keep_start);
+                IF keep_called THEN
+                    -- With the switch on, its event trigger has adopted the
+                    -- new sequence as ADD GENERATED made it, fenced at its
+                    -- start: the fence moves to where the old one stood
+                    -- (the red-team review of 7540229, F1: every swap failed).
+                    IF EXISTS (SELECT FROM pg_sequence kq WHERE kq.seqrelid = to_regclass(keep_name)
+                                  AND CASE WHEN kq.seqincrement > 0 THEN kq.seqmax < keep_last ELSE kq.seqmin > keep_last END) THEN
+                        PERFORM @extschema@.snowflake_convert_as_owner($1,
+                            format('ALTER SEQUENCE %s %s %s', keep_name,
+                                   CASE WHEN keep_opts LIKE 'INCREMENT BY -%' THEN 'MINVALUE' ELSE 'MAXVALUE' END, keep_last));
+                    END IF;
+                    PERFORM @extschema@.snowflake_convert_as_owner($1,
+                        format('SELECT pg_catalog.setval(%L::pg_catalog.regclass, %s, true)', keep_name, keep_last));
+                END IF;
                 keep_seq := to_regclass(keep_name);
                 -- Its grants and comment, as the old one had them (the
                 -- red-team review of the kept identities: an application

@@ -105,6 +105,29 @@ SELECT seqmax = (SELECT max(id) FROM live.accounts WHERE id < 1000000) AS fenced
 -- BY DEFAULT, as before: an explicit key goes in.
 INSERT INTO live.accounts (id, name) VALUES (5000, 'explicit') RETURNING id;
 
+-- With the switch on, its event trigger adopts the identity the swap
+-- makes again: the online conversion still ends, the identity where the
+-- old one stood, fenced there (the red-team review of 7540229, F1: on
+-- 587ec19 every swap failed, setval() past the switch's fence).
+SELECT snowflake_adopt_sequences();
+CREATE TABLE live.jo (id int GENERATED ALWAYS AS IDENTITY (START 100 INCREMENT 3) PRIMARY KEY, v int);
+INSERT INTO live.jo (v) SELECT g FROM generate_series(1, 5) g;
+CALL snowflake_convert_online('live.jo', 'id');
+\set ECHO none
+SELECT snowflake_convert_online_indexes('live.jo', 'id') \gexec
+\set ECHO all
+CALL snowflake_convert_online('live.jo', 'id');
+SELECT phase FROM snowflake_convert_status WHERE "table" = 'live.jo'::regclass;
+SELECT a.attidentity, format_type(a.atttypid, a.atttypmod), q.seqincrement, q.seqmax,
+       (SELECT max(id) FROM live.jo) AS top
+  FROM pg_attribute a, pg_sequence q
+ WHERE a.attrelid = 'live.jo'::regclass AND a.attname = 'id'
+   AND q.seqrelid = pg_get_serial_sequence('live.jo', 'id')::regclass;
+INSERT INTO live.jo (v) VALUES (6) RETURNING snowflake_worker_id(id) AS worker;
+SELECT snowflake_adopt_sequences(false);
+SELECT action FROM snowflake_convert_online_abandon('live.jo', 'id');
+DROP TABLE live.jo;
+
 -- Backing out half way: the table is as it was, and nothing is recorded.
 CREATE TABLE live.undo (id serial PRIMARY KEY, v int);
 CREATE TABLE live.undo_ref (undo_id int REFERENCES live.undo);
