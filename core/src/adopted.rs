@@ -187,13 +187,23 @@ impl<const D: usize, const S: usize> AdoptedTable<D, S> {
         if !w.loaded() {
             return (w, None);
         }
-        let list = self
-            .seqs
-            .iter()
-            .map(|s| s.load(Ordering::Acquire))
-            .filter(|&k| k != FREE && k != GONE && (k >> 32) as u32 == db)
-            .map(|k| k as u32)
-            .collect();
+        // The scan stops at the database's count (exact under the lock):
+        // a database with nothing adopted, the common case, costs no scan
+        // of the table (a whole scan was 3M instructions, about 1 ms, in
+        // each new backend's first statement).
+        let want = self
+            .db_slot(db)
+            .map_or(0, |at| self.db_counts[at].load(Ordering::Acquire) as usize);
+        let mut list = Vec::with_capacity(want);
+        for s in &self.seqs {
+            if list.len() == want {
+                break;
+            }
+            let k = s.load(Ordering::Acquire);
+            if k != FREE && k != GONE && (k >> 32) as u32 == db {
+                list.push(k as u32);
+            }
+        }
         (w, Some(list))
     }
 
@@ -358,6 +368,31 @@ mod tests {
         assert_eq!(t.word(5), Word::NONE);
         assert_eq!(t.publish(5, Word::NONE, &[10]), Published::Yes);
         assert!(t.contains(5, 10) && !t.contains(6, 10));
+    }
+
+    /// The copy's scan stops at the database's count: it still finds every
+    /// sequence of the database, beside other databases' and removed ones.
+    #[test]
+    fn a_copy_finds_all_of_its_database_and_no_more() {
+        let t = T::default();
+        assert_eq!(t.publish(5, Word::NONE, &[]), Published::Yes);
+        assert_eq!(t.seqs_of(5).1, Some(vec![]));
+        assert_eq!(t.publish(6, Word::NONE, &[1, 2, 3]), Published::Yes);
+        t.apply_ignoring_seen(
+            5,
+            &[
+                Change::Add(7),
+                Change::Add(8),
+                Change::Add(9),
+                Change::Remove(8),
+            ],
+        );
+        let mut s = t.seqs_of(5).1.unwrap();
+        s.sort();
+        assert_eq!(s, vec![7, 9]);
+        let mut s = t.seqs_of(6).1.unwrap();
+        s.sort();
+        assert_eq!(s, vec![1, 2, 3]);
     }
 
     #[test]
