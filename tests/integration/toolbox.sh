@@ -362,6 +362,27 @@ own=$(q "$S" $((PORT + 8)) -c "SELECT nextval('counter')")
 [ "$adopted/$switch/$errors/$own" = "0/0/0/1" ] \
     || die "9: the publisher's adoption reached the subscriber: $adopted listed, $switch switch rows, $errors errors, nextval('counter') = $own"
 log "   the publisher's list and switch stay the publisher's: the subscriber's counter gives 1"
+# A subscriber built from the publisher's pg_dump -s (issue 63, part 3):
+# the labels adopt its own counter, which mints with its own worker id;
+# the publisher's rows of the list are skipped, with no error.
+S2=$(fresh s2); cluster_init "$S2" $((PORT + 9)) "$PRELOAD" "snowflake_id.worker_id = 11"; start "$S2"
+as_pg "$(pgbin)/pg_dump" -h "$P" -p $((PORT + 7)) -U postgres -s -f "$S2/schema.sql" postgres || die "9: pg_dump -s failed"
+q "$S2" $((PORT + 9)) -v ON_ERROR_STOP=1 -q -f "$S2/schema.sql" >/dev/null 2>"$S2/schema.err" \
+    || { cat "$S2/schema.err" >&2; die "9: restoring pg_dump -s into the second subscriber failed"; }
+q "$S2" $((PORT + 9)) -c "CREATE SUBSCRIPTION s2 CONNECTION 'host=$P port=$((PORT + 7)) user=postgres dbname=postgres' PUBLICATION everything" >/dev/null 2>&1
+for _ in $(seq 1 100); do
+    [ "$(q "$S2" $((PORT + 9)) -c "SELECT count(*) FROM pg_subscription_rel WHERE srsubstate <> 'r'")" = 0 ] \
+        && [ "$(q "$S2" $((PORT + 9)) -c "SELECT count(*) FROM keys")" = 1000 ] && break
+    sleep 0.2
+done
+adopted=$(q "$S2" $((PORT + 9)) -c "SELECT string_agg(seq::text, ' ') FROM snowflake_id_internal.snowflake_adopted")
+errors=$(q "$S2" $((PORT + 9)) -c "SELECT apply_error_count + sync_error_count FROM pg_stat_subscription_stats")
+worker=$(q "$S2" $((PORT + 9)) -c "SELECT snowflake_worker_id(nextval('counter'))")
+rows=$(q "$S2" $((PORT + 9)) -c "SELECT count(*) FROM keys")
+[ "$adopted/$errors/$worker/$rows" = "counter/0/11/1000" ] \
+    || die "9: the subscriber built from pg_dump -s: adopted '$adopted', $errors errors, nextval('counter') of worker $worker, $rows rows"
+log "   a subscriber built from pg_dump -s adopts its own counter (worker 11), its 1000 rows in, no error"
+cluster_stop "$S2"
 cluster_stop "$S"; cluster_stop "$P"
 fi
 
