@@ -27,11 +27,12 @@ use snowflake_id_core::adopted::{AdoptedTable, Change, Published, Word};
 use std::cell::{RefCell, UnsafeCell};
 use std::ffi::CStr;
 
-/// How many databases the table follows (160 KB); a database beyond them
+/// How many databases the table follows (192 KB); a database beyond them
 /// is never loaded, and its backends read the list each on their own,
 /// once per change.
 pub const DATABASES: usize = 8192;
-/// How many adopted sequences the whole server's table holds (2 MB), at
+/// How many adopted sequences the whole server's table holds (4 MB: each
+/// entry is chained to its database's others), at
 /// most a quarter of them of one database; a database whose sequences
 /// do not fit is not loaded, as above.
 pub const SEQUENCES: usize = 262_144;
@@ -41,7 +42,7 @@ type Table = AdoptedTable<DATABASES, SEQUENCES>;
 static TABLE: SharedTable = SharedTable::new(c"snowflake_id adopted sequences");
 
 /// The table in shared memory, made there zero-filled (which is its
-/// `Default`: every slot free): 2 MB, too large to build on a stack and
+/// `Default`: every slot free): 4 MB, too large to build on a stack and
 /// move there, as `PgAtomic` does (a debug build's postmaster overflowed
 /// its stack doing so).
 struct SharedTable {
