@@ -112,7 +112,7 @@ pub fn adopt_as_owner(rel: pg_sys::Oid, stmt: &str) {
 /// Adopts the sequence of a column that `snowflake_convert_column()`
 /// just converted: the sequence is the identity of a `bigint` column, or
 /// owned by a `bigint` column whose default is exactly `nextval()` of it
-/// (or, converted by 0.8, the extension's `snowflake_nextval()` or
+/// (or, converted by an earlier version, the extension's `snowflake_nextval()` or
 /// `snowflake_nextval_for()`), and the caller has the privileges of its
 /// owner (42501 otherwise; 55000 where the column is none of these).
 /// The conversion keeps the column's identity or `nextval()` default as
