@@ -166,12 +166,26 @@ SELECT sectest.refused('DELETE FROM snowflake_id_internal.snowflake_adopted', '4
 SELECT sectest.refused('SELECT snowflake_id_internal.adopt_as_owner(''a.orders''::regclass::oid, ''SELECT 1'')', '42501');
 SELECT sectest.refused('SELECT snowflake_id_internal.adopt_record(''a.orders_id_seq'', ''switch'')', '42501');
 -- The conversion's door (PUBLIC may call it): never for another role's
--- sequence, nor for one of her own whose column is not converted.
+-- sequence, nor for one of her own that no bigint column of hers takes
+-- its values from. (Her own bigserial's sequence is one the conversion
+-- adopts, its default left as she made it (issue 63): that is the
+-- converted column, as snowflake_convert_column() would leave it, and
+-- she may; before issue 63, one ALTER ... SET DEFAULT made it so.)
 CREATE TABLE m.own (id bigserial PRIMARY KEY);
+CREATE TABLE m.narrow (id serial PRIMARY KEY);
+CREATE SEQUENCE m.free;
+CREATE TABLE m.other_default (id bigint PRIMARY KEY DEFAULT nextval('m.free') + 0);
 SELECT sectest.refused('SELECT snowflake_convert_adopt_sequence(''a.orders_id_seq'')', '42501');
-SELECT sectest.refused('SELECT snowflake_convert_adopt_sequence(''m.own_id_seq'')', '55000');
+SELECT sectest.refused('SELECT snowflake_convert_adopt_sequence(''m.narrow_id_seq'')', '55000');
+SELECT sectest.refused('SELECT snowflake_convert_adopt_sequence(''m.free'')', '55000');
 \c adopt_defaults postgres
 SELECT sectest.check(count(*) = 1, 'only the superuser''s adoption is listed: ' || string_agg(seq::text, ', '))
+  FROM snowflake_id_internal.snowflake_adopted;
+\c adopt_defaults adopt_mallory
+SELECT snowflake_convert_adopt_sequence('m.own_id_seq');
+\c adopt_defaults postgres
+SELECT sectest.check(count(*) = 2 AND bool_or(seq = 'm.own_id_seq'::regclass AND adopted_by = 'convert'),
+                     'her own bigserial''s sequence, and no other of hers: ' || string_agg(seq::text, ', '))
   FROM snowflake_id_internal.snowflake_adopted;
 \c postgres postgres
 SELECT sectest.never_super();
