@@ -806,6 +806,22 @@ pub fn adopt_list_locked(ms: Option<u64>) -> ! {
     )
 }
 
+/// An `EXECUTE` parameter that reaches `nextval()` (or another of the
+/// four sequence functions) through an operator, on an adopted sequence
+/// or one it cannot tell (`seq`, where the argument is a constant).
+pub fn adopt_execute_operator(name: &str, seq: Option<&str>) -> ! {
+    let of = match seq {
+        Some(s) => format!("sequence \"{s}\""),
+        None => "a sequence that may be adopted".into(),
+    };
+    raise(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        format!("cannot call {name}() of {of} through an operator in EXECUTE parameters"),
+        Some("EXECUTE evaluates its parameters without a plan; snowflake_id swaps the sequence functions there only where they are called by name.".into()),
+        Some(&format!("Call {name}() by name, or inside the prepared statement.")),
+    )
+}
+
 /// `PREPARE TRANSACTION` of a transaction that changed the list of
 /// adopted sequences.
 pub fn adopt_prepare() -> ! {

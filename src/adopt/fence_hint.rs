@@ -1,5 +1,5 @@
 //! The fence's error says where the draw came from. A `nextval()` that no
-//! plan makes (an `EXECUTE` parameter, a domain's default, a subscriber's
+//! plan makes (a `CHECK` constraint, a domain's default, a subscriber's
 //! apply, the fill of `ALTER TABLE … ADD COLUMN`) reaches an adopted
 //! sequence's own counter, which stops at the fence (`adopt_record`):
 //! PostgreSQL's 2200H, "nextval: reached maximum value of sequence", with
@@ -63,7 +63,7 @@ unsafe extern "C-unwind" fn emit(edata: *mut pg_sys::ErrorData) {
         }
         hint.extend_from_slice(
             b" is adopted by snowflake_id, this nextval() was evaluated where no plan is made \
-              (an EXECUTE parameter, a domain's default, a subscriber's apply, the fill of ALTER TABLE ... ADD COLUMN), \
+              (a CHECK constraint, a domain's default, a subscriber's apply, the fill of ALTER TABLE ... ADD COLUMN), \
               which draws the sequence's own values only up to its fence. Call nextval() inside the statement instead; \
               see docs/adopting.md.",
         );

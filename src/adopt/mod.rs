@@ -51,6 +51,7 @@
 
 pub mod calls;
 mod copy;
+mod execute;
 mod fence_hint;
 mod labels;
 mod list;

@@ -98,11 +98,16 @@ unsafe extern "C-unwind" fn utility(
         {
             counters_moved_by(stmt, &raw mut moved);
         }
-        // EXECUTE's parameters are evaluated without a plan: where one
-        // reaches an adopted sequence's fence, the error's HINT says so
-        // (`super::fence_hint`), if this backend has read the list.
-        if !stmt.is_null() && (*stmt).type_ == pg_sys::NodeTag::T_ExecuteStmt {
-            read_list();
+        // EXECUTE's parameters are evaluated without a plan: their calls
+        // of the four are swapped by name (`super::execute`), in the
+        // statement's own copy.
+        if !super::execute::execute_of(stmt).is_null() {
+            super::execute::swap_parameters(
+                &raw mut pstmt,
+                &raw mut read_only_tree,
+                query_string,
+                query_env,
+            );
         }
         let next = PREV_UTILITY.unwrap_or(standard_ProcessUtility);
         next(
@@ -145,14 +150,6 @@ unsafe extern "C-unwind" fn utility(
             });
         }
     }
-}
-
-/// Read this database's list of adopted sequences if this backend has not
-/// (guarded: an error of the read is PostgreSQL's, in this unguarded
-/// hook).
-#[pg_guard]
-unsafe extern "C-unwind" fn read_list() {
-    let _ = list::active();
 }
 
 /// The OID of the database a `DROP DATABASE` names (`tag`

@@ -38,8 +38,24 @@ mod raw {
     }
 }
 
+pub(super) use raw::Walker;
+
+/// PostgreSQL's `expression_tree_walker`, unguarded (see [`raw`]), for
+/// the walkers of [`super::execute`].
+///
+/// # Safety
+/// `node` is a valid node of an analysed tree; `walker` as PostgreSQL's.
+pub(super) unsafe fn expression_walk(
+    node: *mut pg_sys::Node,
+    walker: Walker,
+    ctx: *mut std::ffi::c_void,
+) -> bool {
+    // SAFETY: as the caller promises.
+    unsafe { raw::expression_tree_walker(node, walker, ctx) }
+}
+
 /// Whether `f` is one of the four built-ins (setval in both forms).
-fn is_builtin(f: pg_sys::Oid) -> bool {
+pub(super) fn is_builtin(f: pg_sys::Oid) -> bool {
     [
         pg_sys::F_NEXTVAL,
         pg_sys::F_CURRVAL,

@@ -123,26 +123,36 @@ CREATE OPERATOR m.!# (RIGHTARG = regclass, FUNCTION = pg_catalog.nextval);
 CREATE OPERATOR m.<<= (LEFTARG = regclass, RIGHTARG = bigint, FUNCTION = pg_catalog.setval);
 SELECT snowflake_nextval() AS minted \gset
 SELECT sectest.check(snowflake_worker_id(OPERATOR(m.!#) 'a.orders_id_seq') = 11, 'F6: an operator over nextval() returns a Snowflake ID');
--- EXECUTE's parameters are evaluated without a plan: the built-ins run,
--- on the fenced counter (MAXVALUE 2 here, the counter there: since issue
--- 63's second review not even the values up to the fence are drawn).
+-- EXECUTE's parameters are evaluated without a plan. Their calls by name
+-- are evaluated with the swaps (issue 63): Snowflake IDs. On d982b8f the
+-- built-ins ran on the fenced counter (2200H), and a setval() there moved
+-- that counter back, after which the built-in drew 1 again (the red-team
+-- review of 21bfa7b). Through an operator: refused (0A000).
 CREATE TEMP TABLE drawn (v bigint);
 PREPARE keep(bigint) AS INSERT INTO drawn VALUES ($1);
-SELECT sectest.refused($$EXECUTE keep(pg_catalog.nextval('a.orders_id_seq'))$$, '2200H');
-SELECT sectest.refused($$EXECUTE keep(pg_catalog.nextval('a.orders_id_seq'))$$, '2200H');
-SELECT sectest.check(count(*) = 0, 'F6: no value drawn around the planner: ' || coalesce(string_agg(v::text, ', '), '')) FROM drawn;
+EXECUTE keep(pg_catalog.nextval('a.orders_id_seq'));
+EXECUTE keep(pg_catalog.nextval('a.orders_id_seq'));
+SELECT sectest.refused($$EXECUTE keep(OPERATOR(m.!#) 'a.orders_id_seq')$$, '0A000');
+SELECT sectest.check(count(*) = 2 AND bool_and(snowflake_worker_id(v) = 11 AND v > :minted),
+                     'F6: EXECUTE''s nextval() mints: ' || coalesce(string_agg(v::text, ', '), '')) FROM drawn;
 -- setval() through an operator is swapped: it moves nothing the
 -- generator hands out, and the sequence's own counter at most to the
--- fence, never past it; PostgreSQL's own, through EXECUTE, is refused
--- past the fence.
+-- fence, never past it; by name in EXECUTE's parameters, the same;
+-- through an operator there, refused.
 SELECT 'a.orders_id_seq'::regclass OPERATOR(m.<<=) (:minted - 1);
 SELECT sectest.check(OPERATOR(m.!#) 'a.orders_id_seq' > :minted, 'F6: setval() through an operator moved nothing');
-SELECT sectest.refused($$EXECUTE keep(pg_catalog.nextval('a.orders_id_seq'))$$, '2200H');
 PREPARE q(bigint) AS SELECT $1;
-SELECT sectest.refused($$EXECUTE q(pg_catalog.setval('a.orders_id_seq', $$ || (:minted - 1) || $$))$$, '22003');
+EXECUTE q(pg_catalog.setval('a.orders_id_seq', 1, false));
+SELECT sectest.refused($$EXECUTE q('a.orders_id_seq'::regclass OPERATOR(m.<<=) 1)$$, '0A000');
+EXECUTE keep(pg_catalog.nextval('a.orders_id_seq'));
+SELECT sectest.check(count(*) = 3 AND bool_and(snowflake_worker_id(v) = 11),
+                     'F6: after EXECUTE''s setval(), Snowflake IDs still: ' || string_agg(v::text, ', ')) FROM drawn;
 \c adopt_defaults postgres
 SELECT sectest.check(max(last_value) < 1000, 'the sequence''s own counter stays where it was: ' || max(last_value))
   FROM pg_sequences WHERE schemaname = 'a' AND sequencename = 'orders_id_seq';
+SELECT sectest.check(s.last_value = p.seqmax AND s.is_called,
+                     'F6: the counter stays at its fence, called: ' || s.last_value || ' of ' || p.seqmax)
+  FROM a.orders_id_seq s, pg_sequence p WHERE p.seqrelid = 'a.orders_id_seq'::regclass;
 
 -- F7. DISCARD ALL left the adopted sequences' currval() and lastval().
 \c adopt_defaults adopt_mallory
