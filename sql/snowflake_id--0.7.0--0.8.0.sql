@@ -3021,16 +3021,17 @@ STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_listed_n
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_listed_now(pg_catalog.oid[]) FROM PUBLIC;
 
 -- Adopting a sequence, by whichever door: its row in the list, and the
--- fence: its own counter may not go past where it is (MAXVALUE, set as
--- its owner). A value drawn where the planner does not see the call (an
--- aggregate, a CHECK constraint, EXECUTE's parameters) then fails, or
--- stays below what the sequence handed out, and a setval() there cannot
--- move it into the range of Snowflake IDs.
+-- fence: its own counter goes to the end of its range, called (MAXVALUE;
+-- MINVALUE for a descending one), so a value drawn where the planner does
+-- not see the call (an aggregate, a CHECK constraint) fails (2200H) and
+-- is never a sequence value. Its bounds stay as the application made
+-- them (issue 63: `pg_dump -s` shows no fence; an identity's RESTART WITH
+-- works); a CYCLE sequence, whose counter would come round to values it
+-- gave out, becomes NO CYCLE.
 CREATE FUNCTION snowflake_id_internal.adopt_record(seq pg_catalog.regclass, adopted_by text) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE
     q     record;
-    top   bigint;
     fence bigint;
 BEGIN
     -- Adopted already: as it is (its label too, for one adopted before
@@ -3040,35 +3041,19 @@ BEGIN
         PERFORM snowflake_id_internal.adopt_label(seq);
         RETURN;
     END IF;
-    SELECT s.seqmin, s.seqmax, s.seqstart, s.seqcycle, s.seqincrement INTO q FROM pg_catalog.pg_sequence s
+    SELECT s.seqmin, s.seqmax, s.seqcycle, s.seqincrement INTO q FROM pg_catalog.pg_sequence s
      WHERE s.seqrelid OPERATOR(pg_catalog.=) seq;
-    -- The counter as it stands, called or not (setval(s, v, false) leaves
-    -- pg_sequence_last_value() NULL and the next value v).
-    EXECUTE pg_catalog.format('SELECT last_value FROM %s', seq) INTO top;
-    -- NO CYCLE: a cycling counter would come back to values it gave out.
-    -- A descending one is fenced at its MINVALUE (the fourth review).
-    IF q.seqincrement OPERATOR(pg_catalog.<) 0::bigint THEN
-        top := LEAST(top, q.seqmax OPERATOR(pg_catalog.-) 1::bigint);
-        fence := GREATEST(top, q.seqmin);
-        IF top OPERATOR(pg_catalog.>) q.seqmin OR q.seqcycle THEN
-            PERFORM snowflake_id_internal.adopt_as_owner(seq::pg_catalog.oid,
-                pg_catalog.format('ALTER SEQUENCE %s MINVALUE %s NO CYCLE', seq, fence));
-        END IF;
-    ELSE
-        top := GREATEST(top, q.seqmin OPERATOR(pg_catalog.+) 1::bigint);
-        fence := LEAST(top, q.seqmax);
-        IF top OPERATOR(pg_catalog.<) q.seqmax OR q.seqcycle THEN
-            PERFORM snowflake_id_internal.adopt_as_owner(seq::pg_catalog.oid,
-                pg_catalog.format('ALTER SEQUENCE %s MAXVALUE %s NO CYCLE', seq, fence));
-        END IF;
-    END IF;
+    fence := CASE WHEN q.seqincrement OPERATOR(pg_catalog.<) 0::bigint THEN q.seqmin ELSE q.seqmax END;
     -- Its counter goes to the fence, called: nothing more is drawn from it
-    -- where the planner does not see the call, not even the values up to
-    -- the fence that it never handed out (issue 63's second review, F2:
-    -- "never a sequence value"); a CYCLE sequence, which may have come
-    -- round already, needed it anyway (the fourth review's re-review,
-    -- A2). Before it is listed: PostgreSQL's own setval(), after the
-    -- ALTER SEQUENCE, whose new storage a rollback takes back with it.
+    -- where the planner does not see the call, not even the values that
+    -- it never handed out (issue 63's second review, F2: "never a sequence
+    -- value"). Before it is listed: an ALTER SEQUENCE ... RESTART gives
+    -- the sequence new storage, which a rollback takes back with it (an
+    -- adoption undone leaves the counter where it was: regress adopt,
+    -- "undone"), then PostgreSQL's own setval() there, called.
+    PERFORM snowflake_id_internal.adopt_as_owner(seq::pg_catalog.oid,
+        pg_catalog.format('ALTER SEQUENCE %s %s RESTART WITH %s', seq,
+                          CASE WHEN q.seqcycle THEN 'NO CYCLE' ELSE '' END, fence));
     PERFORM snowflake_id_internal.adopt_as_owner(seq::pg_catalog.oid,
         pg_catalog.format('SELECT pg_catalog.setval(%s::pg_catalog.oid::pg_catalog.regclass, %s, true)',
                           seq::pg_catalog.oid, fence));
@@ -3505,8 +3490,8 @@ BEGIN
         -- The column stays as the command made it (issue 63): a
         -- bigserial's default nextval() of its sequence, an identity an
         -- identity. The planner, and COPY's swap (src/adopt/copy.rs),
-        -- make its draws Snowflake IDs; the fence (adopt_record) stops
-        -- the sequence where its counter stands (past the rows an ADD
+        -- make its draws Snowflake IDs; the fence (adopt_record) puts
+        -- its counter at the end of its range (past the rows an ADD
         -- COLUMN filled).
         PERFORM snowflake_id_internal.adopt_record(c.seq, 'switch');
     END LOOP;

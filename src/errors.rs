@@ -822,6 +822,18 @@ pub fn adopt_execute_operator(name: &str, seq: Option<&str>) -> ! {
     )
 }
 
+/// An `EXECUTE` whose parameters, analysed again after the calls that
+/// had to be evaluated were, call one of the four sequence functions that
+/// they did not call before (a name that now resolves elsewhere).
+pub fn adopt_execute_changed(name: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        format!("EXECUTE parameters call {name}() only after other parameters were evaluated"),
+        Some("Evaluating the parameters changed what a name in them resolves to (search_path, or a function made or dropped).".into()),
+        Some("Evaluate the parameters in a statement of their own first."),
+    )
+}
+
 /// `PREPARE TRANSACTION` of a transaction that changed the list of
 /// adopted sequences.
 pub fn adopt_prepare() -> ! {

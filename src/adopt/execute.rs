@@ -8,23 +8,29 @@
 //! Snowflake ID or an error.
 //!
 //! The utility hook ([`super::utility`]) hands the statement here before
-//! it runs. Its parameters are analysed once, as `EvaluateParams` will
-//! analyse them, to learn which calls reach the four built-ins. Each call
-//! written by name that may touch an adopted sequence (its argument is
-//! one, or is no constant) is evaluated here with the planner's swaps
-//! ([`super::walk::swap`], so `nextval()` mints as it does in a planned
-//! statement: see [`super::calls`]), outermost calls first, and its raw
-//! `FuncCall` becomes `pg_catalog.int8(<its value>)`, which PostgreSQL
-//! then analyses and runs. (Not the replacement's name: a role need not
-//! have USAGE on the extension's internal schema.) So such a call is
-//! evaluated even where the parameter's `CASE` would not reach it. A
-//! call that reaches a built-in some other way (an operator over
-//! `nextval`) and may touch an adopted sequence is refused (0A000), with
-//! a HINT.
+//! it runs. Its parameters are analysed, as `EvaluateParams` will analyse
+//! them, to find the calls of the four built-ins, nested ones too. Outermost
+//! first, a call that may touch an adopted sequence ([`must_evaluate`]:
+//! its sequence is adopted, a constant or evaluated here; `lastval()`
+//! where the session's last value is an adopted sequence's) is evaluated
+//! here with the planner's swaps ([`super::walk::swap`], so `nextval()`
+//! mints as in a planned statement: see [`super::calls`]), the calls
+//! inside it with it, and its raw `FuncCall` becomes
+//! `pg_catalog.int8(<its value>)`, which PostgreSQL then analyses and
+//! runs. (Not the replacement's name: a role need not have USAGE on the
+//! extension's internal schema.) Such a call is evaluated even where the
+//! parameter's `CASE` would not reach it, and before PostgreSQL checks
+//! the other parameters. Any other call is PostgreSQL's, as on a stock
+//! server. A call that must be evaluated but is reached some other way
+//! (an operator over `nextval`) is refused (0A000), with a HINT; and the
+//! parameters are analysed again afterwards: a call of the four that was
+//! not there before (evaluating one parameter changed what a name
+//! resolves to) is refused too.
 
 use super::list::{self, Fns};
 use super::walk;
 use pgrx::pg_sys;
+use std::collections::HashMap;
 
 mod raw {
     use pgrx::pg_sys::Node;
@@ -40,32 +46,32 @@ mod raw {
 }
 
 /// The `EXECUTE` a utility statement runs, if any: the statement itself,
-/// or the one an `EXPLAIN` or a `CREATE TABLE … AS` wraps.
+/// or the one an `EXPLAIN` or a `CREATE TABLE … AS` wraps, at any depth
+/// (`EXPLAIN CREATE TABLE … AS EXECUTE`: the red-team review of 930c88a,
+/// F2).
 ///
 /// # Safety
 /// `stmt` is a utility statement (or null).
 pub(super) unsafe fn execute_of(stmt: *mut pg_sys::Node) -> *mut pg_sys::ExecuteStmt {
     // SAFETY: each node read as the type its tag names.
     unsafe {
-        if stmt.is_null() {
-            return std::ptr::null_mut();
-        }
-        let inner = match (*stmt).type_ {
-            pg_sys::NodeTag::T_ExecuteStmt => return stmt.cast(),
-            pg_sys::NodeTag::T_ExplainStmt => (*(stmt as *mut pg_sys::ExplainStmt)).query,
-            pg_sys::NodeTag::T_CreateTableAsStmt => {
-                (*(stmt as *mut pg_sys::CreateTableAsStmt)).query
+        let mut stmt = stmt;
+        loop {
+            if stmt.is_null() {
+                return std::ptr::null_mut();
             }
-            _ => return std::ptr::null_mut(),
-        };
-        if inner.is_null() || (*inner).type_ != pg_sys::NodeTag::T_Query {
-            return std::ptr::null_mut();
-        }
-        let u = (*(inner as *mut pg_sys::Query)).utilityStmt;
-        if !u.is_null() && (*u).type_ == pg_sys::NodeTag::T_ExecuteStmt {
-            u.cast()
-        } else {
-            std::ptr::null_mut()
+            let inner = match (*stmt).type_ {
+                pg_sys::NodeTag::T_ExecuteStmt => return stmt.cast(),
+                pg_sys::NodeTag::T_ExplainStmt => (*(stmt as *mut pg_sys::ExplainStmt)).query,
+                pg_sys::NodeTag::T_CreateTableAsStmt => {
+                    (*(stmt as *mut pg_sys::CreateTableAsStmt)).query
+                }
+                _ => return std::ptr::null_mut(),
+            };
+            if inner.is_null() || (*inner).type_ != pg_sys::NodeTag::T_Query {
+                return std::ptr::null_mut();
+            }
+            stmt = (*(inner as *mut pg_sys::Query)).utilityStmt;
         }
     }
 }
@@ -96,21 +102,30 @@ struct Found {
     /// Its `FuncExpr`'s location (that of the raw `FuncCall` it was
     /// analysed from, if it was written by name), or -1 for an operator.
     location: i32,
-    /// The sequence it names, where its first argument is a constant.
-    seq: Option<pg_sys::Oid>,
+    /// Its first argument (the sequence), or null for `lastval()`.
+    seq_arg: *mut pg_sys::Node,
     /// The analysed call.
     expr: *mut pg_sys::Node,
+    /// The innermost call of the four that this one is an argument of.
+    parent: Option<usize>,
 }
 
-/// The walker that collects [`Found`] calls (`ctx` is a `Vec<Found>`).
-/// Unguarded, as [`walk::swap`].
+/// [`collect`]'s state: the calls found, in pre-order, and the one being
+/// walked.
+struct Collected {
+    found: Vec<Found>,
+    current: Option<usize>,
+}
+
+/// The walker that collects every [`Found`] call, nested ones too (`ctx`
+/// is a [`Collected`]). Unguarded, as [`walk::swap`].
 unsafe extern "C-unwind" fn collect(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
     if node.is_null() {
         return false;
     }
-    // SAFETY: nodes of an analysed expression; `ctx` is a `Vec<Found>`.
+    // SAFETY: nodes of an analysed expression; `ctx` is a `Collected`.
     unsafe {
-        let out = &mut *(ctx as *mut Vec<Found>);
+        let c = &mut *(ctx as *mut Collected);
         let (func, location, args) = match (*node).type_ {
             pg_sys::NodeTag::T_FuncExpr => {
                 let f = node as *mut pg_sys::FuncExpr;
@@ -132,48 +147,81 @@ unsafe extern "C-unwind" fn collect(node: *mut pg_sys::Node, ctx: *mut std::ffi:
             }
             _ => (pg_sys::InvalidOid, -1, std::ptr::null_mut()),
         };
-        if walk::is_builtin(func) {
-            let first = if args.is_null() || (*args).length == 0 {
-                std::ptr::null_mut()
-            } else {
-                (*(*args).elements).ptr_value as *mut pg_sys::Node
-            };
-            let seq = (!first.is_null()
-                && (*first).type_ == pg_sys::NodeTag::T_Const
-                && !(*(first as *mut pg_sys::Const)).constisnull)
-                .then(|| {
-                    pg_sys::Oid::from((*(first as *mut pg_sys::Const)).constvalue.value() as u32)
-                });
-            out.push(Found {
-                func,
-                location,
-                seq,
-                expr: node,
-            });
-            // Its arguments are evaluated with it, swapped.
-            return false;
+        if !walk::is_builtin(func) {
+            return walk::expression_walk(node, Some(collect), ctx);
         }
-        walk::expression_walk(node, Some(collect), ctx)
+        let seq_arg = if args.is_null() || (*args).length == 0 {
+            std::ptr::null_mut()
+        } else {
+            (*(*args).elements).ptr_value as *mut pg_sys::Node
+        };
+        let parent = c.current;
+        c.found.push(Found {
+            func,
+            location,
+            seq_arg,
+            expr: node,
+            parent,
+        });
+        c.current = Some(c.found.len() - 1);
+        let r = walk::expression_walk(node, Some(collect), ctx);
+        (*(ctx as *mut Collected)).current = parent;
+        r
     }
 }
 
-/// The walker that collects the locations of a raw tree's `FuncCall`s
-/// (`ctx` is a `Vec<i32>`). Unguarded, as [`walk::swap`].
+/// Analyse copies of `params` as `EvaluateParams` will: the calls of the
+/// four in them.
+///
+/// # Safety
+/// `params` is a list of raw expressions; called guarded.
+unsafe fn analyse(
+    params: *mut pg_sys::List,
+    source: *const std::ffi::c_char,
+    env: *mut pg_sys::QueryEnvironment,
+) -> Vec<Found> {
+    // SAFETY: copies of the raw parameters, analysed in a parse state of
+    // their own.
+    unsafe {
+        let pstate = pg_sys::make_parsestate(std::ptr::null_mut());
+        (*pstate).p_sourcetext = source;
+        (*pstate).p_queryEnv = env;
+        let mut c = Collected {
+            found: Vec::new(),
+            current: None,
+        };
+        for i in 0..(*params).length as usize {
+            let copy = pg_sys::copyObjectImpl((*(*params).elements.add(i)).ptr_value);
+            let analysed = pg_sys::transformExpr(
+                pstate,
+                copy.cast(),
+                pg_sys::ParseExprKind::EXPR_KIND_EXECUTE_PARAMETER,
+            );
+            collect(analysed, (&raw mut c).cast());
+        }
+        pg_sys::free_parsestate(pstate);
+        c.found
+    }
+}
+
+/// The walker that counts a raw tree's `FuncCall`s by location (`ctx`
+/// is a `HashMap<i32, usize>`). Unguarded, as [`walk::swap`].
 unsafe extern "C-unwind" fn calls_at(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
     if node.is_null() {
         return false;
     }
-    // SAFETY: nodes of a raw expression tree; `ctx` is a `Vec<i32>`.
+    // SAFETY: nodes of a raw expression tree; `ctx` as above.
     unsafe {
         if (*node).type_ == pg_sys::NodeTag::T_FuncCall {
-            (*(ctx as *mut Vec<i32>)).push((*(node as *mut pg_sys::FuncCall)).location);
+            let at = (*(node as *mut pg_sys::FuncCall)).location;
+            *(*(ctx as *mut HashMap<i32, usize>)).entry(at).or_default() += 1;
         }
         raw::raw_expression_tree_walker(node, Some(calls_at), ctx)
     }
 }
 
 /// The walker that puts values in place of calls (`ctx` is a
-/// `Vec<(i32, Option<i64>)>`): each raw `FuncCall` at one of the
+/// `HashMap<i32, Option<i64>>`): each raw `FuncCall` at one of the
 /// locations becomes `pg_catalog.int8(<value>)` (or of a null).
 /// Unguarded, as [`walk::swap`].
 unsafe extern "C-unwind" fn replace(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
@@ -183,10 +231,10 @@ unsafe extern "C-unwind" fn replace(node: *mut pg_sys::Node, ctx: *mut std::ffi:
     // SAFETY: nodes of a raw expression tree; `ctx` as above; the new
     // nodes allocated in the current memory context, the statement's.
     unsafe {
-        let values = &*(ctx as *const Vec<(i32, Option<i64>)>);
+        let values = &*(ctx as *const HashMap<i32, Option<i64>>);
         if (*node).type_ == pg_sys::NodeTag::T_FuncCall {
             let call = node as *mut pg_sys::FuncCall;
-            if let Some((_, v)) = values.iter().find(|(l, _)| *l == (*call).location) {
+            if let Some(v) = values.get(&(*call).location) {
                 let c =
                     pg_sys::palloc0(std::mem::size_of::<pg_sys::A_Const>()) as *mut pg_sys::A_Const;
                 (*c).type_ = pg_sys::NodeTag::T_A_Const;
@@ -216,12 +264,13 @@ unsafe extern "C-unwind" fn replace(node: *mut pg_sys::Node, ctx: *mut std::ffi:
     }
 }
 
-/// Evaluate an analysed call of the four with the planner's swaps: its
-/// value (an `int8`), or `None` for a null.
+/// Evaluate an analysed expression with the planner's swaps: its
+/// value, or `None` for a null.
 ///
 /// # Safety
-/// `expr` is an analysed expression that may be changed; called guarded.
-unsafe fn evaluate(expr: *mut pg_sys::Node, f: &Fns) -> Option<i64> {
+/// `expr` is an analysed expression that may be changed, of a type passed
+/// by value; called guarded.
+unsafe fn evaluate(expr: *mut pg_sys::Node, f: &Fns) -> Option<pg_sys::Datum> {
     // SAFETY: PostgreSQL's executor over an analysed expression, in an
     // executor state of its own.
     unsafe {
@@ -232,9 +281,42 @@ unsafe fn evaluate(expr: *mut pg_sys::Node, f: &Fns) -> Option<i64> {
         let econtext = pg_sys::MakePerTupleExprContext(estate);
         let mut isnull = false;
         let d = pg_sys::ExecEvalExprSwitchContext(state, econtext, &mut isnull);
-        let v = (!isnull).then(|| d.value() as i64);
         pg_sys::FreeExecutorState(estate);
-        v
+        (!isnull).then_some(d)
+    }
+}
+
+/// Whether a call must be evaluated here (see the module): `lastval()`
+/// where the session's last value is an adopted sequence's; any other of
+/// the four on an adopted sequence, its argument a constant or, failing
+/// that, evaluated here (a call of the four inside it: yes). Otherwise
+/// it is PostgreSQL's own, where and whether it runs as on a stock server
+/// (the red-team review of 930c88a, F4).
+///
+/// # Safety
+/// `c` is of an analysed tree; called guarded.
+unsafe fn must_evaluate(c: &Found, f: &Fns) -> bool {
+    // SAFETY: the analysed argument, read as its tag says.
+    unsafe {
+        if c.func.to_u32() == pg_sys::F_LASTVAL {
+            return super::session::with(|s| s.last.is_some());
+        }
+        let arg = c.seq_arg;
+        if arg.is_null() {
+            return false;
+        }
+        if (*arg).type_ == pg_sys::NodeTag::T_Const {
+            let k = arg as *mut pg_sys::Const;
+            return !(*k).constisnull
+                && list::is_adopted(pg_sys::Oid::from((*k).constvalue.value() as u32));
+        }
+        if walk::mentions(arg, std::ptr::null_mut()) {
+            return true;
+        }
+        match evaluate(pg_sys::copyObjectImpl(arg.cast()).cast(), f) {
+            Some(d) => list::is_adopted(pg_sys::Oid::from(d.value() as u32)),
+            None => false,
+        }
     }
 }
 
@@ -290,20 +372,7 @@ pub(super) unsafe extern "C-unwind" fn swap_parameters(
         if entry.is_null() || (*(*entry).plansource).num_params != (*params).length {
             return;
         }
-        let pstate = pg_sys::make_parsestate(std::ptr::null_mut());
-        (*pstate).p_sourcetext = source;
-        (*pstate).p_queryEnv = env;
-        let mut found: Vec<Found> = Vec::new();
-        for i in 0..(*params).length as usize {
-            let copy = pg_sys::copyObjectImpl((*(*params).elements.add(i)).ptr_value);
-            let analysed = pg_sys::transformExpr(
-                pstate,
-                copy.cast(),
-                pg_sys::ParseExprKind::EXPR_KIND_EXECUTE_PARAMETER,
-            );
-            collect(analysed, (&raw mut found).cast());
-        }
-        pg_sys::free_parsestate(pstate);
+        let found = analyse(params, source, env);
         if found.is_empty() {
             return;
         }
@@ -312,29 +381,60 @@ pub(super) unsafe extern "C-unwind" fn swap_parameters(
         }
         // A call written by name: the raw `FuncCall` at its location (one
         // only: two calls at one place would be no parse of ours).
-        let mut raw_calls: Vec<i32> = Vec::new();
+        let mut raw_calls: HashMap<i32, usize> = HashMap::new();
         calls_at(params.cast(), (&raw mut raw_calls).cast());
-        let by_name = |l: i32| l >= 0 && raw_calls.iter().filter(|&&r| r == l).count() == 1;
-        let mut values: Vec<(i32, Option<i64>)> = Vec::new();
-        for c in &found {
-            // A constant sequence that is not adopted: PostgreSQL's own.
-            if c.seq.is_some_and(|s| !list::is_adopted(s)) {
+        let by_name = |l: i32| l >= 0 && raw_calls.get(&l) == Some(&1);
+        // Outermost first: a call evaluated here takes the calls inside it
+        // with it (swapped); one left to PostgreSQL leaves those inside it
+        // to be looked at on their own (F1).
+        let mut values: HashMap<i32, Option<i64>> = HashMap::new();
+        let mut done = vec![false; found.len()];
+        let mut kept: HashMap<(i32, u32), usize> = HashMap::new();
+        for (i, c) in found.iter().enumerate() {
+            pgrx::check_for_interrupts!();
+            if c.parent.is_some_and(|p| done[p]) {
+                done[i] = true;
+                continue;
+            }
+            if !must_evaluate(c, &f) {
+                *kept.entry((c.location, c.func.to_u32())).or_default() += 1;
                 continue;
             }
             if !by_name(c.location) {
-                let seq = c.seq.map(crate::convert::as_owner::relation_name);
+                let seq = if !c.seq_arg.is_null() && (*c.seq_arg).type_ == pg_sys::NodeTag::T_Const
+                {
+                    let k = c.seq_arg as *mut pg_sys::Const;
+                    Some(crate::convert::as_owner::relation_name(pg_sys::Oid::from(
+                        (*k).constvalue.value() as u32,
+                    )))
+                } else {
+                    None
+                };
                 crate::errors::adopt_execute_operator(name_of(c.func), seq.as_deref());
             }
-            values.push((c.location, evaluate(c.expr, &f)));
+            let v = evaluate(c.expr, &f).map(|d| d.value() as i64);
+            values.insert(c.location, v);
+            done[i] = true;
         }
-        if values.is_empty() {
-            return;
+        if !values.is_empty() {
+            if *read_only_tree {
+                *pstmt = pg_sys::copyObjectImpl((*pstmt).cast()).cast();
+                *read_only_tree = false;
+            }
+            let params = (*execute_of((**pstmt).utilityStmt)).params;
+            replace(params.cast(), (&raw mut values).cast());
         }
-        if *read_only_tree {
-            *pstmt = pg_sys::copyObjectImpl((*pstmt).cast()).cast();
-            *read_only_tree = false;
-        }
+        // What PostgreSQL will analyse next: the same calls of the four
+        // left to it, no other. The code just run may have changed what a
+        // name resolves to (search_path, a function made or dropped: the
+        // red-team review of 930c88a, F3).
         let params = (*execute_of((**pstmt).utilityStmt)).params;
-        replace(params.cast(), (&raw mut values).cast());
+        for c in analyse(params, source, env) {
+            pgrx::check_for_interrupts!();
+            match kept.get_mut(&(c.location, c.func.to_u32())) {
+                Some(n) if *n > 0 => *n -= 1,
+                _ => crate::errors::adopt_execute_changed(name_of(c.func)),
+            }
+        }
     }
 }

@@ -97,6 +97,9 @@ unsafe extern "C-unwind" fn utility(
             )
         {
             counters_moved_by(stmt, &raw mut moved);
+            if (*stmt).type_ == pg_sys::NodeTag::T_AlterSeqStmt && !moved.is_empty() {
+                restart_within_bounds(&raw mut pstmt, &raw mut read_only_tree, moved[0]);
+            }
         }
         // EXECUTE's parameters are evaluated without a plan: their calls
         // of the four are swapped by name (`super::execute`), in the
@@ -380,6 +383,60 @@ unsafe fn moved_by(stmt: *mut pg_sys::Node) -> Vec<pg_sys::Oid> {
             }
             _ => Vec::new(),
         }
+    }
+}
+
+/// An `ALTER SEQUENCE` of an adopted sequence that changes its bounds or
+/// type (an identity's `ALTER TABLE … ALTER COLUMN … SET MAXVALUE` or
+/// `TYPE` comes here too, as the subcommand PostgreSQL makes of it): its
+/// counter stands at the end of its range (the fence, `adopt_record`),
+/// which PostgreSQL checks against the new bounds ("RESTART value … cannot
+/// be greater than MAXVALUE"), where a stock sequence's counter would
+/// pass. The statement gets a `RESTART` (to its start, inside the new
+/// bounds unless the statement fails on them itself, as on stock
+/// PostgreSQL) unless it has one; [`refence_after`] then puts the counter
+/// back at the new end. Transactional, as the statement: a rollback
+/// takes both back. The statement is copied first where it is read-only.
+#[pg_guard]
+unsafe extern "C-unwind" fn restart_within_bounds(
+    pstmt: *mut *mut pg_sys::PlannedStmt,
+    read_only_tree: *mut bool,
+    seq: pg_sys::Oid,
+) {
+    if !list::is_adopted(seq) {
+        return;
+    }
+    // SAFETY: the statement PostgreSQL passes, an `AlterSeqStmt` whose
+    // options are `DefElem`s; copied before any change where read-only.
+    unsafe {
+        let names = |stmt: *mut pg_sys::AlterSeqStmt| -> Vec<std::ffi::CString> {
+            let opts = (*stmt).options;
+            if opts.is_null() {
+                return Vec::new();
+            }
+            (0..(*opts).length as usize)
+                .map(|i| (*(*opts).elements.add(i)).ptr_value as *mut pg_sys::DefElem)
+                .filter(|d| !d.is_null() && !(**d).defname.is_null())
+                .map(|d| std::ffi::CStr::from_ptr((*d).defname).to_owned())
+                .collect()
+        };
+        let stmt = (**pstmt).utilityStmt as *mut pg_sys::AlterSeqStmt;
+        let given = names(stmt);
+        let has = |n: &std::ffi::CStr| given.iter().any(|g| g.as_c_str() == n);
+        if has(c"restart") || !(has(c"maxvalue") || has(c"minvalue") || has(c"as")) {
+            return;
+        }
+        if *read_only_tree {
+            *pstmt = pg_sys::copyObjectImpl((*pstmt).cast()).cast();
+            *read_only_tree = false;
+        }
+        let stmt = (**pstmt).utilityStmt as *mut pg_sys::AlterSeqStmt;
+        let restart = pg_sys::makeDefElem(
+            pg_sys::pstrdup(c"restart".as_ptr()),
+            std::ptr::null_mut(),
+            -1,
+        );
+        (*stmt).options = pg_sys::lappend((*stmt).options, restart.cast());
     }
 }
 

@@ -47,12 +47,14 @@ const tools = {
   },
 
   async drizzle(db) {
-    // bigserial only: an identity's fence (MAXVALUE) is in its options,
-    // which drizzle-kit compares (docs/adopting.md).
+    // A bigserial and an identity: drizzle-kit compares an identity's
+    // options, MAXVALUE among them (on d982b8f the fence was a MAXVALUE,
+    // and its second push planned SET MAXVALUE on the switch's database).
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'drizzle-'));
     fs.writeFileSync(path.join(dir, 'schema.js'),
-      "const { pgTable, bigserial, text } = require('drizzle-orm/pg-core');\n" +
-      "exports.dInc = pgTable('d_inc', { id: bigserial('id', { mode: 'number' }).primaryKey(), name: text('name') });\n");
+      "const { pgTable, bigserial, bigint, text } = require('drizzle-orm/pg-core');\n" +
+      "exports.dInc = pgTable('d_inc', { id: bigserial('id', { mode: 'number' }).primaryKey(), name: text('name') });\n" +
+      "exports.dIdent = pgTable('d_ident', { id: bigint('id', { mode: 'number' }).primaryKey().generatedByDefaultAsIdentity(), name: text('name') });\n");
     const plans = [];
     for (let i = 0; i < 2; i++) {
       const out = execFileSync(path.join(M, '.bin', 'drizzle-kit'),
@@ -66,7 +68,8 @@ const tools = {
     const { Client } = need('pg');
     const c = new Client({ host, port, user: 'app', database: db });
     await c.connect();
-    const ids = [(await c.query("INSERT INTO d_inc (name) VALUES ('x') RETURNING id::text")).rows[0].id];
+    const ids = [];
+    for (const t of ['d_inc', 'd_ident']) ids.push((await c.query(`INSERT INTO ${t} (name) VALUES ('x') RETURNING id::text`)).rows[0].id);
     await c.end();
     return { plans, ids };
   },
