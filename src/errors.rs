@@ -834,6 +834,17 @@ pub fn adopt_execute_changed(name: &str) -> ! {
     )
 }
 
+/// An `EXECUTE` parameter that calls a function leaving out arguments
+/// whose defaults call one of the four sequence functions.
+pub fn adopt_execute_default(function: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        format!("cannot call {function}() with a default argument that calls a sequence function in EXECUTE parameters"),
+        Some("EXECUTE evaluates its parameters without a plan, and PostgreSQL adds the default arguments there, where snowflake_id cannot swap their calls.".into()),
+        Some("Pass the argument, or call the function inside the prepared statement."),
+    )
+}
+
 /// `PREPARE TRANSACTION` of a transaction that changed the list of
 /// adopted sequences.
 pub fn adopt_prepare() -> ! {

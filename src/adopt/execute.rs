@@ -32,19 +32,6 @@ use super::walk;
 use pgrx::pg_sys;
 use std::collections::HashMap;
 
-mod raw {
-    use pgrx::pg_sys::Node;
-    use std::ffi::c_void;
-    unsafe extern "C-unwind" {
-        #[cfg_attr(not(feature = "pg15"), link_name = "raw_expression_tree_walker_impl")]
-        pub fn raw_expression_tree_walker(
-            node: *mut Node,
-            walker: super::walk::Walker,
-            context: *mut c_void,
-        ) -> bool;
-    }
-}
-
 /// The `EXECUTE` a utility statement runs, if any: the statement itself,
 /// or the one an `EXPLAIN` or a `CREATE TABLE … AS` wraps, at any depth
 /// (`EXPLAIN CREATE TABLE … AS EXECUTE`: the red-team review of 930c88a,
@@ -91,7 +78,7 @@ unsafe extern "C-unwind" fn may_call(node: *mut pg_sys::Node, ctx: *mut std::ffi
         ) {
             return true;
         }
-        raw::raw_expression_tree_walker(node, Some(may_call), ctx)
+        walk::raw_walk(node, Some(may_call), ctx)
     }
 }
 
@@ -147,6 +134,14 @@ unsafe extern "C-unwind" fn collect(node: *mut pg_sys::Node, ctx: *mut std::ffi:
             }
             _ => (pg_sys::InvalidOid, -1, std::ptr::null_mut()),
         };
+        // A call that leaves out arguments whose defaults call one of the
+        // four: PostgreSQL completes them without a plan (P1); refused.
+        if (*node).type_ == pg_sys::NodeTag::T_FuncExpr
+            && walk::defaults_call_the_four(func)
+            && (args.is_null() || (*args).length < pg_sys::get_func_nargs(func))
+        {
+            crate::errors::adopt_execute_default(&name_of_function(func));
+        }
         if !walk::is_builtin(func) {
             return walk::expression_walk(node, Some(collect), ctx);
         }
@@ -216,7 +211,7 @@ unsafe extern "C-unwind" fn calls_at(node: *mut pg_sys::Node, ctx: *mut std::ffi
             let at = (*(node as *mut pg_sys::FuncCall)).location;
             *(*(ctx as *mut HashMap<i32, usize>)).entry(at).or_default() += 1;
         }
-        raw::raw_expression_tree_walker(node, Some(calls_at), ctx)
+        walk::raw_walk(node, Some(calls_at), ctx)
     }
 }
 
@@ -260,7 +255,7 @@ unsafe extern "C-unwind" fn replace(node: *mut pg_sys::Node, ctx: *mut std::ffi:
                 return false;
             }
         }
-        raw::raw_expression_tree_walker(node, Some(replace), ctx)
+        walk::raw_walk(node, Some(replace), ctx)
     }
 }
 
@@ -316,6 +311,19 @@ unsafe fn must_evaluate(c: &Found, f: &Fns) -> bool {
         match evaluate(pg_sys::copyObjectImpl(arg.cast()).cast(), f) {
             Some(d) => list::is_adopted(pg_sys::Oid::from(d.value() as u32)),
             None => false,
+        }
+    }
+}
+
+/// A function's name, for messages.
+fn name_of_function(f: pg_sys::Oid) -> String {
+    // SAFETY: a syscache look-up; NULL when the function is gone.
+    unsafe {
+        let p = pg_sys::get_func_name(f);
+        if p.is_null() {
+            f.to_u32().to_string()
+        } else {
+            std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned()
         }
     }
 }

@@ -129,6 +129,7 @@ thread_local! {
 #[pg_guard]
 unsafe extern "C-unwind" fn proc_changed(_arg: pg_sys::Datum, _cacheid: i32, _hash: u32) {
     BODIES.with(|b| b.borrow_mut().clear());
+    super::walk::forget_defaults();
 }
 
 /// Whether `f` is an SQL function whose body calls `nextval`, `currval`,
@@ -142,6 +143,39 @@ fn sql_body_may_call_sequences(f: pg_sys::Oid) -> bool {
     let v = body_calls_sequences(f);
     BODIES.with(|b| b.borrow_mut().insert(f, v));
     v
+}
+
+/// Whether a string body, parsed (no analysis: no catalog read, no
+/// lock), calls a function named as one of the four, however the name is
+/// spelled (`U&"\0073etval"`, which the text search misses: the red-team
+/// review of 930c88a, P2). Only a body of one `SELECT` can be inlined;
+/// any other, and one that does not parse, is answered without a walk
+/// (`false`, and `true`).
+///
+/// # Safety
+/// `src` is a C string.
+unsafe fn parsed_body_names_the_four(src: *const std::ffi::c_char) -> bool {
+    let src = src as usize;
+    PgTryBuilder::new(move || {
+        // SAFETY: PostgreSQL's raw parser over the body's text; its
+        // result read as raw statements.
+        unsafe {
+            let stmts = pg_sys::raw_parser(
+                src as *const std::ffi::c_char,
+                pg_sys::RawParseMode::RAW_PARSE_DEFAULT,
+            );
+            if stmts.is_null() || (*stmts).length != 1 {
+                return false;
+            }
+            let raw = (*(*stmts).elements).ptr_value as *mut pg_sys::RawStmt;
+            let stmt = (*raw).stmt;
+            !stmt.is_null()
+                && (*stmt).type_ == pg_sys::NodeTag::T_SelectStmt
+                && super::walk::names_the_four(stmt, std::ptr::null_mut())
+        }
+    })
+    .catch_others(|_| true)
+    .execute()
 }
 
 fn body_calls_sequences(f: pg_sys::Oid) -> bool {
@@ -184,10 +218,11 @@ fn body_calls_sequences(f: pg_sys::Oid) -> bool {
                     let body = std::ffi::CStr::from_ptr(c)
                         .to_string_lossy()
                         .to_ascii_lowercase();
-                    pg_sys::pfree(c.cast());
                     found = ["nextval", "currval", "setval", "lastval"]
                         .iter()
-                        .any(|w| body.contains(w));
+                        .any(|w| body.contains(w))
+                        || parsed_body_names_the_four(c);
+                    pg_sys::pfree(c.cast());
                 }
             }
         }

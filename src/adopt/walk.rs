@@ -28,6 +28,12 @@ mod raw {
             walker: Walker,
             context: *mut c_void,
         ) -> bool;
+        #[cfg_attr(not(feature = "pg15"), link_name = "raw_expression_tree_walker_impl")]
+        pub fn raw_expression_tree_walker(
+            node: *mut Node,
+            walker: Walker,
+            context: *mut c_void,
+        ) -> bool;
         #[cfg_attr(not(feature = "pg15"), link_name = "query_tree_walker_impl")]
         pub fn query_tree_walker(
             query: *mut Query,
@@ -52,6 +58,50 @@ pub(super) unsafe fn expression_walk(
 ) -> bool {
     // SAFETY: as the caller promises.
     unsafe { raw::expression_tree_walker(node, walker, ctx) }
+}
+
+/// PostgreSQL's `raw_expression_tree_walker`, unguarded (see [`raw`]),
+/// for walkers of raw parse trees.
+///
+/// # Safety
+/// `node` is a valid node of a raw parse tree; `walker` as PostgreSQL's.
+pub(super) unsafe fn raw_walk(
+    node: *mut pg_sys::Node,
+    walker: Walker,
+    ctx: *mut std::ffi::c_void,
+) -> bool {
+    // SAFETY: as the caller promises.
+    unsafe { raw::raw_expression_tree_walker(node, walker, ctx) }
+}
+
+/// Whether a raw parse tree calls a function named `nextval`, `currval`,
+/// `setval` or `lastval` (in any schema, however the name was spelled:
+/// the parser has decoded `U&"\0073etval"`). Unguarded, as [`swap`].
+pub(super) unsafe extern "C-unwind" fn names_the_four(
+    node: *mut pg_sys::Node,
+    ctx: *mut std::ffi::c_void,
+) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    // SAFETY: nodes of a raw parse tree; a `FuncCall`'s name is a list of
+    // `String` nodes.
+    unsafe {
+        if (*node).type_ == pg_sys::NodeTag::T_FuncCall {
+            let names = (*(node as *mut pg_sys::FuncCall)).funcname;
+            if !names.is_null() && (*names).length > 0 {
+                let last = (*(*names).elements.add((*names).length as usize - 1)).ptr_value
+                    as *mut pg_sys::String;
+                if !last.is_null() && (*last).type_ == pg_sys::NodeTag::T_String {
+                    let name = std::ffi::CStr::from_ptr((*last).sval).to_bytes();
+                    if [&b"nextval"[..], b"currval", b"setval", b"lastval"].contains(&name) {
+                        return true;
+                    }
+                }
+            }
+        }
+        raw::raw_expression_tree_walker(node, Some(names_the_four), ctx)
+    }
 }
 
 /// Whether `f` is one of the four built-ins (setval in both forms).
@@ -148,6 +198,93 @@ unsafe fn called_function(node: *mut pg_sys::Node) -> *mut pg_sys::Oid {
             | pg_sys::NodeTag::T_NullIfExpr => &raw mut (*(node as *mut pg_sys::OpExpr)).opfuncid,
             _ => std::ptr::null_mut(),
         }
+    }
+}
+
+thread_local! {
+    /// [`defaults_call_the_four`] per function, forgotten when any
+    /// function changes (`super::planner`'s syscache callback).
+    static DEFAULTS: std::cell::RefCell<std::collections::HashMap<pg_sys::Oid, bool>> =
+        std::cell::RefCell::new(Default::default());
+}
+
+/// Forget what [`defaults_call_the_four`] learnt (a function changed).
+pub(super) fn forget_defaults() {
+    DEFAULTS.with(|d| d.borrow_mut().clear());
+}
+
+/// Whether a function's default arguments call one of the four (as a
+/// function or through an operator). PostgreSQL's own functions' never
+/// do. Cached per backend; the borrow is let go before PostgreSQL is
+/// called.
+///
+/// # Safety
+/// Called where PostgreSQL may raise an ERROR with nothing to drop.
+pub(super) unsafe fn defaults_call_the_four(f: pg_sys::Oid) -> bool {
+    if f.to_u32() < pg_sys::FirstNormalObjectId {
+        return false;
+    }
+    if let Some(v) = DEFAULTS.with(|d| d.borrow().get(&f).copied()) {
+        return v;
+    }
+    // SAFETY: a syscache look-up and release; the tuple is a pg_proc row
+    // and its attribute is read while it is held.
+    let v = unsafe {
+        let tup = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::PROCOID as _,
+            pg_sys::Datum::from(f),
+        );
+        if tup.is_null() {
+            return false;
+        }
+        let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(tup);
+        let mut found = false;
+        if (*form).pronargdefaults > 0 {
+            let mut isnull = false;
+            let d = pg_sys::SysCacheGetAttr(
+                pg_sys::SysCacheIdentifier::PROCOID as _,
+                tup,
+                pg_sys::Anum_pg_proc_proargdefaults as _,
+                &mut isnull,
+            );
+            if !isnull {
+                let c = pg_sys::text_to_cstring(d.cast_mut_ptr());
+                found = mentions(pg_sys::stringToNode(c).cast(), std::ptr::null_mut());
+                pg_sys::pfree(c.cast());
+            }
+        }
+        pg_sys::ReleaseSysCache(tup);
+        found
+    };
+    DEFAULTS.with(|d| d.borrow_mut().insert(f, v));
+    v
+}
+
+/// A function call that leaves out arguments whose defaults call one of
+/// the four: its arguments completed as the planner would complete them,
+/// later (`expand_function_arguments`), so that [`swap`] sees those calls
+/// (the red-team review of 930c88a, P1: `f(a int, b bigint DEFAULT
+/// nextval('s'))` drew the sequence's own values).
+///
+/// # Safety
+/// `fe` is a `FuncExpr` of a tree the caller may change.
+unsafe fn complete_defaults(fe: *mut pg_sys::FuncExpr) {
+    // SAFETY: the node's own fields; a syscache look-up and release
+    // around PostgreSQL's own expansion.
+    unsafe {
+        if !defaults_call_the_four((*fe).funcid) {
+            return;
+        }
+        let tup = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::PROCOID as _,
+            pg_sys::Datum::from((*fe).funcid),
+        );
+        if tup.is_null() {
+            return;
+        }
+        (*fe).args =
+            pg_sys::expand_function_arguments((*fe).args, false, (*fe).funcresulttype, tup);
+        pg_sys::ReleaseSysCache(tup);
     }
 }
 
@@ -262,6 +399,7 @@ pub(super) unsafe extern "C-unwind" fn swap(
             {
                 return false;
             }
+            pg_sys::NodeTag::T_FuncExpr => complete_defaults(node.cast()),
             _ => {}
         }
         let slot = called_function(node);

@@ -492,6 +492,29 @@ EXECUTE fo_2(nextval('adopt.free'), adopt.setval('adopt.fo_id_seq', 1, false));
 SELECT last_value, is_called FROM adopt.fo_id_seq;
 EXECUTE fo_v(CASE WHEN false THEN nextval('adopt.free'::text::regclass) END);
 SELECT last_value FROM adopt.free;
+-- P1: a default argument that calls setval() or nextval() is swapped
+-- where the planner completes it (on 930c88a it ran PostgreSQL's: the
+-- counter went back to 1, then 1 was drawn); in EXECUTE's parameters,
+-- where PostgreSQL completes it without a plan, such a call is refused
+-- (0A000). P2: an SQL function whose body spells setval U&"\0073etval"
+-- is not inlined (on 930c88a the text search missed it, and it was).
+CREATE FUNCTION adopt.set_default(a int, b bigint DEFAULT setval('adopt.fo_id_seq', 1, false)) RETURNS bigint
+    LANGUAGE plpgsql AS 'BEGIN RETURN b; END';
+CREATE FUNCTION adopt.next_default(a int, b bigint DEFAULT nextval('adopt.fo_id_seq')) RETURNS bigint
+    LANGUAGE plpgsql AS 'BEGIN RETURN b; END';
+SELECT adopt.set_default(1) AS set_default;
+SELECT last_value, is_called FROM adopt.fo_id_seq;
+SELECT snowflake_worker_id(adopt.next_default(1)) AS worker;
+EXECUTE fo_v(adopt.next_default(1));
+EXECUTE fo_v(adopt.next_default(1, 7));
+CREATE FUNCTION adopt.spelled_set() RETURNS bigint LANGUAGE sql VOLATILE
+    AS $$ SELECT U&"\0073etval"('adopt.fo_id_seq', 1, false) $$;
+CREATE FUNCTION adopt.spelled_next() RETURNS bigint LANGUAGE sql VOLATILE
+    AS $$ SELECT U&"\006Eextval"('adopt.fo_id_seq') $$;
+SELECT adopt.spelled_set() AS spelled_set;
+SELECT last_value, is_called FROM adopt.fo_id_seq;
+SELECT snowflake_worker_id(adopt.spelled_next()) AS worker;
+DROP FUNCTION adopt.set_default(int, bigint), adopt.next_default(int, bigint), adopt.spelled_set(), adopt.spelled_next();
 DROP FUNCTION adopt.setval(regclass, bigint, boolean), adopt.path_to_catalog();
 DROP OPERATOR adopt.!# (NONE, regclass);
 DROP SEQUENCE adopt.free;
