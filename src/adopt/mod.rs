@@ -56,6 +56,7 @@ mod fence_hint;
 mod labels;
 mod list;
 mod planner;
+mod proc;
 pub mod session;
 mod shared;
 mod utility;

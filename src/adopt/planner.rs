@@ -179,54 +179,29 @@ unsafe fn parsed_body_names_the_four(src: *const std::ffi::c_char) -> bool {
 }
 
 fn body_calls_sequences(f: pg_sys::Oid) -> bool {
-    // SAFETY: a syscache look-up and release; the tuple is a pg_proc row
-    // and its attributes are read while it is held.
-    unsafe {
-        let tup = pg_sys::SearchSysCache1(
-            pg_sys::SysCacheIdentifier::PROCOID as _,
-            pg_sys::Datum::from(f),
-        );
-        if tup.is_null() {
-            return false;
-        }
-        let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(tup);
-        let mut found = false;
-        if (*form).prolang.to_u32() == SQL_LANGUAGE_ID {
-            let mut isnull = false;
-            let body = pg_sys::SysCacheGetAttr(
-                pg_sys::SysCacheIdentifier::PROCOID as _,
-                tup,
-                pg_sys::Anum_pg_proc_prosqlbody as _,
-                &mut isnull,
-            );
-            if !isnull {
-                // A BEGIN ATOMIC body: its parsed statements, walked for
-                // calls of the four (functions or operators).
-                let c = pg_sys::text_to_cstring(body.cast_mut_ptr());
-                let tree = pg_sys::stringToNode(c) as *mut pg_sys::Node;
-                pg_sys::pfree(c.cast());
-                found = mentions(tree, std::ptr::null_mut());
-            } else {
-                let src = pg_sys::SysCacheGetAttr(
-                    pg_sys::SysCacheIdentifier::PROCOID as _,
-                    tup,
-                    pg_sys::Anum_pg_proc_prosrc as _,
-                    &mut isnull,
-                );
-                if !isnull {
-                    let c = pg_sys::text_to_cstring(src.cast_mut_ptr());
-                    let body = std::ffi::CStr::from_ptr(c)
-                        .to_string_lossy()
-                        .to_ascii_lowercase();
-                    found = ["nextval", "currval", "setval", "lastval"]
-                        .iter()
-                        .any(|w| body.contains(w))
-                        || parsed_body_names_the_four(c);
-                    pg_sys::pfree(c.cast());
-                }
-            }
-        }
-        pg_sys::ReleaseSysCache(tup);
-        found
+    let Some(p) = super::proc::read(f) else {
+        return false;
+    };
+    if p.language.to_u32() != SQL_LANGUAGE_ID {
+        return false;
     }
+    if let Some(body) = p.sql_body {
+        // A BEGIN ATOMIC body: its parsed statements, walked for calls of
+        // the four (functions or operators).
+        // SAFETY: PostgreSQL's reader over a node tree it wrote.
+        return unsafe {
+            mentions(
+                pg_sys::stringToNode(body.as_ptr()).cast(),
+                std::ptr::null_mut(),
+            )
+        };
+    }
+    p.source.is_some_and(|src| {
+        let text = src.to_string_lossy().to_ascii_lowercase();
+        ["nextval", "currval", "setval", "lastval"]
+            .iter()
+            .any(|w| text.contains(w))
+            // SAFETY: a C string of ours.
+            || unsafe { parsed_body_names_the_four(src.as_ptr()) }
+    })
 }

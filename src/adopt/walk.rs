@@ -227,35 +227,15 @@ pub(super) unsafe fn defaults_call_the_four(f: pg_sys::Oid) -> bool {
     if let Some(v) = DEFAULTS.with(|d| d.borrow().get(&f).copied()) {
         return v;
     }
-    // SAFETY: a syscache look-up and release; the tuple is a pg_proc row
-    // and its attribute is read while it is held.
-    let v = unsafe {
-        let tup = pg_sys::SearchSysCache1(
-            pg_sys::SysCacheIdentifier::PROCOID as _,
-            pg_sys::Datum::from(f),
-        );
-        if tup.is_null() {
-            return false;
-        }
-        let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(tup);
-        let mut found = false;
-        if (*form).pronargdefaults > 0 {
-            let mut isnull = false;
-            let d = pg_sys::SysCacheGetAttr(
-                pg_sys::SysCacheIdentifier::PROCOID as _,
-                tup,
-                pg_sys::Anum_pg_proc_proargdefaults as _,
-                &mut isnull,
-            );
-            if !isnull {
-                let c = pg_sys::text_to_cstring(d.cast_mut_ptr());
-                found = mentions(pg_sys::stringToNode(c).cast(), std::ptr::null_mut());
-                pg_sys::pfree(c.cast());
-            }
-        }
-        pg_sys::ReleaseSysCache(tup);
-        found
-    };
+    let v = super::proc::read(f)
+        .and_then(|p| p.defaults)
+        // SAFETY: PostgreSQL's reader over a node tree it wrote.
+        .is_some_and(|d| unsafe {
+            mentions(
+                pg_sys::stringToNode(d.as_ptr()).cast(),
+                std::ptr::null_mut(),
+            )
+        });
     DEFAULTS.with(|d| d.borrow_mut().insert(f, v));
     v
 }
