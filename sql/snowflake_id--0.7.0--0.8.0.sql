@@ -3041,8 +3041,23 @@ BEGIN
         PERFORM snowflake_id_internal.adopt_label(seq);
         RETURN;
     END IF;
-    SELECT s.seqmin, s.seqmax, s.seqcycle, s.seqincrement INTO q FROM pg_catalog.pg_sequence s
+    SELECT s.seqmin, s.seqmax, s.seqcycle, s.seqincrement, c.relname, c.relpersistence INTO q
+      FROM pg_catalog.pg_sequence s JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) s.seqrelid
      WHERE s.seqrelid OPERATOR(pg_catalog.=) seq;
+    -- An unlogged sequence comes back from a crash as its init fork holds
+    -- it, not at the fence (the red-team review of 7d48b49, F5): the
+    -- switch leaves it alone, with a NOTICE; any other door refuses it.
+    IF q.relpersistence OPERATOR(pg_catalog.=) 'u' THEN
+        IF adopted_by OPERATOR(pg_catalog.=) 'switch' THEN
+            RAISE NOTICE 'sequence % is unlogged: it keeps its own values', seq
+                  USING HINT = 'Adopted sequences must be logged: make its table LOGGED, then adopt it with snowflake_adopt_sequence().';
+            RETURN;
+        END IF;
+        RAISE EXCEPTION 'sequence "%" cannot be both adopted and unlogged', q.relname
+              USING ERRCODE = 'feature_not_supported',
+                    DETAIL = 'An unlogged sequence comes back from a crash as it was first written, not where adoption put its counter, and its own values could be drawn again.',
+                    HINT = 'Keep the sequence (and its table) logged.';
+    END IF;
     fence := CASE WHEN q.seqincrement OPERATOR(pg_catalog.<) 0::bigint THEN q.seqmin ELSE q.seqmax END;
     -- Its counter goes to the fence, called: nothing more is drawn from it
     -- where the planner does not see the call, not even the values that

@@ -807,8 +807,9 @@ pub fn adopt_list_locked(ms: Option<u64>) -> ! {
 }
 
 /// An `EXECUTE` parameter that reaches `nextval()` (or another of the
-/// four sequence functions) through an operator, on an adopted sequence
-/// or one it cannot tell (`seq`, where the argument is a constant).
+/// four sequence functions) other than by its name (an operator,
+/// attribute notation), on an adopted sequence or one it cannot tell
+/// (`seq`, where the argument is a constant).
 pub fn adopt_execute_operator(name: &str, seq: Option<&str>) -> ! {
     let of = match seq {
         Some(s) => format!("sequence \"{s}\""),
@@ -816,7 +817,7 @@ pub fn adopt_execute_operator(name: &str, seq: Option<&str>) -> ! {
     };
     raise(
         PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-        format!("cannot call {name}() of {of} through an operator in EXECUTE parameters"),
+        format!("cannot call {name}() of {of} in EXECUTE parameters other than by its name"),
         Some("EXECUTE evaluates its parameters without a plan; snowflake_id swaps the sequence functions there only where they are called by name.".into()),
         Some(&format!("Call {name}() by name, or inside the prepared statement.")),
     )
@@ -842,6 +843,28 @@ pub fn adopt_execute_default(function: &str) -> ! {
         format!("cannot call {function}() with a default argument that calls a sequence function in EXECUTE parameters"),
         Some("EXECUTE evaluates its parameters without a plan, and PostgreSQL adds the default arguments there, where snowflake_id cannot swap their calls.".into()),
         Some("Pass the argument, or call the function inside the prepared statement."),
+    )
+}
+
+/// `ALTER SEQUENCE … CYCLE` (or an identity's `SET CYCLE`) of an adopted
+/// sequence.
+pub fn adopted_cycle(seq: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        format!("adopted sequence \"{seq}\" cannot cycle"),
+        Some("Its own counter stands at the end of its range so that nothing is drawn from it where no plan is made; cycling, it would come round to values it gave out.".into()),
+        Some("Leave it NO CYCLE: nextval() of it returns Snowflake IDs, which do not cycle."),
+    )
+}
+
+/// `SET UNLOGGED` of an adopted sequence or of a table that owns one; the
+/// explicit adoption of an unlogged sequence.
+pub fn adopted_unlogged(seq: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        format!("sequence \"{seq}\" cannot be both adopted and unlogged"),
+        Some("An unlogged sequence comes back from a crash as it was first written, not where adoption put its counter, and its own values could be drawn again.".into()),
+        Some("Keep the sequence (and its table) logged."),
     )
 }
 

@@ -130,7 +130,24 @@ pub fn refence(seqs: &[pg_sys::Oid]) {
             errors::adopted_narrowed(&relation_name(seq));
         }
         let end = if inc < 0 { min } else { max };
-        as_owner::with_role(as_owner::owner_of(seq), || {
+        // As its owner; as the caller where the owner has given up its own
+        // UPDATE on it and the caller holds it (a superuser's TRUNCATE …
+        // RESTART IDENTITY of her table: the red-team review of 7d48b49,
+        // F6b). Neither: PostgreSQL's 42501, and the statement fails.
+        let owner = as_owner::owner_of(seq);
+        // SAFETY: privilege checks by OID.
+        let role = unsafe {
+            let update = pg_sys::ACL_UPDATE as pg_sys::AclMode;
+            if pg_sys::pg_class_aclcheck(seq, owner, update) != pg_sys::AclResult::ACLCHECK_OK
+                && pg_sys::pg_class_aclcheck(seq, pg_sys::GetUserId(), update)
+                    == pg_sys::AclResult::ACLCHECK_OK
+            {
+                pg_sys::GetUserId()
+            } else {
+                owner
+            }
+        };
+        as_owner::with_role(role, || {
             pg_call(
                 builtin::setval3_oid,
                 &[

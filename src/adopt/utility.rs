@@ -85,21 +85,22 @@ unsafe extern "C-unwind" fn utility(
         // the database while DROP DATABASE waits for it to leave could
         // publish again (the red-team review of issue 63, F1).
         let dropped = database_of(stmt, pg_sys::NodeTag::T_DropdbStmt);
-        // Statements that may move an adopted sequence's counter: its
-        // sequences, looked up before it runs (`calls::refence` after).
+        // Statements that may move an adopted sequence's counter: ALTER
+        // SEQUENCE's sequence, looked up before it runs (an identity's
+        // ALTER TABLE … ALTER COLUMN … RESTART/SET/TYPE comes here as the
+        // ALTER SEQUENCE PostgreSQL makes of it); TRUNCATE … RESTART
+        // IDENTITY's, after it (`calls::refence` after both).
         let mut moved = Vec::new();
-        if !stmt.is_null()
-            && matches!(
-                (*stmt).type_,
-                pg_sys::NodeTag::T_AlterSeqStmt
-                    | pg_sys::NodeTag::T_AlterTableStmt
-                    | pg_sys::NodeTag::T_TruncateStmt
-            )
-        {
+        if !stmt.is_null() && (*stmt).type_ == pg_sys::NodeTag::T_AlterSeqStmt {
             counters_moved_by(stmt, &raw mut moved);
-            if (*stmt).type_ == pg_sys::NodeTag::T_AlterSeqStmt && !moved.is_empty() {
+            if !moved.is_empty() {
                 restart_within_bounds(&raw mut pstmt, &raw mut read_only_tree, moved[0]);
             }
+        }
+        // SET UNLOGGED of an adopted sequence, or of a table that owns one:
+        // refused (see `refuse_unlogged`).
+        if !stmt.is_null() && (*stmt).type_ == pg_sys::NodeTag::T_AlterTableStmt {
+            refuse_unlogged(stmt.cast());
         }
         // EXECUTE's parameters are evaluated without a plan: their calls
         // of the four are swapped by name (`super::execute`), in the
@@ -124,6 +125,9 @@ unsafe extern "C-unwind" fn utility(
             qc,
         );
         super::copy::put_back_copy(swapped);
+        if !stmt.is_null() && (*stmt).type_ == pg_sys::NodeTag::T_TruncateStmt {
+            counters_moved_by(stmt, &raw mut moved);
+        }
         if !moved.is_empty() {
             refence_after(&moved);
         }
@@ -306,11 +310,12 @@ unsafe extern "C-unwind" fn copy_swaps(stmt: *mut pg_sys::CopyStmt) -> usize {
     }
 }
 
-/// The sequences whose counter or type a statement about to run may
-/// change: `ALTER SEQUENCE`'s; the owned sequences of `ALTER TABLE`'s
-/// table (an identity's `RESTART`, `SET …`, a column's `TYPE`) and of
-/// `TRUNCATE … RESTART IDENTITY`'s tables. Looked up as the statement
-/// will (a missing one is its error, not ours).
+/// The sequences whose counter or type a statement may change: `ALTER
+/// SEQUENCE`'s, before it runs (also the one PostgreSQL makes of an
+/// identity's `ALTER TABLE … ALTER COLUMN … RESTART`/`SET …`/`TYPE`), looked
+/// up as the statement will (a missing one is its error, not ours); the
+/// owned sequences of the tables `TRUNCATE … RESTART IDENTITY` emptied,
+/// after it ran.
 #[pg_guard]
 unsafe extern "C-unwind" fn counters_moved_by(stmt: *mut pg_sys::Node, out: *mut Vec<pg_sys::Oid>) {
     // A database without adopted sequences: nothing to look up.
@@ -319,6 +324,37 @@ unsafe extern "C-unwind" fn counters_moved_by(stmt: *mut pg_sys::Node, out: *mut
     }
     // SAFETY: the caller's vector.
     unsafe { *out = moved_by(stmt) };
+}
+
+/// `find_all_inheritors` (catalog/pg_inherits.h), which pgrx does not
+/// bind: a table and its inheritance children and partitions, at every
+/// level.
+mod inheritors {
+    use pgrx::pg_sys::{List, Oid, LOCKMODE};
+    unsafe extern "C-unwind" {
+        fn find_all_inheritors(
+            parent: Oid,
+            lockmode: LOCKMODE,
+            numparents: *mut *mut List,
+        ) -> *mut List;
+    }
+    /// The call, inside pgrx's guard of an FFI boundary.
+    ///
+    /// # Safety
+    /// In a transaction.
+    pub(super) unsafe fn all(
+        parent: Oid,
+        lockmode: LOCKMODE,
+        numparents: *mut *mut List,
+    ) -> *mut List {
+        // SAFETY: a catalog scan of PostgreSQL's; its ERROR becomes a
+        // Rust panic at the boundary.
+        unsafe {
+            pgrx::pg_sys::ffi::pg_guard_ffi_boundary(|| {
+                find_all_inheritors(parent, lockmode, numparents)
+            })
+        }
+    }
 }
 
 /// [`counters_moved_by`]'s work.
@@ -343,17 +379,19 @@ unsafe fn moved_by(stmt: *mut pg_sys::Node) -> Vec<pg_sys::Oid> {
                 std::ptr::null_mut(),
             )
         };
-        let owned = |rel: pg_sys::Oid| -> Vec<pg_sys::Oid> {
-            if rel == pg_sys::Oid::INVALID {
-                return Vec::new();
-            }
-            let list = pg_sys::getOwnedSequences(rel);
+        let oids = |list: *mut pg_sys::List| -> Vec<pg_sys::Oid> {
             if list.is_null() {
                 return Vec::new();
             }
             (0..(*list).length as usize)
                 .map(|i| (*(*list).elements.add(i)).oid_value)
                 .collect()
+        };
+        let owned = |rel: pg_sys::Oid| -> Vec<pg_sys::Oid> {
+            if rel == pg_sys::Oid::INVALID {
+                return Vec::new();
+            }
+            oids(pg_sys::getOwnedSequences(rel))
         };
         match (*stmt).type_ {
             pg_sys::NodeTag::T_AlterSeqStmt => {
@@ -364,22 +402,62 @@ unsafe fn moved_by(stmt: *mut pg_sys::Node) -> Vec<pg_sys::Oid> {
                     vec![seq]
                 }
             }
-            pg_sys::NodeTag::T_AlterTableStmt => {
-                owned(lookup((*(stmt as *mut pg_sys::AlterTableStmt)).relation))
-            }
             pg_sys::NodeTag::T_TruncateStmt => {
+                // After it ran, its tables locked: those it named, their
+                // inheritance children and partitions (unless ONLY), and
+                // with CASCADE the tables that reference them, as
+                // PostgreSQL's TRUNCATE found them (the red-team review of
+                // 7d48b49, F2: the children's and CASCADE's sequences
+                // stayed restarted).
                 let t = stmt as *mut pg_sys::TruncateStmt;
                 if !(*t).restart_seqs || (*t).relations.is_null() {
                     return Vec::new();
                 }
                 let rels = (*t).relations;
-                (0..(*rels).length as usize)
-                    .flat_map(|i| {
-                        owned(lookup(
-                            (*(*rels).elements.add(i)).ptr_value as *mut pg_sys::RangeVar,
+                let mut tables: Vec<pg_sys::Oid> = Vec::new();
+                let add = |rel: pg_sys::Oid, inh: bool, tables: &mut Vec<pg_sys::Oid>| {
+                    if rel == pg_sys::Oid::INVALID {
+                        return;
+                    }
+                    let all = if inh {
+                        oids(inheritors::all(
+                            rel,
+                            pg_sys::NoLock as _,
+                            std::ptr::null_mut(),
                         ))
-                    })
-                    .collect()
+                    } else {
+                        vec![rel]
+                    };
+                    for r in all {
+                        if !tables.contains(&r) {
+                            tables.push(r);
+                        }
+                    }
+                };
+                for i in 0..(*rels).length as usize {
+                    let rv = (*(*rels).elements.add(i)).ptr_value as *mut pg_sys::RangeVar;
+                    add(lookup(rv), (*rv).inh, &mut tables);
+                }
+                if (*t).behavior == pg_sys::DropBehavior::DROP_CASCADE {
+                    loop {
+                        pgrx::check_for_interrupts!();
+                        let mut list: *mut pg_sys::List = std::ptr::null_mut();
+                        for &r in &tables {
+                            list = pg_sys::lappend_oid(list, r);
+                        }
+                        let more: Vec<pg_sys::Oid> = oids(pg_sys::heap_truncate_find_FKs(list))
+                            .into_iter()
+                            .filter(|r| !tables.contains(r))
+                            .collect();
+                        if more.is_empty() {
+                            break;
+                        }
+                        for r in more {
+                            add(r, true, &mut tables);
+                        }
+                    }
+                }
+                tables.into_iter().flat_map(owned).collect()
             }
             _ => Vec::new(),
         }
@@ -421,6 +499,21 @@ unsafe extern "C-unwind" fn restart_within_bounds(
                 .collect()
         };
         let stmt = (**pstmt).utilityStmt as *mut pg_sys::AlterSeqStmt;
+        // CYCLE: its counter would come round, from the fence, to values it
+        // gave out (the red-team review of 7d48b49, F1): refused.
+        let opts = (*stmt).options;
+        if !opts.is_null() {
+            for i in 0..(*opts).length as usize {
+                let d = (*(*opts).elements.add(i)).ptr_value as *mut pg_sys::DefElem;
+                if !d.is_null()
+                    && !(*d).defname.is_null()
+                    && std::ffi::CStr::from_ptr((*d).defname) == c"cycle"
+                    && pg_sys::defGetBoolean(d)
+                {
+                    crate::errors::adopted_cycle(&crate::convert::as_owner::relation_name(seq));
+                }
+            }
+        }
         let given = names(stmt);
         let has = |n: &std::ffi::CStr| given.iter().any(|g| g.as_c_str() == n);
         if has(c"restart") || !(has(c"maxvalue") || has(c"minvalue") || has(c"as")) {
@@ -437,6 +530,51 @@ unsafe extern "C-unwind" fn restart_within_bounds(
             -1,
         );
         (*stmt).options = pg_sys::lappend((*stmt).options, restart.cast());
+    }
+}
+
+/// `ALTER SEQUENCE … SET UNLOGGED` of an adopted sequence, or `ALTER
+/// TABLE … SET UNLOGGED` of a table that owns one: refused (0A000). An
+/// unlogged sequence comes back from a crash as its init fork holds it,
+/// not at its fence, and its own values could be drawn again (the
+/// red-team review of 7d48b49, F5); unlogged sequences are not adopted.
+#[pg_guard]
+unsafe extern "C-unwind" fn refuse_unlogged(stmt: *mut pg_sys::AlterTableStmt) {
+    if super::list::active().is_none() {
+        return;
+    }
+    // SAFETY: the statement's own nodes; a name look-up without a lock
+    // (the statement takes its own, and raises its own errors).
+    unsafe {
+        let cmds = (*stmt).cmds;
+        let unlogged = !cmds.is_null()
+            && (0..(*cmds).length as usize).any(|i| {
+                let c = (*(*cmds).elements.add(i)).ptr_value as *mut pg_sys::AlterTableCmd;
+                !c.is_null() && (*c).subtype == pg_sys::AlterTableType::AT_SetUnLogged
+            });
+        if !unlogged {
+            return;
+        }
+        let rel = pg_sys::RangeVarGetRelidExtended(
+            (*stmt).relation,
+            pg_sys::NoLock as _,
+            pg_sys::RVROption::RVR_MISSING_OK as _,
+            None,
+            std::ptr::null_mut(),
+        );
+        if rel == pg_sys::Oid::INVALID {
+            return;
+        }
+        let mut seqs = vec![rel];
+        let owned = pg_sys::getOwnedSequences(rel);
+        if !owned.is_null() {
+            seqs.extend(
+                (0..(*owned).length as usize).map(|i| (*(*owned).elements.add(i)).oid_value),
+            );
+        }
+        if let Some(&seq) = seqs.iter().find(|&&s| list::is_adopted(s)) {
+            crate::errors::adopted_unlogged(&crate::convert::as_owner::relation_name(seq));
+        }
     }
 }
 

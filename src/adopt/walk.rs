@@ -312,6 +312,22 @@ unsafe fn wrap_draw(slot: *mut *mut pg_sys::Node, f: &Fns) {
     }
 }
 
+/// Whether a `seq_drawn(…)` call's one argument is an identity's draw
+/// (a `NextValueExpr`), as [`wrap_draw`] makes it.
+///
+/// # Safety
+/// `fe` is a valid `FuncExpr`.
+unsafe fn wraps_identity_draw(fe: *mut pg_sys::FuncExpr) -> bool {
+    // SAFETY: the node's argument list, of nodes.
+    unsafe {
+        let args = (*fe).args;
+        !args.is_null() && (*args).length == 1 && {
+            let a = (*(*args).elements).ptr_value as *mut pg_sys::Node;
+            !a.is_null() && (*a).type_ == pg_sys::NodeTag::T_NextValueExpr
+        }
+    }
+}
+
 /// `seq_identity(seq)`: an adopted identity column's draw, in place of
 /// its `NextValueExpr` (here and in [`super::copy`]).
 ///
@@ -373,9 +389,13 @@ pub(super) unsafe extern "C-unwind" fn swap(
                     wrap_draw(&raw mut (*(*list).elements.add(i)).ptr_value as _, f);
                 }
             }
-            // A draw wrapped already: nothing more inside.
+            // A draw wrapped already (by `wrap_draw`: its argument an
+            // identity's `NextValueExpr`): nothing more inside. A call of
+            // `seq_drawn` written by hand around anything else is walked
+            // (the red-team review of 7d48b49, F3: it hid a `nextval()`).
             pg_sys::NodeTag::T_FuncExpr
-                if f.drawn.contains(&(*(node as *mut pg_sys::FuncExpr)).funcid) =>
+                if f.drawn.contains(&(*(node as *mut pg_sys::FuncExpr)).funcid)
+                    && wraps_identity_draw(node.cast()) =>
             {
                 return false;
             }

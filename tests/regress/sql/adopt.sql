@@ -474,8 +474,9 @@ EXECUTE fo_v(nextval('adopt.free'));
 -- AS EXECUTE too (on 930c88a each setval() moved the counter back to 1).
 -- F3: a parameter whose evaluation changes what a name resolves to is
 -- refused (0A000; on 930c88a the other parameter's setval() became
--- PostgreSQL's). F4: one on a sequence that is not adopted runs as on
--- stock PostgreSQL, where and whether the parameter reaches it.
+-- PostgreSQL's). F4: one on a sequence that is not adopted, named by a
+-- constant, runs as on stock PostgreSQL, where and whether the parameter
+-- reaches it (one named by an expression is evaluated here, once).
 EXECUTE fo_v(setval('adopt.free', setval('adopt.fo_id_seq', 1, false)));
 DO $$ DECLARE line text; BEGIN
     FOR line IN EXECUTE 'EXPLAIN CREATE TEMP TABLE fo_x AS EXECUTE fo_v(setval(''adopt.fo_id_seq'', 1, false))' LOOP END LOOP;
@@ -490,7 +491,7 @@ EXECUTE fo_2(nextval(adopt.path_to_catalog()), setval('adopt.fo_id_seq', 1, fals
 RESET search_path;
 EXECUTE fo_2(nextval('adopt.free'), adopt.setval('adopt.fo_id_seq', 1, false));
 SELECT last_value, is_called FROM adopt.fo_id_seq;
-EXECUTE fo_v(CASE WHEN false THEN nextval('adopt.free'::text::regclass) END);
+EXECUTE fo_v(CASE WHEN false THEN nextval('adopt.free') END);
 SELECT last_value FROM adopt.free;
 -- P1: a default argument that calls setval() or nextval() is swapped
 -- where the planner completes it (on 930c88a it ran PostgreSQL's: the
@@ -515,6 +516,50 @@ SELECT adopt.spelled_set() AS spelled_set;
 SELECT last_value, is_called FROM adopt.fo_id_seq;
 SELECT snowflake_worker_id(adopt.spelled_next()) AS worker;
 DROP FUNCTION adopt.set_default(int, bigint), adopt.next_default(int, bigint), adopt.spelled_set(), adopt.spelled_next();
+-- The red-team review of 7d48b49, each open on it. F1: CYCLE on an
+-- adopted sequence is refused (0A000): from the fence its counter came
+-- round to 1. F2: TRUNCATE ... RESTART IDENTITY puts the counters of the
+-- children it empties, and of the tables CASCADE empties, back at the
+-- fence. F3: a hand-written seq_drawn() around nextval() or setval() is
+-- swapped inside. F4: attribute notation in EXECUTE's parameters is
+-- refused, as an operator is. F5: an unlogged sequence is not adopted
+-- (0A000), nor made unlogged once adopted. F6a: a sequence named by an
+-- expression in EXECUTE's parameters is evaluated once. F6b: a superuser's
+-- TRUNCATE ... RESTART IDENTITY of a table whose owner revoked her own
+-- UPDATE on its sequence works.
+ALTER SEQUENCE adopt.fo_id_seq CYCLE;
+ALTER TABLE adopt.fo ALTER COLUMN id SET CYCLE;
+CREATE TABLE adopt.tpar (v int);
+CREATE TABLE adopt.tkid (id bigserial PRIMARY KEY) INHERITS (adopt.tpar);
+CREATE TABLE adopt.tref (id bigserial PRIMARY KEY, fo_id bigint REFERENCES adopt.fo (id));
+SELECT snowflake_adopt_sequence('adopt.tkid_id_seq'), snowflake_adopt_sequence('adopt.tref_id_seq');
+TRUNCATE adopt.tpar RESTART IDENTITY;
+TRUNCATE adopt.fo RESTART IDENTITY CASCADE;
+INSERT INTO adopt.raw_draw VALUES ('adopt.tkid_id_seq');
+INSERT INTO adopt.raw_draw VALUES ('adopt.tref_id_seq');
+INSERT INTO adopt.raw_draw VALUES ('adopt.fo_id_seq');
+SELECT snowflake_id_internal.seq_drawn(setval('adopt.fo_id_seq', 1, false)) AS drawn_setval;
+SELECT last_value, is_called FROM adopt.fo_id_seq;
+SELECT snowflake_worker_id(snowflake_id_internal.seq_drawn(nextval('adopt.fo_id_seq'))) AS worker;
+EXECUTE fo_v(('adopt.fo_id_seq'::regclass).nextval);
+CREATE UNLOGGED SEQUENCE adopt.unl;
+SELECT snowflake_adopt_sequence('adopt.unl');
+ALTER SEQUENCE adopt.tkid_id_seq SET UNLOGGED;
+ALTER TABLE adopt.tref SET UNLOGGED;
+CREATE FUNCTION adopt.pick() RETURNS regclass LANGUAGE plpgsql
+    AS $$ BEGIN RAISE NOTICE 'picked'; RETURN 'adopt.free'::regclass; END $$;
+EXECUTE fo_v(nextval(adopt.pick()) * 0);
+ALTER TABLE adopt.tref OWNER TO adopt_plain;
+ALTER SEQUENCE adopt.tref_id_seq OWNER TO adopt_plain;
+SET ROLE adopt_plain;
+REVOKE UPDATE ON SEQUENCE adopt.tref_id_seq FROM adopt_plain;
+RESET ROLE;
+TRUNCATE adopt.tref RESTART IDENTITY;
+ALTER TABLE adopt.tref ADD COLUMN z int;
+INSERT INTO adopt.raw_draw VALUES ('adopt.tref_id_seq');
+DROP TABLE adopt.tkid, adopt.tpar, adopt.tref;
+DROP SEQUENCE adopt.unl;
+DROP FUNCTION adopt.pick();
 DROP FUNCTION adopt.setval(regclass, bigint, boolean), adopt.path_to_catalog();
 DROP OPERATOR adopt.!# (NONE, regclass);
 DROP SEQUENCE adopt.free;
