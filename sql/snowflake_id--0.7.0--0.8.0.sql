@@ -305,8 +305,6 @@ DECLARE
     keep_name  text;
     keep_opts  text;
     keep_start bigint;
-    keep_last  bigint;
-    keep_called boolean;
     keep_ident "char";
     keep_acl   aclitem[];  -- an identity's sequence's grants and comment,
     keep_comment text;     -- made again with it
@@ -752,7 +750,7 @@ BEGIN
             -- conversion (issue 57): a serial's, if nothing else uses it,
             -- is let go by the old column first; an identity's goes with
             -- the column and the new column is made an identity of its
-            -- name, kind, bounds and counter.
+            -- name, kind and bounds.
             IF p.rel = $1 AND p.rel_col = $2 THEN
                 keep_seq := pg_get_serial_sequence(p.rel::text, p.rel_col)::regclass;
                 SELECT a2.attidentity INTO keep_ident FROM pg_attribute a2
@@ -766,7 +764,7 @@ BEGIN
                 END IF;
                 IF keep_seq IS NOT NULL THEN
                     keep_name := keep_seq::text;
-                    -- Made again, with the identity's bounds and counter
+                    -- Made again, with the identity's bounds
                     -- (the fourth review of issue 57).
                     -- A bound that was its type's own becomes bigint's, as
                     -- ALTER COLUMN ... TYPE bigint makes it.
@@ -784,7 +782,6 @@ BEGIN
                       INTO keep_opts, keep_start FROM pg_sequence kq WHERE kq.seqrelid = keep_seq;
                     SELECT kc.relacl, obj_description(keep_seq, 'pg_class') INTO keep_acl, keep_comment
                       FROM pg_class kc WHERE kc.oid = keep_seq;
-                    EXECUTE format('SELECT last_value, is_called FROM %s', keep_seq) INTO keep_last, keep_called;
                     IF keep_ident = '' THEN
                         PERFORM @extschema@.snowflake_convert_as_owner(keep_seq,
                             format('ALTER SEQUENCE %s OWNED BY NONE', keep_seq));
@@ -820,25 +817,14 @@ BEGIN
         ELSE
             -- The key keeps the generator the application gave it (issue
             -- 63: the catalog is the application's): an identity again,
-            -- with the old one's kind, name, bounds and counter, or
+            -- with the old one's kind, name and bounds, or
             -- nextval() of its own sequence; adopted.
             IF keep_ident <> '' THEN
                 EXECUTE format('ALTER TABLE %s ALTER COLUMN %I ADD GENERATED %s AS IDENTITY (SEQUENCE NAME %s %s START WITH %s)', $1, $2,
                                CASE keep_ident WHEN 'a' THEN 'ALWAYS' ELSE 'BY DEFAULT' END, keep_name, keep_opts, keep_start);
-                IF keep_called THEN
-                    -- With the switch on, its event trigger has adopted the
-                    -- new sequence as ADD GENERATED made it, fenced at its
-                    -- start: the fence moves to where the old one stood
-                    -- (the red-team review of 7540229, F1: every swap failed).
-                    IF EXISTS (SELECT FROM pg_sequence kq WHERE kq.seqrelid = to_regclass(keep_name)
-                                  AND CASE WHEN kq.seqincrement > 0 THEN kq.seqmax < keep_last ELSE kq.seqmin > keep_last END) THEN
-                        PERFORM @extschema@.snowflake_convert_as_owner($1,
-                            format('ALTER SEQUENCE %s %s %s', keep_name,
-                                   CASE WHEN keep_opts LIKE 'INCREMENT BY -%' THEN 'MINVALUE' ELSE 'MAXVALUE' END, keep_last));
-                    END IF;
-                    PERFORM @extschema@.snowflake_convert_as_owner($1,
-                        format('SELECT pg_catalog.setval(%L::pg_catalog.regclass, %s, true)', keep_name, keep_last));
-                END IF;
+                -- Its counter is not carried over: the sequence is adopted
+                -- below (by the switch already, if it is on), and adoption
+                -- puts the counter at the end of its range (the fence).
                 keep_seq := to_regclass(keep_name);
                 -- Its grants and comment, as the old one had them (the
                 -- red-team review of the kept identities: an application

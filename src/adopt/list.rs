@@ -390,8 +390,9 @@ fn read_if_unknown() {
 /// The swaps to make in this database's statements, if any.
 pub(super) fn active() -> Option<Fns> {
     read_if_unknown();
+    let adopting = super::shared::adopting_any();
     KNOWN.with(|k| match &*k.borrow() {
-        Known::Loaded { adopted, fns, .. } if !adopted.is_empty() => Some(*fns),
+        Known::Loaded { adopted, fns, .. } if !adopted.is_empty() || adopting => Some(*fns),
         Known::Unknown => {
             let last = LAST_SWAPS.with(|l| l.get());
             (last.nextval != pg_sys::Oid::INVALID).then_some(last)
@@ -401,15 +402,33 @@ pub(super) fn active() -> Option<Fns> {
 }
 
 /// Whether `seq` is adopted in this database.
+///
+/// This transaction's own adoptions count before it commits (every other
+/// backend learns of them at the commit): a table made and filled in one
+/// transaction with the switch on got the fence's 2200H, and a `RESTART`,
+/// `CYCLE` or `SET UNLOGGED` there passed unchecked (the red-team review
+/// of 2337972, F1).
 pub(super) fn is_adopted(seq: pg_sys::Oid) -> bool {
     read_if_unknown();
-    KNOWN.with(|k| matches!(&*k.borrow(), Known::Loaded { adopted, .. } if adopted.contains(&seq)))
+    super::shared::adopting(seq)
+        || KNOWN.with(
+            |k| matches!(&*k.borrow(), Known::Loaded { adopted, .. } if adopted.contains(&seq)),
+        )
+}
+
+/// Whether this database has adopted sequences (this transaction's own
+/// adoptions included), as [`active`] answers.
+pub(super) fn any_adopted() -> bool {
+    active().is_some()
 }
 
 /// Whether `seq` is adopted, as this backend last read the list (no read:
 /// for the planner's walk, after [`active`]).
 pub(super) fn is_adopted_known(seq: pg_sys::Oid) -> bool {
-    KNOWN.with(|k| matches!(&*k.borrow(), Known::Loaded { adopted, .. } if adopted.contains(&seq)))
+    super::shared::adopting(seq)
+        || KNOWN.with(
+            |k| matches!(&*k.borrow(), Known::Loaded { adopted, .. } if adopted.contains(&seq)),
+        )
 }
 
 /// Whether this backend last read a list with any adopted sequence in it

@@ -199,6 +199,40 @@ pub(super) fn note(db: pg_sys::Oid, change: Change) {
     });
 }
 
+/// Whether this transaction has adopted sequence `seq` of this database,
+/// not yet committed (its last change to the list adds it): the guards of
+/// [`super::utility`] hold for it as for a committed adoption (the
+/// red-team review of 2337972, F1: in the adopting transaction `CYCLE`,
+/// `SET UNLOGGED` and a `RESTART` passed unchecked).
+pub(super) fn adopting(seq: pg_sys::Oid) -> bool {
+    // SAFETY: in a backend of a database.
+    let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    let seq = seq.to_u32();
+    PENDING.with(|p| {
+        p.borrow()
+            .iter()
+            .filter(|c| c.db == db)
+            .fold(false, |now, c| match c.change {
+                Change::Add(s) if s == seq => true,
+                Change::Remove(s) if s == seq => false,
+                Change::Forget => false,
+                _ => now,
+            })
+    })
+}
+
+/// Whether this transaction has adopted any sequence of this database,
+/// not yet committed.
+pub(super) fn adopting_any() -> bool {
+    // SAFETY: in a backend of a database.
+    let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    PENDING.with(|p| {
+        p.borrow()
+            .iter()
+            .any(|c| c.db == db && matches!(c.change, Change::Add(_)))
+    })
+}
+
 #[pg_guard]
 unsafe extern "C-unwind" fn on_subxact(
     event: pg_sys::SubXactEvent::Type,

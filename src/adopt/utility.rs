@@ -97,6 +97,13 @@ unsafe extern "C-unwind" fn utility(
                 restart_within_bounds(&raw mut pstmt, &raw mut read_only_tree, moved[0]);
             }
         }
+        // TRUNCATE … RESTART IDENTITY: the tables it names, looked up
+        // before it runs (a trigger of it may change what a name resolves
+        // to: the red-team review of 2337972, F2).
+        let mut truncated: Vec<(pg_sys::Oid, bool)> = Vec::new();
+        if !stmt.is_null() && (*stmt).type_ == pg_sys::NodeTag::T_TruncateStmt {
+            truncate_targets(stmt.cast(), &raw mut truncated);
+        }
         // SET UNLOGGED of an adopted sequence, or of a table that owns one:
         // refused (see `refuse_unlogged`).
         if !stmt.is_null() && (*stmt).type_ == pg_sys::NodeTag::T_AlterTableStmt {
@@ -125,8 +132,8 @@ unsafe extern "C-unwind" fn utility(
             qc,
         );
         super::copy::put_back_copy(swapped);
-        if !stmt.is_null() && (*stmt).type_ == pg_sys::NodeTag::T_TruncateStmt {
-            counters_moved_by(stmt, &raw mut moved);
+        if !truncated.is_empty() {
+            truncated_sequences(stmt.cast(), &truncated, &raw mut moved);
         }
         if !moved.is_empty() {
             refence_after(&moved);
@@ -310,20 +317,116 @@ unsafe extern "C-unwind" fn copy_swaps(stmt: *mut pg_sys::CopyStmt) -> usize {
     }
 }
 
-/// The sequences whose counter or type a statement may change: `ALTER
-/// SEQUENCE`'s, before it runs (also the one PostgreSQL makes of an
-/// identity's `ALTER TABLE … ALTER COLUMN … RESTART`/`SET …`/`TYPE`), looked
-/// up as the statement will (a missing one is its error, not ours); the
-/// owned sequences of the tables `TRUNCATE … RESTART IDENTITY` emptied,
-/// after it ran.
+/// The sequence whose counter or type an `ALTER SEQUENCE` may change
+/// (also the one PostgreSQL makes of an identity's `ALTER TABLE … ALTER
+/// COLUMN … RESTART`/`SET …`/`TYPE`), looked up before it runs, as the
+/// statement will (a missing one is its error, not ours).
 #[pg_guard]
 unsafe extern "C-unwind" fn counters_moved_by(stmt: *mut pg_sys::Node, out: *mut Vec<pg_sys::Oid>) {
     // A database without adopted sequences: nothing to look up.
-    if super::list::active().is_none() {
+    if !list::any_adopted() {
         return;
     }
     // SAFETY: the caller's vector.
     unsafe { *out = moved_by(stmt) };
+}
+
+/// The tables a `TRUNCATE … RESTART IDENTITY` names, each with whether
+/// it takes their inheritance children and partitions (not `ONLY`), in a
+/// database with adopted sequences; looked up without a lock, as the
+/// statement will look them up (a missing one is its error).
+#[pg_guard]
+unsafe extern "C-unwind" fn truncate_targets(
+    stmt: *mut pg_sys::TruncateStmt,
+    out: *mut Vec<(pg_sys::Oid, bool)>,
+) {
+    if !list::any_adopted() {
+        return;
+    }
+    // SAFETY: the statement's own nodes; the caller's vector.
+    unsafe {
+        if !(*stmt).restart_seqs || (*stmt).relations.is_null() {
+            return;
+        }
+        let rels = (*stmt).relations;
+        for i in 0..(*rels).length as usize {
+            let rv = (*(*rels).elements.add(i)).ptr_value as *mut pg_sys::RangeVar;
+            let rel = pg_sys::RangeVarGetRelidExtended(
+                rv,
+                pg_sys::NoLock as _,
+                pg_sys::RVROption::RVR_MISSING_OK as _,
+                None,
+                std::ptr::null_mut(),
+            );
+            if rel != pg_sys::Oid::INVALID {
+                (*out).push((rel, (*rv).inh));
+            }
+        }
+    }
+}
+
+/// After a `TRUNCATE … RESTART IDENTITY` ran (its tables locked): the
+/// owned sequences of the tables it emptied, as PostgreSQL's TRUNCATE
+/// found them: those it named ([`truncate_targets`]), their inheritance
+/// children and partitions unless `ONLY`, and with `CASCADE` the tables
+/// that reference any of them, themselves only (the red-team reviews of
+/// 7d48b49, F2, and of 2337972, F4).
+#[pg_guard]
+unsafe extern "C-unwind" fn truncated_sequences(
+    stmt: *mut pg_sys::TruncateStmt,
+    named: &Vec<(pg_sys::Oid, bool)>,
+    out: *mut Vec<pg_sys::Oid>,
+) {
+    // SAFETY: catalog reads of PostgreSQL's, by OID, of locked tables;
+    // the caller's vector.
+    unsafe {
+        let oids = |list: *mut pg_sys::List| -> Vec<pg_sys::Oid> {
+            if list.is_null() {
+                return Vec::new();
+            }
+            (0..(*list).length as usize)
+                .map(|i| (*(*list).elements.add(i)).oid_value)
+                .collect()
+        };
+        let mut tables: Vec<pg_sys::Oid> = Vec::new();
+        let mut seen: std::collections::HashSet<pg_sys::Oid> = Default::default();
+        for &(rel, inh) in named {
+            let all = if inh {
+                oids(inheritors::all(
+                    rel,
+                    pg_sys::NoLock as _,
+                    std::ptr::null_mut(),
+                ))
+            } else {
+                vec![rel]
+            };
+            for r in all {
+                if seen.insert(r) {
+                    tables.push(r);
+                }
+            }
+        }
+        if (*stmt).behavior == pg_sys::DropBehavior::DROP_CASCADE {
+            loop {
+                pgrx::check_for_interrupts!();
+                let mut list: *mut pg_sys::List = std::ptr::null_mut();
+                for &r in &tables {
+                    list = pg_sys::lappend_oid(list, r);
+                }
+                let more: Vec<pg_sys::Oid> = oids(pg_sys::heap_truncate_find_FKs(list))
+                    .into_iter()
+                    .filter(|r| seen.insert(*r))
+                    .collect();
+                if more.is_empty() {
+                    break;
+                }
+                tables.extend(more);
+            }
+        }
+        for rel in tables {
+            (*out).extend(oids(pg_sys::getOwnedSequences(rel)));
+        }
+    }
 }
 
 /// `find_all_inheritors` (catalog/pg_inherits.h), which pgrx does not
@@ -357,109 +460,29 @@ mod inheritors {
     }
 }
 
-/// [`counters_moved_by`]'s work.
+/// [`counters_moved_by`]'s work: `ALTER SEQUENCE`'s sequence.
 ///
 /// # Safety
 /// `stmt` is a utility statement (or null); called guarded.
 unsafe fn moved_by(stmt: *mut pg_sys::Node) -> Vec<pg_sys::Oid> {
-    // SAFETY: the statement's own nodes; name look-ups without locks
-    // (RVR_MISSING_OK: the statement takes its locks and raises its own
-    // errors); pg_depend read for a table's owned sequences, as the
-    // statement itself reads it.
+    // SAFETY: the statement's own nodes; a name look-up without a lock
+    // (RVR_MISSING_OK: the statement takes its lock and raises its own
+    // errors).
     unsafe {
-        if stmt.is_null() {
+        if stmt.is_null() || (*stmt).type_ != pg_sys::NodeTag::T_AlterSeqStmt {
             return Vec::new();
         }
-        let lookup = |rv: *mut pg_sys::RangeVar| {
-            pg_sys::RangeVarGetRelidExtended(
-                rv,
-                pg_sys::NoLock as _,
-                pg_sys::RVROption::RVR_MISSING_OK as _,
-                None,
-                std::ptr::null_mut(),
-            )
-        };
-        let oids = |list: *mut pg_sys::List| -> Vec<pg_sys::Oid> {
-            if list.is_null() {
-                return Vec::new();
-            }
-            (0..(*list).length as usize)
-                .map(|i| (*(*list).elements.add(i)).oid_value)
-                .collect()
-        };
-        let owned = |rel: pg_sys::Oid| -> Vec<pg_sys::Oid> {
-            if rel == pg_sys::Oid::INVALID {
-                return Vec::new();
-            }
-            oids(pg_sys::getOwnedSequences(rel))
-        };
-        match (*stmt).type_ {
-            pg_sys::NodeTag::T_AlterSeqStmt => {
-                let seq = lookup((*(stmt as *mut pg_sys::AlterSeqStmt)).sequence);
-                if seq == pg_sys::Oid::INVALID {
-                    Vec::new()
-                } else {
-                    vec![seq]
-                }
-            }
-            pg_sys::NodeTag::T_TruncateStmt => {
-                // After it ran, its tables locked: those it named, their
-                // inheritance children and partitions (unless ONLY), and
-                // with CASCADE the tables that reference them, as
-                // PostgreSQL's TRUNCATE found them (the red-team review of
-                // 7d48b49, F2: the children's and CASCADE's sequences
-                // stayed restarted).
-                let t = stmt as *mut pg_sys::TruncateStmt;
-                if !(*t).restart_seqs || (*t).relations.is_null() {
-                    return Vec::new();
-                }
-                let rels = (*t).relations;
-                let mut tables: Vec<pg_sys::Oid> = Vec::new();
-                let add = |rel: pg_sys::Oid, inh: bool, tables: &mut Vec<pg_sys::Oid>| {
-                    if rel == pg_sys::Oid::INVALID {
-                        return;
-                    }
-                    let all = if inh {
-                        oids(inheritors::all(
-                            rel,
-                            pg_sys::NoLock as _,
-                            std::ptr::null_mut(),
-                        ))
-                    } else {
-                        vec![rel]
-                    };
-                    for r in all {
-                        if !tables.contains(&r) {
-                            tables.push(r);
-                        }
-                    }
-                };
-                for i in 0..(*rels).length as usize {
-                    let rv = (*(*rels).elements.add(i)).ptr_value as *mut pg_sys::RangeVar;
-                    add(lookup(rv), (*rv).inh, &mut tables);
-                }
-                if (*t).behavior == pg_sys::DropBehavior::DROP_CASCADE {
-                    loop {
-                        pgrx::check_for_interrupts!();
-                        let mut list: *mut pg_sys::List = std::ptr::null_mut();
-                        for &r in &tables {
-                            list = pg_sys::lappend_oid(list, r);
-                        }
-                        let more: Vec<pg_sys::Oid> = oids(pg_sys::heap_truncate_find_FKs(list))
-                            .into_iter()
-                            .filter(|r| !tables.contains(r))
-                            .collect();
-                        if more.is_empty() {
-                            break;
-                        }
-                        for r in more {
-                            add(r, true, &mut tables);
-                        }
-                    }
-                }
-                tables.into_iter().flat_map(owned).collect()
-            }
-            _ => Vec::new(),
+        let seq = pg_sys::RangeVarGetRelidExtended(
+            (*(stmt as *mut pg_sys::AlterSeqStmt)).sequence,
+            pg_sys::NoLock as _,
+            pg_sys::RVROption::RVR_MISSING_OK as _,
+            None,
+            std::ptr::null_mut(),
+        );
+        if seq == pg_sys::Oid::INVALID {
+            Vec::new()
+        } else {
+            vec![seq]
         }
     }
 }
@@ -500,9 +523,13 @@ unsafe extern "C-unwind" fn restart_within_bounds(
         };
         let stmt = (**pstmt).utilityStmt as *mut pg_sys::AlterSeqStmt;
         // CYCLE: its counter would come round, from the fence, to values it
-        // gave out (the red-team review of 7d48b49, F1): refused.
+        // gave out (the red-team review of 7d48b49, F1): refused, to a
+        // caller with its owner's rights (any other gets PostgreSQL's
+        // 42501, and learns nothing of the adoption: the review of
+        // 2337972).
         let opts = (*stmt).options;
-        if !opts.is_null() {
+        let owner = crate::convert::as_owner::owner_of(seq);
+        if !opts.is_null() && pg_sys::has_privs_of_role(pg_sys::GetUserId(), owner) {
             for i in 0..(*opts).length as usize {
                 let d = (*(*opts).elements.add(i)).ptr_value as *mut pg_sys::DefElem;
                 if !d.is_null()
@@ -540,7 +567,7 @@ unsafe extern "C-unwind" fn restart_within_bounds(
 /// red-team review of 7d48b49, F5); unlogged sequences are not adopted.
 #[pg_guard]
 unsafe extern "C-unwind" fn refuse_unlogged(stmt: *mut pg_sys::AlterTableStmt) {
-    if super::list::active().is_none() {
+    if !list::any_adopted() {
         return;
     }
     // SAFETY: the statement's own nodes; a name look-up without a lock

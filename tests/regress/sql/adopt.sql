@@ -839,6 +839,43 @@ RESET ROLE;
 SELECT seqrelid::regclass, seqincrement, seqmin, seqmax FROM pg_sequence
  WHERE seqrelid IN ('sw.g0_id_seq'::regclass, 'sw.g1_id_seq'::regclass, 'sw.g2_id_seq'::regclass, 'sw.g3_id_seq'::regclass)
  ORDER BY 1;
+-- The red-team review of 2337972, each open on it. F1: in the
+-- transaction that adopts it, a sequence is adopted for this session
+-- already: an insert mints (it met the fence, 2200H), a new MAXVALUE
+-- works, CYCLE and SET UNLOGGED are refused. F2: TRUNCATE's tables are
+-- looked up before it runs (its trigger made a temporary table of the
+-- same name, and the counter stayed restarted). F4: CASCADE re-fences the
+-- tables it empties, not their children (a child's sequence whose owner
+-- gave up UPDATE made the TRUNCATE fail, 42501).
+SET ROLE adopt_owner;
+BEGIN;
+CREATE TABLE sw.tx (id bigserial PRIMARY KEY, v int);
+INSERT INTO sw.tx (v) VALUES (1) RETURNING snowflake_worker_id(id) AS worker;
+ALTER SEQUENCE sw.tx_id_seq MAXVALUE 1000000;
+SAVEPOINT c;
+ALTER SEQUENCE sw.tx_id_seq CYCLE;
+ROLLBACK TO c;
+ALTER TABLE sw.tx SET UNLOGGED;
+ROLLBACK TO c;
+COMMIT;
+SELECT last_value, is_called FROM sw.tx_id_seq;
+CREATE TABLE sw.tt (id bigserial PRIMARY KEY, v int);
+CREATE FUNCTION sw.shadow() RETURNS trigger LANGUAGE plpgsql
+    AS $$ BEGIN CREATE TEMP TABLE IF NOT EXISTS tt (x int); RETURN NULL; END $$;
+CREATE TRIGGER tt_shadow AFTER TRUNCATE ON sw.tt FOR EACH STATEMENT EXECUTE FUNCTION sw.shadow();
+SET search_path = sw, public;
+TRUNCATE tt RESTART IDENTITY;
+RESET search_path;
+SELECT last_value, is_called FROM sw.tt_id_seq;
+DROP TABLE pg_temp.tt;
+CREATE TABLE sw.ca (id bigserial PRIMARY KEY);
+CREATE TABLE sw.cm (aid bigint REFERENCES sw.ca);
+CREATE TABLE sw.cmc (x bigserial) INHERITS (sw.cm);
+REVOKE UPDATE ON SEQUENCE sw.cmc_x_seq FROM adopt_owner;
+TRUNCATE sw.ca RESTART IDENTITY CASCADE;
+RESET ROLE;
+DROP TABLE sw.tx, sw.tt, sw.cmc, sw.cm, sw.ca;
+DROP FUNCTION sw.shadow();
 -- Off: new columns keep their sequences again; adopted ones stay adopted.
 SELECT snowflake_adopt_sequences(false);
 SELECT count(*) AS adopting FROM snowflake_adopting_databases WHERE database = current_database();
