@@ -22,9 +22,9 @@
 //!   identity columns' and COPY's defaults, are PostgreSQL's: see
 //!   docs/converting.md).
 
+use super::errors;
 use super::{list, session};
 use crate::convert::as_owner::{self, relation_name};
-use crate::errors;
 use crate::mint::nextval;
 use pgrx::pg_sys;
 use pgrx::prelude::*;

@@ -30,9 +30,9 @@
 //! new one from the catalog; the swapped one is then PostgreSQL's to free,
 //! and is left alone.
 
+use super::errors;
 use super::list;
 use super::walk::{count_calls, draw_in, identity_draw, swap};
-use crate::errors;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::RefCell;

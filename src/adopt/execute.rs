@@ -145,7 +145,7 @@ unsafe extern "C-unwind" fn collect(node: *mut pg_sys::Node, ctx: *mut std::ffi:
             && walk::defaults_call_the_four(func)
             && (args.is_null() || (*args).length < pg_sys::get_func_nargs(func))
         {
-            crate::errors::adopt_execute_default(&name_of_function(func));
+            super::errors::adopt_execute_default(&name_of_function(func));
         }
         if !walk::is_builtin(func) {
             return walk::expression_walk(node, Some(collect), ctx);
@@ -419,7 +419,7 @@ pub(super) unsafe extern "C-unwind" fn swap_parameters(
                 } else {
                     None
                 };
-                crate::errors::adopt_execute_operator(name_of(c.func), seq.as_deref());
+                super::errors::adopt_execute_operator(name_of(c.func), seq.as_deref());
             }
             let v = evaluate(c.expr, &f).map(|d| d.value() as i64);
             values.insert(c.location, v);
@@ -442,7 +442,7 @@ pub(super) unsafe extern "C-unwind" fn swap_parameters(
             pgrx::check_for_interrupts!();
             match kept.get_mut(&(c.location, c.func.to_u32())) {
                 Some(n) if *n > 0 => *n -= 1,
-                _ => crate::errors::adopt_execute_changed(name_of(c.func)),
+                _ => super::errors::adopt_execute_changed(name_of(c.func)),
             }
         }
     }

@@ -15,7 +15,8 @@
 //! with nothing adopted. In a binary upgrade (`pg_upgrade`) the label is
 //! taken as it comes: the list's own files come with the upgrade.
 
-use crate::{catalog, errors};
+use super::errors;
+use crate::catalog;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::Cell;

@@ -344,7 +344,7 @@ pub(super) unsafe fn read_list(table: pg_sys::Oid, may_skip: bool) -> Option<Vec
             if may_skip {
                 return None;
             }
-            crate::errors::adopt_list_locked(Some(LIST_LOCK_WAIT_MS));
+            super::errors::adopt_list_locked(Some(LIST_LOCK_WAIT_MS));
         }
         let rel = pg_sys::table_open(table, pg_sys::NoLock as _);
         let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
@@ -452,5 +452,5 @@ pub(super) fn unreadable() -> bool {
 /// read (see [`UNREADABLE`]).
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn refuse_unreadable() {
-    crate::errors::adopt_list_locked(None);
+    super::errors::adopt_list_locked(None);
 }

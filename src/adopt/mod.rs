@@ -51,6 +51,7 @@
 
 pub mod calls;
 mod copy;
+mod errors;
 mod execute;
 mod fence_hint;
 mod labels;
@@ -64,7 +65,7 @@ mod walk;
 
 #[allow(unused_imports)] // named in `requires` below
 use crate::convert::as_owner::snowflake_convert_as_owner;
-use crate::{convert::as_owner, errors, mint::shmem};
+use crate::{convert::as_owner, mint::shmem};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 

@@ -281,7 +281,7 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
             // was; nothing in shared memory can say when the commit
             // comes). Refuse, as PostgreSQL refuses for temporary objects.
             PENDING.with(|p| p.borrow_mut().clear());
-            crate::errors::adopt_prepare();
+            super::errors::adopt_prepare();
         }
         XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => {
             let pending = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));

@@ -537,7 +537,7 @@ unsafe extern "C-unwind" fn restart_within_bounds(
                     && std::ffi::CStr::from_ptr((*d).defname) == c"cycle"
                     && pg_sys::defGetBoolean(d)
                 {
-                    crate::errors::adopted_cycle(&crate::convert::as_owner::relation_name(seq));
+                    super::errors::adopted_cycle(&crate::convert::as_owner::relation_name(seq));
                 }
             }
         }
@@ -600,7 +600,7 @@ unsafe extern "C-unwind" fn refuse_unlogged(stmt: *mut pg_sys::AlterTableStmt) {
             );
         }
         if let Some(&seq) = seqs.iter().find(|&&s| list::is_adopted(s)) {
-            crate::errors::adopted_unlogged(&crate::convert::as_owner::relation_name(seq));
+            super::errors::adopted_unlogged(&crate::convert::as_owner::relation_name(seq));
         }
     }
 }
