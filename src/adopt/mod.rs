@@ -58,6 +58,7 @@ mod labels;
 mod list;
 mod planner;
 mod proc;
+mod replica;
 pub mod session;
 mod shared;
 mod utility;
@@ -78,6 +79,7 @@ pub fn init() {
     fence_hint::init();
     labels::init();
     planner::init();
+    replica::init();
     utility::init();
 }
 

@@ -382,6 +382,27 @@ rows=$(q "$S2" $((PORT + 9)) -c "SELECT count(*) FROM keys")
 [ "$adopted/$errors/$worker/$rows" = "counter/0/11/1000" ] \
     || die "9: the subscriber built from pg_dump -s: adopted '$adopted', $errors errors, nextval('counter') of worker $worker, $rows rows"
 log "   a subscriber built from pg_dump -s adopts its own counter (worker 11), its 1000 rows in, no error"
+# A replicated TRUNCATE ... RESTART IDENTITY restarts the subscriber's own
+# sequences of the table where no hook runs: its adopted one goes back to
+# its fence before the apply commits (the red-team review of 2337972, F3:
+# it stayed at 1, not called, and raw draws handed out 1, 2, ...).
+q "$P" $((PORT + 7)) -c "CREATE TABLE tr (id bigint PRIMARY KEY, v int)" >/dev/null
+q "$S2" $((PORT + 9)) -c "CREATE TABLE tr (id bigint PRIMARY KEY, v int, k bigserial)" \
+    -c "SELECT snowflake_adopt_sequence('tr_k_seq')" -c "ALTER SUBSCRIPTION s2 REFRESH PUBLICATION" >/dev/null
+for _ in $(seq 1 100); do
+    [ "$(q "$S2" $((PORT + 9)) -c "SELECT count(*) FROM pg_subscription_rel WHERE srsubstate <> 'r'")" = 0 ] && break
+    sleep 0.2
+done
+q "$P" $((PORT + 7)) -c "TRUNCATE tr RESTART IDENTITY" -c "INSERT INTO keys (v) VALUES (1001)" >/dev/null
+for _ in $(seq 1 100); do
+    [ "$(q "$S2" $((PORT + 9)) -c "SELECT count(*) FROM keys")" = 1001 ] && break
+    sleep 0.2
+done
+[ "$(q "$S2" $((PORT + 9)) -c "SELECT count(*) FROM keys")" = 1001 ] || die "9: the second subscriber did not apply the TRUNCATE and the row after it"
+counter=$(q "$S2" $((PORT + 9)) -c "SELECT format('%s %s', last_value, is_called) FROM tr_k_seq")
+[ "$counter" = "9223372036854775807 t" ] \
+    || die "9: a replicated TRUNCATE ... RESTART IDENTITY left the subscriber's adopted sequence at '$counter'"
+log "   a replicated TRUNCATE ... RESTART IDENTITY leaves the subscriber's adopted sequence at its fence"
 cluster_stop "$S2"
 cluster_stop "$S"; cluster_stop "$P"
 fi
