@@ -160,6 +160,19 @@ pub fn setval_counter_stays(seq: &str) {
     );
 }
 
+/// A replicated `TRUNCATE … RESTART IDENTITY` restarted adopted sequence
+/// `seq`, and neither its owner nor the replication worker's role may
+/// update it to put it back at its fence.
+pub fn replica_counter_restarted(seq: &str) {
+    report(
+        PgLogLevel::WARNING,
+        PgSqlErrorCode::ERRCODE_WARNING,
+        format!("the counter of adopted sequence \"{seq}\" stays restarted"),
+        Some("A replicated TRUNCATE ... RESTART IDENTITY restarted it, and neither its owner nor the subscription's role may update it.".into()),
+        Some("Grant UPDATE on the sequence to its owner, then run ALTER SEQUENCE ... RESTART on it: that puts its counter back at its fence."),
+    );
+}
+
 /// The list of adopted sequences stayed locked (another session holds a
 /// lock on it while an exclusive one is queued): for `ms` (the event
 /// trigger's read), or at the one try a statement makes (`None`).

@@ -5,8 +5,10 @@
 //! adopted sequence's counter off its fence (the red-team review of
 //! 2337972, F3). In a replication worker, every relation whose relcache
 //! entry this transaction invalidated is noted; before the transaction
-//! commits, each of them that is an adopted sequence has its counter put
-//! back at the fence ([`super::calls::refence`]), in the same transaction.
+//! commits, each of them that is an adopted sequence, and that this
+//! transaction may have restarted ([`restarted_here`]), has its counter
+//! put back at the fence ([`super::calls::refence`]), in the same
+//! transaction.
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -53,6 +55,38 @@ unsafe extern "C-unwind" fn relcache_changed(_arg: pg_sys::Datum, relid: pg_sys:
     });
 }
 
+/// Whether this transaction may have restarted adopted sequence `seq`,
+/// and may put it back: its lock, conflicting with `setval()`'s only
+/// where another transaction holds one that a restart here would have
+/// conflicted with, is taken only if it is free at once (this
+/// transaction's own `TRUNCATE` holds it already). The relcache entries
+/// noted include other sessions' invalidations: a sequence that another
+/// role holds locked was not restarted here, and waiting for it would
+/// stall the subscription (the red-team review of a09a81d). A sequence
+/// whose owner, and this worker's role, may not update it stays
+/// restarted, with a WARNING: an error here would stop the
+/// subscription for good.
+///
+/// # Safety
+/// In a transaction.
+unsafe fn restarted_here(seq: pg_sys::Oid) -> bool {
+    // SAFETY: lock and privilege calls by OID, in a transaction.
+    unsafe {
+        if !pg_sys::ConditionalLockRelationOid(seq, pg_sys::RowExclusiveLock as _) {
+            return false;
+        }
+        let update = pg_sys::ACL_UPDATE as pg_sys::AclMode;
+        let owner = crate::convert::as_owner::owner_of(seq);
+        let may = pg_sys::pg_class_aclcheck(seq, owner, update) == pg_sys::AclResult::ACLCHECK_OK
+            || pg_sys::pg_class_aclcheck(seq, pg_sys::GetUserId(), update)
+                == pg_sys::AclResult::ACLCHECK_OK;
+        if !may {
+            super::errors::replica_counter_restarted(&crate::convert::as_owner::relation_name(seq));
+        }
+        may
+    }
+}
+
 #[pg_guard]
 unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
     use pg_sys::XactEvent::*;
@@ -62,11 +96,14 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
     match event {
         XACT_EVENT_PRE_COMMIT | XACT_EVENT_PARALLEL_PRE_COMMIT => {
             let seen = SEEN.with(|s| std::mem::take(&mut *s.borrow_mut()));
-            // SAFETY: syscache look-ups, in the committing transaction.
+            // SAFETY: syscache look-ups, privilege checks and a lock that is
+            // taken only if it is free at once, in the committing
+            // transaction.
             let seqs: Vec<pg_sys::Oid> = seen
                 .into_iter()
                 .filter(|&r| unsafe { pg_sys::get_rel_relkind(r) } == pg_sys::RELKIND_SEQUENCE as std::ffi::c_char)
                 .filter(|&r| super::list::is_adopted(r))
+                .filter(|&r| unsafe { restarted_here(r) })
                 .collect();
             super::calls::refence(&seqs);
         }

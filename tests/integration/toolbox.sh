@@ -393,12 +393,28 @@ for _ in $(seq 1 100); do
     [ "$(q "$S2" $((PORT + 9)) -c "SELECT count(*) FROM pg_subscription_rel WHERE srsubstate <> 'r'")" = 0 ] && break
     sleep 0.2
 done
-q "$P" $((PORT + 7)) -c "TRUNCATE tr RESTART IDENTITY" -c "INSERT INTO keys (v) VALUES (1001)" >/dev/null
+# Another adopted sequence of the subscriber, changed by another session
+# (its invalidation reaches the apply worker too) and held locked by a
+# role's open transaction: the apply neither waits for it nor touches it
+# (the red-team review of a09a81d: the worker waited on it for as long as
+# the transaction stayed open).
+q "$S2" $((PORT + 9)) -c "CREATE SEQUENCE other_seq" -c "SELECT snowflake_adopt_sequence('other_seq')" >/dev/null
+q "$S2" $((PORT + 9)) -c "BEGIN" -c "ALTER SEQUENCE other_seq RENAME TO other_held" -c "SELECT pg_sleep(120)" >/dev/null 2>&1 &
+holder=$!
 for _ in $(seq 1 100); do
+    [ "$(q "$S2" $((PORT + 9)) -c "SELECT count(*) FROM pg_locks WHERE relation = 'other_seq'::regclass AND mode = 'AccessExclusiveLock' AND granted")" = 1 ] && break
+    sleep 0.2
+done
+q "$P" $((PORT + 7)) -c "TRUNCATE tr RESTART IDENTITY" -c "INSERT INTO keys (v) VALUES (1001)" >/dev/null
+for _ in $(seq 1 300); do
     [ "$(q "$S2" $((PORT + 9)) -c "SELECT count(*) FROM keys")" = 1001 ] && break
     sleep 0.2
 done
-[ "$(q "$S2" $((PORT + 9)) -c "SELECT count(*) FROM keys")" = 1001 ] || die "9: the second subscriber did not apply the TRUNCATE and the row after it"
+applied=$(q "$S2" $((PORT + 9)) -c "SELECT count(*) FROM keys")
+kill "$holder" 2>/dev/null || true
+q "$S2" $((PORT + 9)) -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(120)%' AND pid <> pg_backend_pid()" >/dev/null
+wait "$holder" 2>/dev/null || true
+[ "$applied" = 1001 ] || die "9: the second subscriber did not apply the TRUNCATE and the row after it within 60 s (another role's lock on an unrelated adopted sequence held it up?)"
 counter=$(q "$S2" $((PORT + 9)) -c "SELECT format('%s %s', last_value, is_called) FROM tr_k_seq")
 [ "$counter" = "9223372036854775807 t" ] \
     || die "9: a replicated TRUNCATE ... RESTART IDENTITY left the subscriber's adopted sequence at '$counter'"
