@@ -142,10 +142,9 @@ unsafe extern "C-unwind" fn collect(node: *mut pg_sys::Node, ctx: *mut std::ffi:
         // A call that leaves out arguments whose defaults call one of the
         // four: PostgreSQL completes them without a plan (P1); refused.
         if (*node).type_ == pg_sys::NodeTag::T_FuncExpr
-            && walk::defaults_call_the_four(func)
-            && (args.is_null() || (*args).length < pg_sys::get_func_nargs(func))
+            && walk::defaults_call_the_four_from_walk(func)
         {
-            super::errors::adopt_execute_default(&name_of_function(func));
+            refuse_left_out_defaults(func, if args.is_null() { 0 } else { (*args).length });
         }
         if !walk::is_builtin(func) {
             return walk::expression_walk(node, Some(collect), ctx);
@@ -220,47 +219,60 @@ unsafe extern "C-unwind" fn calls_at(node: *mut pg_sys::Node, ctx: *mut std::ffi
     }
 }
 
-/// The walker that puts values in place of calls (`ctx` is a
-/// `HashMap<i32, Option<i64>>`): each raw `FuncCall` at one of the
-/// locations becomes `pg_catalog.int8(<value>)` (or of a null).
-/// Unguarded, as [`walk::swap`].
-unsafe extern "C-unwind" fn replace(node: *mut pg_sys::Node, ctx: *mut std::ffi::c_void) -> bool {
+/// The walker that finds the raw `FuncCall`s to replace (`ctx` is a
+/// `(&HashMap<i32, Option<i64>>, Vec<*mut FuncCall>)`): those at one of
+/// the locations. It calls nothing of PostgreSQL's but its walker
+/// (unguarded, as [`walk::swap`]); [`put_value`] changes them after.
+unsafe extern "C-unwind" fn to_replace(
+    node: *mut pg_sys::Node,
+    ctx: *mut std::ffi::c_void,
+) -> bool {
     if node.is_null() {
         return false;
     }
-    // SAFETY: nodes of a raw expression tree; `ctx` as above; the new
-    // nodes allocated in the current memory context, the statement's.
+    // SAFETY: nodes of a raw expression tree; `ctx` as above.
     unsafe {
-        let values = &*(ctx as *const HashMap<i32, Option<i64>>);
+        let c = &mut *(ctx as *mut (&HashMap<i32, Option<i64>>, Vec<*mut pg_sys::FuncCall>));
         if (*node).type_ == pg_sys::NodeTag::T_FuncCall {
             let call = node as *mut pg_sys::FuncCall;
-            if let Some(v) = values.get(&(*call).location) {
-                let c =
-                    pg_sys::palloc0(std::mem::size_of::<pg_sys::A_Const>()) as *mut pg_sys::A_Const;
-                (*c).type_ = pg_sys::NodeTag::T_A_Const;
-                (*c).location = -1;
-                match v {
-                    Some(v) => {
-                        let text = std::ffi::CString::new(v.to_string()).expect("digits");
-                        (*c).val.fval = pg_sys::Float {
-                            type_: pg_sys::NodeTag::T_Float,
-                            fval: pg_sys::pstrdup(text.as_ptr()),
-                        };
-                    }
-                    None => (*c).isnull = true,
-                }
-                let schema = pg_sys::makeString(pg_sys::pstrdup(c"pg_catalog".as_ptr()));
-                let int8 = pg_sys::makeString(pg_sys::pstrdup(c"int8".as_ptr()));
-                (*call).funcname = pg_sys::lappend(
-                    pg_sys::lappend(std::ptr::null_mut(), schema.cast()),
-                    int8.cast(),
-                );
-                (*call).args = pg_sys::lappend(std::ptr::null_mut(), c.cast());
-                (*call).func_variadic = false;
+            if c.0.contains_key(&(*call).location) {
+                c.1.push(call);
                 return false;
             }
         }
-        walk::raw_walk(node, Some(replace), ctx)
+        walk::raw_walk(node, Some(to_replace), ctx)
+    }
+}
+
+/// A raw `FuncCall` made `pg_catalog.int8(<v>)` (or of a null), in the
+/// current memory context, the statement's.
+///
+/// # Safety
+/// `call` is a raw `FuncCall` the caller may change; called guarded.
+unsafe fn put_value(call: *mut pg_sys::FuncCall, v: Option<i64>) {
+    // SAFETY: node constructors of PostgreSQL.
+    unsafe {
+        let c = pg_sys::palloc0(std::mem::size_of::<pg_sys::A_Const>()) as *mut pg_sys::A_Const;
+        (*c).type_ = pg_sys::NodeTag::T_A_Const;
+        (*c).location = -1;
+        match v {
+            Some(v) => {
+                let text = std::ffi::CString::new(v.to_string()).expect("digits");
+                (*c).val.fval = pg_sys::Float {
+                    type_: pg_sys::NodeTag::T_Float,
+                    fval: pg_sys::pstrdup(text.as_ptr()),
+                };
+            }
+            None => (*c).isnull = true,
+        }
+        let schema = pg_sys::makeString(pg_sys::pstrdup(c"pg_catalog".as_ptr()));
+        let int8 = pg_sys::makeString(pg_sys::pstrdup(c"int8".as_ptr()));
+        (*call).funcname = pg_sys::lappend(
+            pg_sys::lappend(std::ptr::null_mut(), schema.cast()),
+            int8.cast(),
+        );
+        (*call).args = pg_sys::lappend(std::ptr::null_mut(), c.cast());
+        (*call).func_variadic = false;
     }
 }
 
@@ -313,6 +325,17 @@ unsafe fn must_evaluate(c: &Found) -> bool {
         // the call, once (evaluating the name first to ask ran it twice:
         // the red-team review of 7d48b49, F6a).
         true
+    }
+}
+
+/// A call of `func`, whose defaults call one of the four, with `given`
+/// arguments: refused if it leaves any out (0A000). Guarded (see
+/// [`walk::defaults_call_the_four`]): the walker calls it.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn refuse_left_out_defaults(func: pg_sys::Oid, given: i32) {
+    // SAFETY: a syscache look-up of PostgreSQL's.
+    if given < unsafe { pg_sys::get_func_nargs(func) } {
+        super::errors::adopt_execute_default(&name_of_function(func));
     }
 }
 
@@ -431,7 +454,12 @@ pub(super) unsafe extern "C-unwind" fn swap_parameters(
                 *read_only_tree = false;
             }
             let params = (*execute_of((**pstmt).utilityStmt)).params;
-            replace(params.cast(), (&raw mut values).cast());
+            let mut found: (&HashMap<i32, Option<i64>>, Vec<*mut pg_sys::FuncCall>) =
+                (&values, Vec::new());
+            to_replace(params.cast(), (&raw mut found).cast());
+            for call in found.1 {
+                put_value(call, values[&(*call).location]);
+            }
         }
         // What PostgreSQL will analyse next: the same calls of the four
         // left to it, no other. The code just run may have changed what a

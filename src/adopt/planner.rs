@@ -45,7 +45,15 @@ pub(super) fn init() {
             Some(proc_changed),
             pg_sys::Datum::from(0),
         );
+        // A relation made, changed or dropped may be a view that a
+        // set-returning function's body reads (`parsed_body_may_reach`).
+        pg_sys::CacheRegisterRelcacheCallback(Some(relation_changed), pg_sys::Datum::from(0));
     }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn relation_changed(_arg: pg_sys::Datum, _relid: pg_sys::Oid) {
+    BODIES.with(|b| b.borrow_mut().clear());
 }
 
 unsafe extern "C-unwind" {
@@ -145,20 +153,26 @@ fn sql_body_may_call_sequences(f: pg_sys::Oid) -> bool {
     v
 }
 
-/// Whether a string body, parsed (no analysis: no catalog read, no
-/// lock), calls a function named as one of the four, however the name is
-/// spelled (`U&"\0073etval"`, which the text search misses: the red-team
-/// review of 930c88a, P2). Only a body of one `SELECT` can be inlined;
-/// any other, and one that does not parse, is answered without a walk
-/// (`false`, and `true`).
+/// Whether a string body, parsed (no analysis, no lock), may reach one
+/// of the four once inlined: a call of a function so named, however the
+/// name is spelled (`U&"\0073etval"`, which the text search misses: the
+/// red-team review of 930c88a, P2); a call of a function of a name that
+/// some function with defaults calling the four has, in any schema (its
+/// defaults are added after the swap: the review of 9aee40a, F2); and,
+/// for a set-returning function the planner may inline into a `FROM`
+/// clause (`inlinable_set`), a relation that is a view as the current
+/// `search_path` finds it (the view's query is expanded after the swap:
+/// F2). Only a body of one `SELECT` can be inlined; any other is answered
+/// `false`, and one that does not parse `true`.
 ///
 /// # Safety
 /// `src` is a C string.
-unsafe fn parsed_body_names_the_four(src: *const std::ffi::c_char) -> bool {
+unsafe fn parsed_body_may_reach(src: *const std::ffi::c_char, inlinable_set: bool) -> bool {
     let src = src as usize;
     PgTryBuilder::new(move || {
         // SAFETY: PostgreSQL's raw parser over the body's text; its
-        // result read as raw statements.
+        // result read as raw statements; catalog look-ups by name and by
+        // OID, without locks.
         unsafe {
             let stmts = pg_sys::raw_parser(
                 src as *const std::ffi::c_char,
@@ -169,13 +183,67 @@ unsafe fn parsed_body_names_the_four(src: *const std::ffi::c_char) -> bool {
             }
             let raw = (*(*stmts).elements).ptr_value as *mut pg_sys::RawStmt;
             let stmt = (*raw).stmt;
-            !stmt.is_null()
-                && (*stmt).type_ == pg_sys::NodeTag::T_SelectStmt
-                && super::walk::names_the_four(stmt, std::ptr::null_mut())
+            if stmt.is_null() || (*stmt).type_ != pg_sys::NodeTag::T_SelectStmt {
+                return false;
+            }
+            if super::walk::names_the_four(stmt, std::ptr::null_mut()) {
+                return true;
+            }
+            let mut found: (Vec<*const std::ffi::c_char>, Vec<*mut pg_sys::RangeVar>) =
+                (Vec::new(), Vec::new());
+            super::walk::raw_names(stmt, (&raw mut found).cast());
+            if found.0.iter().any(|&name| named_with_such_defaults(name)) {
+                return true;
+            }
+            inlinable_set
+                && found.1.iter().any(|&rv| {
+                    let rel = pg_sys::RangeVarGetRelidExtended(
+                        rv,
+                        pg_sys::NoLock as _,
+                        pg_sys::RVROption::RVR_MISSING_OK as _,
+                        None,
+                        std::ptr::null_mut(),
+                    );
+                    rel != pg_sys::Oid::INVALID
+                        && pg_sys::get_rel_relkind(rel) as u8 == pg_sys::RELKIND_VIEW
+                })
         }
     })
     .catch_others(|_| true)
     .execute()
+}
+
+/// Whether some function named `name`, in any schema, has defaults that
+/// call one of the four.
+///
+/// # Safety
+/// `name` is a C string; called where PostgreSQL may raise an ERROR.
+unsafe fn named_with_such_defaults(name: *const std::ffi::c_char) -> bool {
+    // SAFETY: a catalog cache list by name, its members read and the list
+    // released; the walk's guarded check of each function.
+    unsafe {
+        let list = pg_sys::SearchSysCacheList(
+            pg_sys::SysCacheIdentifier::PROCNAMEARGSNSP as _,
+            1,
+            pg_sys::Datum::from(name),
+            pg_sys::Datum::from(0),
+            pg_sys::Datum::from(0),
+        );
+        if list.is_null() {
+            return false;
+        }
+        let members = (*list).members.as_slice((*list).n_members as usize);
+        let oids: Vec<pg_sys::Oid> = members
+            .iter()
+            .map(|&m| {
+                (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_proc>(&raw mut (*m).tuple))
+                    .oid
+            })
+            .collect();
+        pg_sys::ReleaseCatCacheList(list);
+        oids.into_iter()
+            .any(|f| super::walk::defaults_call_the_four(f))
+    }
 }
 
 fn body_calls_sequences(f: pg_sys::Oid) -> bool {
@@ -187,21 +255,23 @@ fn body_calls_sequences(f: pg_sys::Oid) -> bool {
     }
     if let Some(body) = p.sql_body {
         // A BEGIN ATOMIC body: its parsed statements, walked for calls of
-        // the four (functions or operators).
+        // the four (functions or operators, and functions whose defaults
+        // call them), and, for a set-returning function the planner may
+        // inline, for views (the review of 9aee40a, F2).
         // SAFETY: PostgreSQL's reader over a node tree it wrote.
         return unsafe {
-            mentions(
-                pg_sys::stringToNode(body.as_ptr()).cast(),
-                std::ptr::null_mut(),
-            )
+            let tree: *mut pg_sys::Node = pg_sys::stringToNode(body.as_ptr()).cast();
+            mentions(tree, std::ptr::null_mut())
+                || (p.inlinable_set && super::walk::reads_view(tree, std::ptr::null_mut()))
         };
     }
+    let inlinable_set = p.inlinable_set;
     p.source.is_some_and(|src| {
         let text = src.to_string_lossy().to_ascii_lowercase();
         ["nextval", "currval", "setval", "lastval"]
             .iter()
             .any(|w| text.contains(w))
             // SAFETY: a C string of ours.
-            || unsafe { parsed_body_names_the_four(src.as_ptr()) }
+            || unsafe { parsed_body_may_reach(src.as_ptr(), inlinable_set) }
     })
 }

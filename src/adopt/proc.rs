@@ -9,6 +9,9 @@ use std::ffi::CString;
 pub(super) struct Proc {
     /// `prolang`.
     pub(super) language: pg_sys::Oid,
+    /// A set-returning function that is not `VOLATILE`: one the planner
+    /// may inline into the `FROM` clause of a caller.
+    pub(super) inlinable_set: bool,
     /// `prosqlbody`: a `BEGIN ATOMIC` body's node tree, as text.
     pub(super) sql_body: Option<CString>,
     /// `prosrc`: the body as written.
@@ -49,6 +52,8 @@ pub(super) fn read(f: pg_sys::Oid) -> Option<Proc> {
         };
         let p = Proc {
             language: (*form).prolang,
+            inlinable_set: (*form).proretset
+                && (*form).provolatile as u8 != pg_sys::PROVOLATILE_VOLATILE,
             sql_body: text(pg_sys::Anum_pg_proc_prosqlbody),
             source: text(pg_sys::Anum_pg_proc_prosrc),
             defaults: if (*form).pronargdefaults > 0 {

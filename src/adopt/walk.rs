@@ -104,6 +104,68 @@ pub(super) unsafe extern "C-unwind" fn names_the_four(
     }
 }
 
+/// The names of the functions a raw parse tree calls (each `FuncCall`'s
+/// last name, as a C string of the tree) and the relations it names (its
+/// `RangeVar`s), into `ctx`, a `(Vec<*const c_char>, Vec<*mut RangeVar>)`.
+/// Unguarded, as [`swap`]: it calls nothing of PostgreSQL's but its
+/// walker.
+pub(super) unsafe extern "C-unwind" fn raw_names(
+    node: *mut pg_sys::Node,
+    ctx: *mut std::ffi::c_void,
+) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    // SAFETY: nodes of a raw parse tree; `ctx` as above.
+    unsafe {
+        let c = &mut *(ctx as *mut (Vec<*const std::ffi::c_char>, Vec<*mut pg_sys::RangeVar>));
+        match (*node).type_ {
+            pg_sys::NodeTag::T_FuncCall => {
+                let names = (*(node as *mut pg_sys::FuncCall)).funcname;
+                if !names.is_null() && (*names).length > 0 {
+                    let last = (*(*names).elements.add((*names).length as usize - 1)).ptr_value
+                        as *mut pg_sys::String;
+                    if !last.is_null() && (*last).type_ == pg_sys::NodeTag::T_String {
+                        c.0.push((*last).sval);
+                    }
+                }
+            }
+            pg_sys::NodeTag::T_RangeVar => c.1.push(node.cast()),
+            _ => {}
+        }
+        raw::raw_expression_tree_walker(node, Some(raw_names), ctx)
+    }
+}
+
+/// Whether a parsed tree's queries read a view (a range table entry of a
+/// view, which the rewriter expands only once the planner inlines the
+/// function that holds it). Unguarded, as [`swap`].
+pub(super) unsafe extern "C-unwind" fn reads_view(
+    node: *mut pg_sys::Node,
+    ctx: *mut std::ffi::c_void,
+) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    // SAFETY: nodes of a parsed tree.
+    unsafe {
+        match (*node).type_ {
+            pg_sys::NodeTag::T_Query => raw::query_tree_walker(
+                node.cast(),
+                Some(reads_view),
+                ctx,
+                pg_sys::QTW_EXAMINE_RTES_BEFORE as _,
+            ),
+            pg_sys::NodeTag::T_RangeTblEntry => {
+                let rte = node as *mut pg_sys::RangeTblEntry;
+                (*rte).rtekind == pg_sys::RTEKind::RTE_RELATION
+                    && (*rte).relkind as u8 == pg_sys::RELKIND_VIEW
+            }
+            _ => raw::expression_tree_walker(node, Some(reads_view), ctx),
+        }
+    }
+}
+
 /// Whether `f` is one of the four built-ins (setval in both forms).
 pub(super) fn is_builtin(f: pg_sys::Oid) -> bool {
     [
@@ -134,6 +196,14 @@ pub(super) unsafe extern "C-unwind" fn mentions(
         }
         let slot = called_function(node);
         if !slot.is_null() && is_builtin(*slot) {
+            return true;
+        }
+        // A function whose defaults call one of them (the red-team review
+        // of 9aee40a, F2: inlined into a caller's statement, a call that
+        // left them out was completed after the swap).
+        if (*node).type_ == pg_sys::NodeTag::T_FuncExpr
+            && defaults_call_the_four_from_walk((*(node as *mut pg_sys::FuncExpr)).funcid)
+        {
             return true;
         }
         raw::expression_tree_walker(node, Some(mentions), ctx)
@@ -214,22 +284,27 @@ pub(super) fn forget_defaults() {
 }
 
 /// Whether a function's default arguments call one of the four (as a
-/// function or through an operator). PostgreSQL's own functions' never
-/// do. Cached per backend; the borrow is let go before PostgreSQL is
-/// called.
+/// function or through an operator, or through another function's
+/// defaults). PostgreSQL's own functions' never do. Cached per backend;
+/// the borrow is let go before PostgreSQL is called, and a function is
+/// marked `false` while its defaults are walked (a default that calls its
+/// own function ends there).
 ///
-/// # Safety
-/// Called where PostgreSQL may raise an ERROR with nothing to drop.
-pub(super) unsafe fn defaults_call_the_four(f: pg_sys::Oid) -> bool {
-    if f.to_u32() < pg_sys::FirstNormalObjectId {
-        return false;
-    }
-    if let Some(v) = DEFAULTS.with(|d| d.borrow().get(&f).copied()) {
+/// Guarded: the walkers call it where an ERROR of PostgreSQL's (a default
+/// too deep to read back: the red-team review of 9aee40a, F1) must reach
+/// PostgreSQL as an ERROR, not as a Rust panic through its C frames,
+/// which aborted the server. They ask [`defaults_known`] first, which
+/// calls nothing of PostgreSQL's.
+#[pgrx::pg_guard]
+pub(super) unsafe extern "C-unwind" fn defaults_call_the_four(f: pg_sys::Oid) -> bool {
+    if let Some(v) = defaults_known(f) {
         return v;
     }
+    DEFAULTS.with(|d| d.borrow_mut().insert(f, false));
     let v = super::proc::read(f)
         .and_then(|p| p.defaults)
-        // SAFETY: PostgreSQL's reader over a node tree it wrote.
+        // SAFETY: PostgreSQL's reader over a node tree it wrote, walked
+        // unguarded (see `raw`), in this guarded function.
         .is_some_and(|d| unsafe {
             mentions(
                 pg_sys::stringToNode(d.as_ptr()).cast(),
@@ -240,21 +315,52 @@ pub(super) unsafe fn defaults_call_the_four(f: pg_sys::Oid) -> bool {
     v
 }
 
+/// [`defaults_call_the_four`]'s answer where it needs nothing of
+/// PostgreSQL's: `false` for PostgreSQL's own functions, the cached one
+/// for others, `None` where it must look.
+fn defaults_known(f: pg_sys::Oid) -> Option<bool> {
+    if f.to_u32() < pg_sys::FirstNormalObjectId {
+        return Some(false);
+    }
+    DEFAULTS.with(|d| d.borrow().get(&f).copied())
+}
+
+/// Whether a function's defaults call one of the four, from a walker:
+/// the cache first, then the guarded look-up.
+///
+/// # Safety
+/// Called from a walker, with nothing to drop.
+pub(super) unsafe fn defaults_call_the_four_from_walk(f: pg_sys::Oid) -> bool {
+    // SAFETY: a guarded function of ours.
+    defaults_known(f).unwrap_or_else(|| unsafe { defaults_call_the_four(f) })
+}
+
 /// A function call that leaves out arguments whose defaults call one of
 /// the four: its arguments completed as the planner would complete them,
 /// later (`expand_function_arguments`), so that [`swap`] sees those calls
 /// (the red-team review of 930c88a, P1: `f(a int, b bigint DEFAULT
-/// nextval('s'))` drew the sequence's own values).
+/// nextval('s'))` drew the sequence's own values). Asks the cache
+/// first; the completion itself runs guarded ([`complete_guarded`]).
 ///
 /// # Safety
-/// `fe` is a `FuncExpr` of a tree the caller may change.
+/// `fe` is a `FuncExpr` of a tree the caller may change; called from a
+/// walker, with nothing to drop.
 unsafe fn complete_defaults(fe: *mut pg_sys::FuncExpr) {
+    // SAFETY: the node's own field; guarded functions of ours.
+    unsafe {
+        if defaults_call_the_four_from_walk((*fe).funcid) {
+            complete_guarded(fe);
+        }
+    }
+}
+
+/// [`complete_defaults`]'s completion, guarded (see
+/// [`defaults_call_the_four`]).
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn complete_guarded(fe: *mut pg_sys::FuncExpr) {
     // SAFETY: the node's own fields; a syscache look-up and release
     // around PostgreSQL's own expansion.
     unsafe {
-        if !defaults_call_the_four((*fe).funcid) {
-            return;
-        }
         let tup = pg_sys::SearchSysCache1(
             pg_sys::SysCacheIdentifier::PROCOID as _,
             pg_sys::Datum::from((*fe).funcid),
@@ -299,8 +405,24 @@ unsafe fn wrap_draw(slot: *mut *mut pg_sys::Node, f: &Fns) {
         if drawn == pg_sys::Oid::INVALID {
             return;
         }
-        let args = pg_sys::lappend(std::ptr::null_mut(), node.cast());
-        *slot = pg_sys::makeFuncExpr(
+        *slot = call_of(drawn, typ, node);
+    }
+}
+
+/// `drawn(arg)`, a call returning `typ`, made guarded (an allocation's
+/// ERROR must reach PostgreSQL as one, not as a panic through the
+/// walkers' C frames: see [`defaults_call_the_four`]).
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn call_of(
+    drawn: pg_sys::Oid,
+    typ: pg_sys::Oid,
+    arg: *mut pg_sys::Node,
+) -> *mut pg_sys::Node {
+    // SAFETY: node constructors of PostgreSQL, in the current memory
+    // context.
+    unsafe {
+        let args = pg_sys::lappend(std::ptr::null_mut(), arg.cast());
+        pg_sys::makeFuncExpr(
             drawn,
             typ,
             args,
@@ -308,7 +430,7 @@ unsafe fn wrap_draw(slot: *mut *mut pg_sys::Node, f: &Fns) {
             pg_sys::InvalidOid,
             pg_sys::CoercionForm::COERCE_EXPLICIT_CALL,
         )
-        .cast();
+        .cast()
     }
 }
 
@@ -333,7 +455,11 @@ unsafe fn wraps_identity_draw(fe: *mut pg_sys::FuncExpr) -> bool {
 ///
 /// # Safety
 /// Allocates in the current memory context.
-pub(super) unsafe fn identity_draw(identity: pg_sys::Oid, seq: pg_sys::Oid) -> *mut pg_sys::Node {
+#[pgrx::pg_guard]
+pub(super) unsafe extern "C-unwind" fn identity_draw(
+    identity: pg_sys::Oid,
+    seq: pg_sys::Oid,
+) -> *mut pg_sys::Node {
     // SAFETY: node constructors of PostgreSQL.
     unsafe {
         let arg = pg_sys::makeConst(

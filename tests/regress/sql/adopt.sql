@@ -516,6 +516,34 @@ SELECT adopt.spelled_set() AS spelled_set;
 SELECT last_value, is_called FROM adopt.fo_id_seq;
 SELECT snowflake_worker_id(adopt.spelled_next()) AS worker;
 DROP FUNCTION adopt.set_default(int, bigint), adopt.next_default(int, bigint), adopt.spelled_set(), adopt.spelled_next();
+-- The red-team review of 9aee40a, each open on it. F1: a default too deep
+-- to read back is PostgreSQL's ERROR (54001), not a crash of the server
+-- (the swap's read of it panicked through PostgreSQL's C frames). F2: an
+-- SQL function that calls one whose default calls nextval(), and a STABLE
+-- set-returning one that reads a view calling it, are not inlined past
+-- the swap (each met the fence, 2200H).
+DO $$ BEGIN
+    BEGIN
+        EXECUTE 'CREATE FUNCTION adopt.deep_default(a int, b int DEFAULT ' || repeat('0+', 8000)
+                || '0) RETURNS int LANGUAGE sql AS $b$ SELECT 1 $b$';
+        PERFORM adopt.deep_default(1, 2);
+    EXCEPTION WHEN statement_too_complex THEN NULL;
+    END;
+END $$;
+SELECT 'the backend lives' AS deep_default;
+SET client_min_messages = warning;
+DROP FUNCTION IF EXISTS adopt.deep_default(int, int);
+RESET client_min_messages;
+CREATE FUNCTION adopt.fdef(a int, b bigint DEFAULT nextval('adopt.fo_id_seq')) RETURNS bigint
+    LANGUAGE sql AS 'SELECT b';
+CREATE FUNCTION adopt.g_atomic() RETURNS bigint LANGUAGE sql BEGIN ATOMIC SELECT adopt.fdef(1); END;
+CREATE FUNCTION adopt.g_string() RETURNS bigint LANGUAGE sql AS 'SELECT adopt.fdef(1)';
+SELECT snowflake_worker_id(adopt.g_atomic()) AS g_atomic, snowflake_worker_id(adopt.g_string()) AS g_string;
+CREATE VIEW adopt.vn AS SELECT nextval('adopt.fo_id_seq') AS n;
+CREATE FUNCTION adopt.srf() RETURNS SETOF bigint LANGUAGE sql STABLE AS 'SELECT n FROM adopt.vn';
+SELECT snowflake_worker_id(n) AS srf_worker FROM adopt.srf() n;
+DROP FUNCTION adopt.srf(), adopt.g_atomic(), adopt.g_string(), adopt.fdef(int, bigint);
+DROP VIEW adopt.vn;
 -- The red-team review of 7d48b49, each open on it. F1: CYCLE on an
 -- adopted sequence is refused (0A000): from the fence its counter came
 -- round to 1. F2: TRUNCATE ... RESTART IDENTITY puts the counters of the
