@@ -173,18 +173,31 @@ unsafe extern "C-unwind" fn utility(
 /// # Safety
 /// `stmt` is a utility statement (or null).
 unsafe fn database_of(stmt: *mut pg_sys::Node, tag: pg_sys::NodeTag) -> Option<u32> {
-    // SAFETY: the node's tag read first, and the node read as that
-    // statement; a syscache look-up by name.
+    // SAFETY: the node's tag read first; the look-up guarded.
     unsafe {
         if stmt.is_null() || (*stmt).type_ != tag {
             return None;
         }
+        let db = database_named(stmt, tag);
+        (db != 0).then_some(db)
+    }
+}
+
+/// [`database_of`]'s look-up, guarded: it reads `pg_database` under a
+/// lock that a maintenance command may hold, and its ERROR (a lock or
+/// statement timeout, a cancel) must reach PostgreSQL as an ERROR, not
+/// as a Rust panic through the unguarded hook, which aborted the server
+/// (the red-team review of cc922ac). 0 where there is none.
+#[pg_guard]
+unsafe extern "C-unwind" fn database_named(stmt: *mut pg_sys::Node, tag: pg_sys::NodeTag) -> u32 {
+    // SAFETY: the node read as the statement its tag names; a catalog
+    // look-up by name.
+    unsafe {
         let name = match tag {
             pg_sys::NodeTag::T_DropdbStmt => (*(stmt as *mut pg_sys::DropdbStmt)).dbname,
             _ => (*(stmt as *mut pg_sys::CreatedbStmt)).dbname,
         };
-        let db = pg_sys::get_database_oid(name, true);
-        (db != pg_sys::Oid::INVALID).then(|| db.to_u32())
+        pg_sys::get_database_oid(name, true).to_u32()
     }
 }
 

@@ -287,8 +287,9 @@ pub(super) fn forget_defaults() {
 /// function or through an operator, or through another function's
 /// defaults). PostgreSQL's own functions' never do. Cached per backend;
 /// the borrow is let go before PostgreSQL is called, and a function is
-/// marked `false` while its defaults are walked (a default that calls its
-/// own function ends there).
+/// marked `true` while its defaults are walked (a default that calls its
+/// own function ends there, and a walk that fails leaves the cautious
+/// answer).
 ///
 /// Guarded: the walkers call it where an ERROR of PostgreSQL's (a default
 /// too deep to read back: the red-team review of 9aee40a, F1) must reach
@@ -300,7 +301,10 @@ pub(super) unsafe extern "C-unwind" fn defaults_call_the_four(f: pg_sys::Oid) ->
     if let Some(v) = defaults_known(f) {
         return v;
     }
-    DEFAULTS.with(|d| d.borrow_mut().insert(f, false));
+    // `true` while its defaults are walked: where the walk ends in an
+    // ERROR (a default too deep), the function stays marked, and calls
+    // that leave its defaults out are completed before the swap.
+    DEFAULTS.with(|d| d.borrow_mut().insert(f, true));
     let v = super::proc::read(f)
         .and_then(|p| p.defaults)
         // SAFETY: PostgreSQL's reader over a node tree it wrote, walked

@@ -358,6 +358,26 @@ grep -q 'GENERATED ALWAYS AS IDENTITY' "$BASE/dump14.app.sql" || die "pg_dump -s
 q -d schema_only -c "DROP EXTENSION snowflake_id CASCADE" >/dev/null 2>&1
 [ "$(q -d schema_only -c "SELECT count(*) FROM pg_seclabel WHERE provider = 'snowflake_id'")" = 0 ] \
     || die "DROP EXTENSION left snowflake_id's labels"
+log "16. DROP DATABASE IF EXISTS that times out behind a lock on pg_database"
+# The utility hook looks the database up before the statement runs: a
+# lock or statement timeout there (a superuser's VACUUM FULL pg_database
+# holds the lock) became a Rust panic through the unguarded hook and
+# aborted the server (the red-team review of cc922ac). Now it is the
+# statement's ERROR, 55P03. The waiting session connects first (a new
+# connection itself reads pg_database), then waits for the lock to be
+# held.
+started=$(q -c "SELECT pg_postmaster_start_time()")
+q -c "DO \$\$ BEGIN FOR i IN 1 .. 1200 LOOP EXIT WHEN EXISTS (SELECT FROM pg_locks WHERE relation = 'pg_database'::regclass AND mode = 'AccessExclusiveLock' AND granted); PERFORM pg_sleep(0.05); END LOOP; END \$\$" \
+  -c "SET lock_timeout = '300ms'" -c "DROP DATABASE IF EXISTS never_made" >"$BASE/drop16.out" 2>&1 &
+waiter=$!
+q -c "BEGIN" -c "LOCK pg_database IN ACCESS EXCLUSIVE MODE" -c "SELECT pg_sleep(3)" >/dev/null &
+locker=$!
+wait "$waiter" || true
+wait "$locker" || true
+grep -q 'canceling statement due to lock timeout' "$BASE/drop16.out" \
+    || die "DROP DATABASE IF EXISTS behind a lock on pg_database: $(cat "$BASE/drop16.out")"
+[ "$(q -c "SELECT pg_postmaster_start_time()")" = "$started" ] \
+    || die "the server restarted after a DROP DATABASE timed out in the utility hook"
 log "15. pg_dumpall into a new cluster, and pg_upgrade: the switch and the adoptions hold (issue 63)"
 q -d app -c "SELECT snowflake_adopt_sequences()" >/dev/null
 want=$(q -d app -c "SELECT string_agg(seq::text, ' ' ORDER BY seq::text) FROM snowflake_id_internal.snowflake_adopted")
