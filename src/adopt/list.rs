@@ -133,8 +133,29 @@ pub(super) fn init() {
     }
 }
 
+/// The other relcache handlers of adopted sequences ([`also_on_relcache`]):
+/// PostgreSQL has room for ten relcache callbacks in a process, shared
+/// with every other preloaded library (Citus takes several), so this room
+/// registers one and calls them from it (the CI run of 6959341: "out of
+/// relcache_callback_list slots" beside Citus).
+static RELCACHE_HANDLERS: std::sync::RwLock<Vec<fn(pg_sys::Oid)>> =
+    std::sync::RwLock::new(Vec::new());
+
+/// Have [`relcache_changed`] call `f` too, with each invalidated
+/// relation (`InvalidOid`: all of them). At preload.
+pub(super) fn also_on_relcache(f: fn(pg_sys::Oid)) {
+    if let Ok(mut h) = RELCACHE_HANDLERS.write() {
+        h.push(f);
+    }
+}
+
 #[pg_guard]
 unsafe extern "C-unwind" fn relcache_changed(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+    if let Ok(h) = RELCACHE_HANDLERS.read() {
+        for f in h.iter() {
+            f(relid);
+        }
+    }
     let table = TABLE.with(|t| t.get());
     if relid == pg_sys::Oid::INVALID || (relid == table && table != pg_sys::Oid::INVALID) {
         KNOWN.with(|k| *k.borrow_mut() = Known::Unknown);

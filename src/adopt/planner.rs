@@ -45,14 +45,15 @@ pub(super) fn init() {
             Some(proc_changed),
             pg_sys::Datum::from(0),
         );
-        // A relation made, changed or dropped may be a view that a
-        // set-returning function's body reads (`parsed_body_may_reach`).
-        pg_sys::CacheRegisterRelcacheCallback(Some(relation_changed), pg_sys::Datum::from(0));
     }
+    // A relation made, changed or dropped may be a view that a
+    // set-returning function's body reads (`parsed_body_may_reach`).
+    list::also_on_relcache(relation_changed);
 }
 
-#[pg_guard]
-unsafe extern "C-unwind" fn relation_changed(_arg: pg_sys::Datum, _relid: pg_sys::Oid) {
+/// A relation's relcache entry was invalidated (called from
+/// [`super::list`]'s one relcache callback).
+fn relation_changed(_relid: pg_sys::Oid) {
     BODIES.with(|b| b.borrow_mut().clear());
 }
 

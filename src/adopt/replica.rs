@@ -23,10 +23,10 @@ thread_local! {
 
 /// Register the callbacks: in the postmaster, at preload.
 pub(super) fn init() {
+    super::list::also_on_relcache(relcache_changed);
     // SAFETY: callbacks registered once, in _PG_init of the postmaster,
     // before any backend exists.
     unsafe {
-        pg_sys::CacheRegisterRelcacheCallback(Some(relcache_changed), pg_sys::Datum::from(0));
         pg_sys::RegisterXactCallback(Some(on_xact), std::ptr::null_mut());
     }
 }
@@ -42,8 +42,9 @@ fn replica() -> bool {
     })
 }
 
-#[pg_guard]
-unsafe extern "C-unwind" fn relcache_changed(_arg: pg_sys::Datum, relid: pg_sys::Oid) {
+/// A relation's relcache entry was invalidated (called from
+/// [`super::list`]'s one relcache callback).
+fn relcache_changed(relid: pg_sys::Oid) {
     if relid == pg_sys::Oid::INVALID || !replica() {
         return;
     }
