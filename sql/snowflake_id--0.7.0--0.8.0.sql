@@ -2986,6 +2986,16 @@ CREATE FUNCTION snowflake_nextval_for(seq regclass) RETURNS bigint
 STRICT VOLATILE PARALLEL RESTRICTED LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_nextval_for_wrapper';
 COMMENT ON FUNCTION snowflake_nextval_for(regclass) IS
 'a Snowflake ID that currval(seq) and lastval() then return: the default of an adopted sequence''s columns';
+-- The fill of ALTER TABLE ... ADD COLUMN of a bigserial or bigint
+-- identity column while the switch is on (src/adopt/fill.rs): in
+-- pg_catalog, because the utility hook writes its name into the caller's
+-- statement, and a migration's role may have no USAGE on this
+-- extension's schemas. It mints only during such a statement (55000
+-- anywhere else); EXECUTE stays with PUBLIC, as for snowflake_nextval().
+CREATE FUNCTION pg_catalog.snowflake_id_fill() RETURNS bigint
+VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'snowflake_id_fill_wrapper';
+COMMENT ON FUNCTION pg_catalog.snowflake_id_fill() IS
+'internal to snowflake_id: the Snowflake IDs of the rows of an ALTER TABLE ... ADD COLUMN it rewrote';
 CREATE FUNCTION snowflake_id_internal.adopt_changed(require_preload boolean) RETURNS void
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_changed_wrapper';
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_changed(boolean) FROM PUBLIC;

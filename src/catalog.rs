@@ -90,3 +90,26 @@ pub fn own_function(ns: pg_sys::Oid, name: &CStr, args: &[pg_sys::Oid]) -> pg_sy
         }
     }
 }
+
+/// The relation a statement's name resolves to now, as PostgreSQL's own
+/// look-up resolves it (search path, temporary schema), without a lock
+/// and without a privilege check; `None` where there is none. The
+/// statement takes its own lock and raises its own errors. In a
+/// transaction, from a guarded function (an ERROR of the look-up itself,
+/// a cancel, reaches PostgreSQL as an ERROR).
+///
+/// # Safety
+/// `rv` is a valid `RangeVar`.
+pub unsafe fn relation_named(rv: *mut pg_sys::RangeVar) -> Option<pg_sys::Oid> {
+    // SAFETY: a name look-up of the caller's RangeVar.
+    let rel = unsafe {
+        pg_sys::RangeVarGetRelidExtended(
+            rv,
+            pg_sys::NoLock as _,
+            pg_sys::RVROption::RVR_MISSING_OK as _,
+            None,
+            std::ptr::null_mut(),
+        )
+    };
+    (rel != pg_sys::Oid::INVALID).then_some(rel)
+}

@@ -282,3 +282,14 @@ pub fn adopt_convert_failed(why: &str) -> ! {
         None,
     )
 }
+
+/// `pg_catalog.snowflake_id_fill()` called anywhere but in the fill of an
+/// `ALTER TABLE … ADD COLUMN` that the switch rewrote (`super::fill`).
+pub fn fill_outside() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        "snowflake_id_fill() fills only the rows of an ALTER TABLE ... ADD COLUMN".to_string(),
+        Some("snowflake_id calls it while a bigserial or bigint identity column it adopts is added to a table.".into()),
+        Some("Call snowflake_nextval() for a Snowflake ID."),
+    )
+}

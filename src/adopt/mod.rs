@@ -20,6 +20,8 @@
 //!   schema (`pg_dump -s`);
 //! - [`copy`]: `COPY … FROM`'s defaults, swapped in this backend's
 //!   relation cache entry while it runs;
+//! - [`fill`]: `ALTER TABLE … ADD COLUMN` of a `bigserial` or `bigint`
+//!   identity, whose rows get Snowflake IDs;
 //! - [`session`]: the session's `currval`/`lastval` values;
 //! - [`calls`]: those functions;
 //! - `sql/adopt.sql`: the list of adopted sequences (a configuration
@@ -54,6 +56,7 @@ mod copy;
 mod errors;
 mod execute;
 mod fence_hint;
+mod fill;
 mod labels;
 mod list;
 mod planner;

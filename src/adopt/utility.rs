@@ -120,6 +120,15 @@ unsafe extern "C-unwind" fn utility(
                 query_env,
             );
         }
+        // ADD COLUMN of a bigserial or bigint identity while the switch is
+        // on: its rows filled with Snowflake IDs (`super::fill`).
+        let filled = !stmt.is_null()
+            && (*stmt).type_ == pg_sys::NodeTag::T_AlterTableStmt
+            && super::fill::prepare(
+                &raw mut pstmt,
+                &raw mut read_only_tree,
+                context == pg_sys::ProcessUtilityContext::PROCESS_UTILITY_TOPLEVEL,
+            );
         let next = PREV_UTILITY.unwrap_or(standard_ProcessUtility);
         next(
             pstmt,
@@ -131,6 +140,9 @@ unsafe extern "C-unwind" fn utility(
             dest,
             qc,
         );
+        if filled {
+            super::fill::finish(query_string);
+        }
         super::copy::put_back_copy(swapped);
         if !truncated.is_empty() {
             truncated_sequences(stmt.cast(), &truncated, &raw mut moved);

@@ -1,0 +1,479 @@
+//! `ALTER TABLE … ADD COLUMN` of a `bigserial` or `bigint` identity
+//! column while the switch is on: the rows the table already holds get
+//! Snowflake IDs, not the new sequence's own values (issue 63, part 2).
+//!
+//! PostgreSQL fills such a column with its sequence's values as it
+//! rewrites the table, from an expression that no planner sees, and the
+//! switch adopts the sequence only at the statement's end: stock, the
+//! rows got 1, 2, 3 …. So the utility hook runs the statement in two
+//! steps, as the caller, each through the whole chain of hooks:
+//!
+//! 1. the statement as written, except that each such column is added as
+//!    `bigint NOT NULL DEFAULT pg_catalog.snowflake_id_fill()`, which
+//!    mints a Snowflake ID for each row of the rewrite;
+//! 2. then, for an identity, `ALTER TABLE ONLY t ALTER COLUMN c DROP
+//!    DEFAULT, ALTER COLUMN c ADD GENERATED … AS IDENTITY (…)` with the
+//!    statement's own identity clause; for a `bigserial`, what PostgreSQL
+//!    itself makes of one: `CREATE SEQUENCE … AS bigint` (named as it
+//!    names it, owned by the table's owner), `ALTER SEQUENCE … OWNED BY`
+//!    and `SET DEFAULT nextval('…'::regclass)`. The switch adopts that
+//!    sequence as any other.
+//!
+//! The catalog ends as PostgreSQL leaves it (the same column, default or
+//! identity, sequence, names and dependencies): `pg_dump -s` cannot tell
+//! (`adopt.sh` section 14). Only a plain permanent table without
+//! inheritance children, owned by a role whose rights the caller has, is
+//! rewritten, and only where the column does not exist yet; anything else
+//! runs as written (PostgreSQL raises its own errors). A partitioned
+//! table, an inheritance parent, and an unlogged or temporary table
+//! (whose sequence is not adopted) are left as they are.
+//!
+//! `snowflake_id_fill()` sits in `pg_catalog` because the caller names it
+//! in the statement, and a migration's role may have no `USAGE` on the
+//! extension's schemas; it mints only while a rewrite of this module is
+//! running in the backend, and refuses (55000) anywhere else.
+
+use super::errors;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::cell::{Cell, RefCell};
+use std::ffi::{CStr, CString};
+
+/// A column the rewrite added with a Snowflake fill.
+struct Column {
+    name: CString,
+    /// The statement's identity clause (a `Constraint`, copied), or null
+    /// for a `bigserial`.
+    identity: *mut pg_sys::Constraint,
+}
+
+/// The second step of one rewritten statement.
+struct Pending {
+    rel: pg_sys::Oid,
+    columns: Vec<Column>,
+}
+
+thread_local! {
+    static PENDING: RefCell<Vec<Pending>> = const { RefCell::new(Vec::new()) };
+    /// How many rewritten statements are running in this backend.
+    static FILLING: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Mints the Snowflake ID of one row of a rewritten `ADD COLUMN`'s fill
+/// (this module); refused (55000) anywhere else. Internal: `snowflake_id`
+/// writes it into the statements it rewrites.
+///
+/// ```sql
+/// SELECT snowflake_adopt_sequences();
+/// ALTER TABLE orders ADD COLUMN id bigserial;  -- its rows: Snowflake IDs
+/// ```
+#[pg_extern(sql = false)]
+pub fn snowflake_id_fill() -> i64 {
+    if FILLING.with(|f| f.get()) == 0 {
+        errors::fill_outside();
+    }
+    crate::mint::nextval::snowflake_nextval()
+}
+
+/// The `ColumnDef` of an `ADD COLUMN` subcommand, or null.
+///
+/// # Safety
+/// `cmd` is a valid `AlterTableCmd`.
+unsafe fn added_column(cmd: *mut pg_sys::AlterTableCmd) -> *mut pg_sys::ColumnDef {
+    // SAFETY: the node's tags read before its fields.
+    unsafe {
+        if cmd.is_null()
+            || (*cmd).type_ != pg_sys::NodeTag::T_AlterTableCmd
+            || (*cmd).subtype != pg_sys::AlterTableType::AT_AddColumn
+            || (*cmd).def.is_null()
+            || (*(*cmd).def).type_ != pg_sys::NodeTag::T_ColumnDef
+        {
+            return std::ptr::null_mut();
+        }
+        (*cmd).def.cast()
+    }
+}
+
+/// The `i`th element of `list` (a list of nodes).
+///
+/// # Safety
+/// `list` is a valid list of pointers with more than `i` elements.
+unsafe fn nth<T>(list: *mut pg_sys::List, i: usize) -> *mut T {
+    // SAFETY: as the caller says.
+    unsafe { (*(*list).elements.add(i)).ptr_value.cast() }
+}
+
+/// The length of `list` (0 for `NIL`).
+///
+/// # Safety
+/// `list` is a valid list or null.
+unsafe fn len(list: *mut pg_sys::List) -> usize {
+    // SAFETY: as the caller says.
+    unsafe {
+        if list.is_null() {
+            0
+        } else {
+            (*list).length as usize
+        }
+    }
+}
+
+/// What `def` adds: `Some(false)` a `bigserial`, `Some(true)` an identity
+/// (of a type still to be checked), `None` anything else, or a column
+/// PostgreSQL will refuse (a second default, an array of `serial`).
+///
+/// # Safety
+/// `def` is a valid raw `ColumnDef`.
+unsafe fn kind(def: *mut pg_sys::ColumnDef) -> Option<bool> {
+    // SAFETY: the raw node's fields, lists of nodes.
+    unsafe {
+        let typ = (*def).typeName;
+        if typ.is_null() || !(*def).raw_default.is_null() || !(*def).cooked_default.is_null() {
+            return None;
+        }
+        let mut identity = false;
+        for i in 0..len((*def).constraints) {
+            let c: *mut pg_sys::Constraint = nth((*def).constraints, i);
+            if c.is_null() || (*c).type_ != pg_sys::NodeTag::T_Constraint {
+                return None;
+            }
+            match (*c).contype {
+                pg_sys::ConstrType::CONSTR_IDENTITY => identity = true,
+                pg_sys::ConstrType::CONSTR_DEFAULT
+                | pg_sys::ConstrType::CONSTR_GENERATED
+                | pg_sys::ConstrType::CONSTR_NULL => return None,
+                _ => {}
+            }
+        }
+        let names = (*typ).names;
+        let serial = len(names) == 1 && !(*typ).pct_type && {
+            let n: *mut pg_sys::String = nth(names, 0);
+            !n.is_null()
+                && (*n).type_ == pg_sys::NodeTag::T_String
+                && matches!(
+                    CStr::from_ptr((*n).sval).to_bytes(),
+                    b"bigserial" | b"serial8"
+                )
+        };
+        match (serial, identity) {
+            (true, false) if (*typ).arrayBounds.is_null() => Some(false),
+            (false, true) => Some(true),
+            _ => None,
+        }
+    }
+}
+
+/// Whether raw type name `typ` is `bigint` (not a domain over it).
+///
+/// # Safety
+/// `typ` is a valid `TypeName`; in a guarded function.
+unsafe fn is_bigint(typ: *mut pg_sys::TypeName) -> bool {
+    // SAFETY: a syscache look-up of the type, released at once.
+    unsafe {
+        let tup = pg_sys::LookupTypeName(std::ptr::null_mut(), typ, std::ptr::null_mut(), true);
+        if tup.is_null() {
+            return false;
+        }
+        let oid = pg_sys::typeTypeId(tup);
+        pg_sys::ReleaseSysCache(tup);
+        oid == pg_sys::INT8OID && (*typ).arrayBounds.is_null()
+    }
+}
+
+/// Whether the switch of this database is on: its row in the extension's
+/// table, read as the switch's event trigger reads it during the same
+/// statement (no SQL, no privilege check).
+///
+/// # Safety
+/// In a transaction; in a guarded function.
+unsafe fn switch_on() -> bool {
+    let Some((_, table)) = crate::catalog::own_relation(c"snowflake_adopt_switch") else {
+        return false;
+    };
+    // SAFETY: a heap scan of the extension's one-row table under its
+    // reader's lock, with a registered snapshot; its second column is
+    // `enabled boolean NOT NULL`.
+    unsafe {
+        let rel = pg_sys::table_open(table, pg_sys::AccessShareLock as _);
+        let snap = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
+        let scan = pg_sys::systable_beginscan(
+            rel,
+            pg_sys::Oid::INVALID,
+            false,
+            snap,
+            0,
+            std::ptr::null_mut(),
+        );
+        let mut on = false;
+        loop {
+            let tup = pg_sys::systable_getnext(scan);
+            if tup.is_null() {
+                break;
+            }
+            let mut values = [pg_sys::Datum::from(0usize); 3];
+            let mut nulls = [true; 3];
+            if (*(*rel).rd_att).natts as usize >= 2 {
+                pg_sys::heap_deform_tuple(
+                    tup,
+                    (*rel).rd_att,
+                    values.as_mut_ptr(),
+                    nulls.as_mut_ptr(),
+                );
+                on |= !nulls[1] && values[1].value() != 0;
+            }
+        }
+        pg_sys::systable_endscan(scan);
+        pg_sys::UnregisterSnapshot(snap);
+        pg_sys::table_close(rel, pg_sys::NoLock as _);
+        on
+    }
+}
+
+/// Whether relation `rel` has (or had) inheritance children
+/// (`relhassubclass`).
+///
+/// # Safety
+/// In a transaction.
+unsafe fn has_children(rel: pg_sys::Oid) -> bool {
+    // SAFETY: a syscache look-up by OID, released at once.
+    unsafe {
+        let tup = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::RELOID as _,
+            pg_sys::Datum::from(rel),
+        );
+        if tup.is_null() {
+            return true;
+        }
+        let has = (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_class>(tup)).relhassubclass;
+        pg_sys::ReleaseSysCache(tup);
+        has
+    }
+}
+
+/// The first statement of SQL text `sql`, raw.
+///
+/// # Safety
+/// In a guarded function.
+unsafe fn parse(sql: &str) -> *mut pg_sys::Node {
+    let text = CString::new(sql).expect("no NUL in generated SQL");
+    // SAFETY: the raw parser over our own text, one statement.
+    unsafe {
+        let list = pg_sys::raw_parser(text.as_ptr(), pg_sys::RawParseMode::RAW_PARSE_DEFAULT);
+        let raw: *mut pg_sys::RawStmt = nth(list, 0);
+        (*raw).stmt
+    }
+}
+
+/// An `ALTER TABLE` about to run in a database whose switch is on: each
+/// `ADD COLUMN` of a `bigserial` or `bigint` identity is rewritten to be
+/// filled with Snowflake IDs (see the module), in the statement's own
+/// copy; its second step waits in [`PENDING`] for [`finish`]. Whether it
+/// rewrote anything.
+#[pg_guard]
+pub(super) unsafe extern "C-unwind" fn prepare(
+    pstmt: *mut *mut pg_sys::PlannedStmt,
+    read_only_tree: *mut bool,
+    toplevel: bool,
+) -> bool {
+    if toplevel {
+        // What an ERROR left behind.
+        PENDING.with(|p| p.borrow_mut().clear());
+        FILLING.with(|f| f.set(0));
+    }
+    // SAFETY: the statement PostgreSQL passes, an `AlterTableStmt`, and
+    // its raw subcommands; copied before any change where read-only.
+    unsafe {
+        let stmt = (**pstmt).utilityStmt as *mut pg_sys::AlterTableStmt;
+        if (*stmt).objtype != pg_sys::ObjectType::OBJECT_TABLE || (*stmt).relation.is_null() {
+            return false;
+        }
+        let cmds = (*stmt).cmds;
+        let wanted: Vec<usize> = (0..len(cmds))
+            .filter(|&i| {
+                let def = added_column(nth(cmds, i));
+                !def.is_null() && kind(def).is_some()
+            })
+            .collect();
+        if wanted.is_empty() {
+            return false;
+        }
+        let Some(rel) = crate::catalog::relation_named((*stmt).relation) else {
+            return false;
+        };
+        // Only the owner's (or a member's) statement: any other gets
+        // PostgreSQL's 42501 before it locks anything, and so here.
+        let owner = crate::convert::as_owner::owner_of(rel);
+        if !pg_sys::has_privs_of_role(pg_sys::GetUserId(), owner) || !switch_on() {
+            return false;
+        }
+        // The statement's own lock, taken now so that no child or column
+        // appears before it runs; the name must still be that table.
+        pg_sys::LockRelationOid(rel, pg_sys::AccessExclusiveLock as _);
+        if crate::catalog::relation_named((*stmt).relation) != Some(rel)
+            || pg_sys::get_rel_relkind(rel) as u8 != pg_sys::RELKIND_RELATION
+            || pg_sys::get_rel_persistence(rel) as u8 != pg_sys::RELPERSISTENCE_PERMANENT
+            || pg_sys::get_rel_relispartition(rel)
+            || has_children(rel)
+        {
+            return false;
+        }
+        let mut chosen = Vec::new();
+        for i in wanted {
+            let def = added_column(nth(cmds, i));
+            let name = CStr::from_ptr((*def).colname).to_owned();
+            let identity = kind(def) == Some(true);
+            if pg_sys::get_attnum(rel, name.as_ptr()) != pg_sys::InvalidAttrNumber as i16
+                || chosen.iter().any(|(_, n): &(usize, CString)| n == &name)
+                || (identity && !is_bigint((*def).typeName))
+            {
+                continue;
+            }
+            chosen.push((i, name));
+        }
+        if chosen.is_empty() {
+            return false;
+        }
+        if *read_only_tree {
+            *pstmt = pg_sys::copyObjectImpl((*pstmt).cast()).cast();
+            *read_only_tree = false;
+        }
+        let cmds = (*((**pstmt).utilityStmt as *mut pg_sys::AlterTableStmt)).cmds;
+        let mut columns = Vec::new();
+        for (i, name) in chosen {
+            let def = added_column(nth(cmds, i));
+            // PostgreSQL's own nodes for the filled column, parsed.
+            let model: *mut pg_sys::AlterTableStmt = parse(
+                "ALTER TABLE t ADD COLUMN c pg_catalog.int8 NOT NULL DEFAULT pg_catalog.snowflake_id_fill()",
+            )
+            .cast();
+            let model_def = added_column(nth((*model).cmds, 0));
+            let mut identity: *mut pg_sys::Constraint = std::ptr::null_mut();
+            let mut kept: *mut pg_sys::List = std::ptr::null_mut();
+            let mut not_null = false;
+            for j in 0..len((*def).constraints) {
+                let c: *mut pg_sys::Constraint = nth((*def).constraints, j);
+                match (*c).contype {
+                    pg_sys::ConstrType::CONSTR_IDENTITY => {
+                        identity = pg_sys::copyObjectImpl(c.cast()).cast();
+                        continue;
+                    }
+                    pg_sys::ConstrType::CONSTR_NOTNULL => not_null = true,
+                    _ => {}
+                }
+                kept = pg_sys::lappend(kept, c.cast());
+            }
+            let model_constraints = (*model_def).constraints;
+            for j in 0..len(model_constraints) {
+                let c: *mut pg_sys::Constraint = nth(model_constraints, j);
+                if (*c).contype == pg_sys::ConstrType::CONSTR_NOTNULL && not_null {
+                    continue;
+                }
+                kept = pg_sys::lappend(kept, c.cast());
+            }
+            (*def).constraints = kept;
+            if identity.is_null() {
+                (*def).typeName = (*model_def).typeName;
+            }
+            columns.push(Column { name, identity });
+        }
+        PENDING.with(|p| p.borrow_mut().push(Pending { rel, columns }));
+        FILLING.with(|f| f.set(f.get() + 1));
+        true
+    }
+}
+
+/// After the rewritten statement ran: its second step (see the module),
+/// each statement as the caller, through every hook.
+#[pg_guard]
+pub(super) unsafe extern "C-unwind" fn finish(query_string: *const std::ffi::c_char) {
+    FILLING.with(|f| f.set(f.get().saturating_sub(1)));
+    let Some(pending) = PENDING.with(|p| p.borrow_mut().pop()) else {
+        return;
+    };
+    // SAFETY: catalog look-ups of the table the statement altered (it
+    // holds its lock); PostgreSQL's quoting; our own statements, parsed.
+    unsafe {
+        let rel = pending.rel;
+        let ns = pg_sys::get_rel_namespace(rel);
+        let nsname = pg_sys::get_namespace_name(ns);
+        let relname = pg_sys::get_rel_name(rel);
+        let quote = |s: *const std::ffi::c_char| {
+            CStr::from_ptr(pg_sys::quote_identifier(s))
+                .to_string_lossy()
+                .into_owned()
+        };
+        let table = format!("{}.{}", quote(nsname), quote(relname));
+        for col in pending.columns {
+            let column = quote(col.name.as_ptr());
+            if !col.identity.is_null() {
+                let stmt: *mut pg_sys::AlterTableStmt = parse(&format!(
+                    "ALTER TABLE ONLY {table} ALTER COLUMN {column} DROP DEFAULT, \
+                     ALTER COLUMN {column} ADD GENERATED ALWAYS AS IDENTITY"
+                ))
+                .cast();
+                let add: *mut pg_sys::AlterTableCmd = nth((*stmt).cmds, 1);
+                (*add).def = col.identity.cast();
+                run(stmt.cast(), query_string);
+                continue;
+            }
+            let seq =
+                pg_sys::ChooseRelationName(relname, col.name.as_ptr(), c"seq".as_ptr(), ns, false);
+            let sequence = format!("{}.{}", quote(nsname), quote(seq));
+            let create: *mut pg_sys::CreateSeqStmt =
+                parse(&format!("CREATE SEQUENCE {sequence} AS pg_catalog.int8")).cast();
+            // As PostgreSQL makes a serial's: its table's owner owns it.
+            (*create).ownerId = crate::convert::as_owner::owner_of(rel);
+            run(create.cast(), query_string);
+            run(
+                parse(&format!(
+                    "ALTER SEQUENCE {sequence} OWNED BY {table}.{column}"
+                )),
+                query_string,
+            );
+            let literal = CStr::from_ptr(pg_sys::quote_literal_cstr(
+                CString::new(sequence.clone())
+                    .expect("no NUL in a name")
+                    .as_ptr(),
+            ))
+            .to_string_lossy()
+            .into_owned();
+            run(
+                parse(&format!(
+                    "ALTER TABLE ONLY {table} ALTER COLUMN {column} SET DEFAULT \
+                     pg_catalog.nextval({literal}::pg_catalog.regclass)"
+                )),
+                query_string,
+            );
+        }
+    }
+}
+
+/// Run utility statement `stmt` as a query of its own (its event triggers
+/// fire, the switch's among them), after the changes before it.
+///
+/// # Safety
+/// `stmt` is a raw utility statement; in a guarded function.
+unsafe fn run(stmt: *mut pg_sys::Node, query_string: *const std::ffi::c_char) {
+    // SAFETY: a PlannedStmt wrapper as ProcessUtilityForAlterTable makes.
+    unsafe {
+        pg_sys::CommandCounterIncrement();
+        let wrapper: *mut pg_sys::PlannedStmt =
+            pg_sys::palloc0(std::mem::size_of::<pg_sys::PlannedStmt>()).cast();
+        (*wrapper).type_ = pg_sys::NodeTag::T_PlannedStmt;
+        (*wrapper).commandType = pg_sys::CmdType::CMD_UTILITY;
+        (*wrapper).canSetTag = false;
+        (*wrapper).utilityStmt = stmt;
+        (*wrapper).stmt_location = -1;
+        pg_sys::ProcessUtility(
+            wrapper,
+            query_string,
+            false,
+            pg_sys::ProcessUtilityContext::PROCESS_UTILITY_QUERY,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            pg_sys::None_Receiver,
+            std::ptr::null_mut(),
+        );
+        pg_sys::CommandCounterIncrement();
+    }
+}
