@@ -198,15 +198,9 @@ unsafe fn parsed_body_may_reach(src: *const std::ffi::c_char, inlinable_set: boo
             }
             inlinable_set
                 && found.1.iter().any(|&rv| {
-                    let rel = pg_sys::RangeVarGetRelidExtended(
-                        rv,
-                        pg_sys::NoLock as _,
-                        pg_sys::RVROption::RVR_MISSING_OK as _,
-                        None,
-                        std::ptr::null_mut(),
-                    );
-                    rel != pg_sys::Oid::INVALID
-                        && pg_sys::get_rel_relkind(rel) as u8 == pg_sys::RELKIND_VIEW
+                    crate::catalog::relation_named(rv).is_some_and(|rel| {
+                        pg_sys::get_rel_relkind(rel) as u8 == pg_sys::RELKIND_VIEW
+                    })
                 })
         }
     })

@@ -376,14 +376,7 @@ unsafe extern "C-unwind" fn truncate_targets(
         let rels = (*stmt).relations;
         for i in 0..(*rels).length as usize {
             let rv = (*(*rels).elements.add(i)).ptr_value as *mut pg_sys::RangeVar;
-            let rel = pg_sys::RangeVarGetRelidExtended(
-                rv,
-                pg_sys::NoLock as _,
-                pg_sys::RVROption::RVR_MISSING_OK as _,
-                None,
-                std::ptr::null_mut(),
-            );
-            if rel != pg_sys::Oid::INVALID {
+            if let Some(rel) = crate::catalog::relation_named(rv) {
                 (*out).push((rel, (*rv).inh));
             }
         }
@@ -497,18 +490,9 @@ unsafe fn moved_by(stmt: *mut pg_sys::Node) -> Vec<pg_sys::Oid> {
         if stmt.is_null() || (*stmt).type_ != pg_sys::NodeTag::T_AlterSeqStmt {
             return Vec::new();
         }
-        let seq = pg_sys::RangeVarGetRelidExtended(
-            (*(stmt as *mut pg_sys::AlterSeqStmt)).sequence,
-            pg_sys::NoLock as _,
-            pg_sys::RVROption::RVR_MISSING_OK as _,
-            None,
-            std::ptr::null_mut(),
-        );
-        if seq == pg_sys::Oid::INVALID {
-            Vec::new()
-        } else {
-            vec![seq]
-        }
+        crate::catalog::relation_named((*(stmt as *mut pg_sys::AlterSeqStmt)).sequence)
+            .into_iter()
+            .collect()
     }
 }
 
@@ -607,16 +591,9 @@ unsafe extern "C-unwind" fn refuse_unlogged(stmt: *mut pg_sys::AlterTableStmt) {
         if !unlogged {
             return;
         }
-        let rel = pg_sys::RangeVarGetRelidExtended(
-            (*stmt).relation,
-            pg_sys::NoLock as _,
-            pg_sys::RVROption::RVR_MISSING_OK as _,
-            None,
-            std::ptr::null_mut(),
-        );
-        if rel == pg_sys::Oid::INVALID {
+        let Some(rel) = crate::catalog::relation_named((*stmt).relation) else {
             return;
-        }
+        };
         let mut seqs = vec![rel];
         let owned = pg_sys::getOwnedSequences(rel);
         if !owned.is_null() {
