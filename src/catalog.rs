@@ -113,3 +113,35 @@ pub unsafe fn relation_named(rv: *mut pg_sys::RangeVar) -> Option<pg_sys::Oid> {
     };
     (rel != pg_sys::Oid::INVALID).then_some(rel)
 }
+
+/// `find_all_inheritors` (catalog/pg_inherits.h), which pgrx does not
+/// bind.
+mod ffi {
+    use pgrx::pg_sys::{List, Oid, LOCKMODE};
+    unsafe extern "C-unwind" {
+        pub(super) fn find_all_inheritors(
+            parent: Oid,
+            lockmode: LOCKMODE,
+            numparents: *mut *mut List,
+        ) -> *mut List;
+    }
+}
+
+/// Relation `parent` and its inheritance children and partitions, at
+/// every level, without a lock (the caller holds or takes its own). In a
+/// transaction.
+pub fn inheritors(parent: pg_sys::Oid) -> Vec<pg_sys::Oid> {
+    // SAFETY: a catalog scan of PostgreSQL's inside pgrx's guard of an
+    // FFI boundary (its ERROR becomes a Rust panic there); a list of OIDs.
+    unsafe {
+        let list = pgrx::pg_sys::ffi::pg_guard_ffi_boundary(|| {
+            ffi::find_all_inheritors(parent, pg_sys::NoLock as _, std::ptr::null_mut())
+        });
+        if list.is_null() {
+            return Vec::new();
+        }
+        (0..(*list).length as usize)
+            .map(|i| (*(*list).elements.add(i)).oid_value)
+            .collect()
+    }
+}

@@ -11,7 +11,7 @@
 //! 1. the statement as written, except that each such column is added as
 //!    `bigint NOT NULL DEFAULT pg_catalog.snowflake_id_fill()`, which
 //!    mints a Snowflake ID for each row of the rewrite;
-//! 2. then, for an identity, `ALTER TABLE ONLY t ALTER COLUMN c DROP
+//! 2. then, for an identity, `ALTER TABLE [ONLY] t ALTER COLUMN c DROP
 //!    DEFAULT, ALTER COLUMN c ADD GENERATED … AS IDENTITY (…)` with the
 //!    statement's own identity clause; for a `bigserial`, what PostgreSQL
 //!    itself makes of one: `CREATE SEQUENCE … AS bigint` (named as it
@@ -21,12 +21,14 @@
 //!
 //! The catalog ends as PostgreSQL leaves it (the same column, default or
 //! identity, sequence, names and dependencies): `pg_dump -s` cannot tell
-//! (`adopt.sh` section 14). Only a plain permanent table without
-//! inheritance children, owned by a role whose rights the caller has, is
-//! rewritten, and only where the column does not exist yet; anything else
-//! runs as written (PostgreSQL raises its own errors). A partitioned
-//! table, an inheritance parent, and an unlogged or temporary table
-//! (whose sequence is not adopted) are left as they are.
+//! (`adopt.sh` section 14). Only a permanent table (plain or partitioned,
+//! with its partitions and inheritance children), owned by a role whose
+//! rights the caller has, is rewritten, and only where no member has the
+//! column yet; anything else runs as written (PostgreSQL raises its own
+//! errors). An unlogged or temporary table (whose sequence is not
+//! adopted), an identity on a partitioned table before PostgreSQL 17
+//! (whose partitions do not share it) and one on an inheritance parent
+//! (PostgreSQL's error) are left as they are.
 //!
 //! `snowflake_id_fill()` sits in `pg_catalog` because the caller names it
 //! in the statement, and a migration's role may have no `USAGE` on the
@@ -50,6 +52,9 @@ struct Column {
 /// The second step of one rewritten statement.
 struct Pending {
     rel: pg_sys::Oid,
+    /// Whether the table has inheritance children or partitions, which
+    /// the second step recurses to as the first did.
+    children: bool,
     columns: Vec<Column>,
 }
 
@@ -309,12 +314,25 @@ pub(super) unsafe extern "C-unwind" fn prepare(
         // The statement's own lock, taken now so that no child or column
         // appears before it runs; the name must still be that table.
         pg_sys::LockRelationOid(rel, pg_sys::AccessExclusiveLock as _);
+        let relkind = pg_sys::get_rel_relkind(rel) as u8;
         if crate::catalog::relation_named((*stmt).relation) != Some(rel)
-            || pg_sys::get_rel_relkind(rel) as u8 != pg_sys::RELKIND_RELATION
+            || !(relkind == pg_sys::RELKIND_RELATION
+                || relkind == pg_sys::RELKIND_PARTITIONED_TABLE)
             || pg_sys::get_rel_persistence(rel) as u8 != pg_sys::RELPERSISTENCE_PERMANENT
             || pg_sys::get_rel_relispartition(rel)
-            || has_children(rel)
         {
+            return false;
+        }
+        // Its inheritance children and partitions, which the statement
+        // fills too (ONLY with children is PostgreSQL's error). None can
+        // come or go while the table is locked.
+        let family = if has_children(rel) {
+            crate::catalog::inheritors(rel)
+        } else {
+            vec![rel]
+        };
+        let children = family.len() > 1;
+        if children && !(*(*stmt).relation).inh {
             return false;
         }
         let mut chosen = Vec::new();
@@ -322,9 +340,20 @@ pub(super) unsafe extern "C-unwind" fn prepare(
             let def = added_column(nth(cmds, i));
             let name = CStr::from_ptr((*def).colname).to_owned();
             let identity = kind(def) == Some(true);
-            if pg_sys::get_attnum(rel, name.as_ptr()) != pg_sys::InvalidAttrNumber as i16
+            // A column some member has already (IF NOT EXISTS, or a child
+            // whose own column PostgreSQL merges); an identity on
+            // inheritance children (PostgreSQL's error), or on a
+            // partitioned table before PostgreSQL 17 (whose partitions
+            // do not share it).
+            if family
+                .iter()
+                .any(|&m| pg_sys::get_attnum(m, name.as_ptr()) != pg_sys::InvalidAttrNumber as i16)
                 || chosen.iter().any(|(_, n): &(usize, CString)| n == &name)
-                || (identity && !is_bigint((*def).typeName))
+                || (identity
+                    && (!is_bigint((*def).typeName)
+                        || (children && relkind == pg_sys::RELKIND_RELATION)
+                        || (relkind == pg_sys::RELKIND_PARTITIONED_TABLE
+                            && pg_sys::PG_VERSION_NUM < 170000)))
             {
                 continue;
             }
@@ -376,7 +405,13 @@ pub(super) unsafe extern "C-unwind" fn prepare(
             }
             columns.push(Column { name, identity });
         }
-        PENDING.with(|p| p.borrow_mut().push(Pending { rel, columns }));
+        PENDING.with(|p| {
+            p.borrow_mut().push(Pending {
+                rel,
+                children,
+                columns,
+            })
+        });
         FILLING.with(|f| f.set(f.get() + 1));
         true
     }
@@ -403,11 +438,12 @@ pub(super) unsafe extern "C-unwind" fn finish(query_string: *const std::ffi::c_c
                 .into_owned()
         };
         let table = format!("{}.{}", quote(nsname), quote(relname));
+        let only = if pending.children { "" } else { "ONLY " };
         for col in pending.columns {
             let column = quote(col.name.as_ptr());
             if !col.identity.is_null() {
                 let stmt: *mut pg_sys::AlterTableStmt = parse(&format!(
-                    "ALTER TABLE ONLY {table} ALTER COLUMN {column} DROP DEFAULT, \
+                    "ALTER TABLE {only}{table} ALTER COLUMN {column} DROP DEFAULT, \
                      ALTER COLUMN {column} ADD GENERATED ALWAYS AS IDENTITY"
                 ))
                 .cast();
@@ -439,7 +475,7 @@ pub(super) unsafe extern "C-unwind" fn finish(query_string: *const std::ffi::c_c
             .into_owned();
             run(
                 parse(&format!(
-                    "ALTER TABLE ONLY {table} ALTER COLUMN {column} SET DEFAULT \
+                    "ALTER TABLE {only}{table} ALTER COLUMN {column} SET DEFAULT \
                      pg_catalog.nextval({literal}::pg_catalog.regclass)"
                 )),
                 query_string,

@@ -410,11 +410,7 @@ unsafe extern "C-unwind" fn truncated_sequences(
         let mut seen: std::collections::HashSet<pg_sys::Oid> = Default::default();
         for &(rel, inh) in named {
             let all = if inh {
-                oids(inheritors::all(
-                    rel,
-                    pg_sys::NoLock as _,
-                    std::ptr::null_mut(),
-                ))
+                crate::catalog::inheritors(rel)
             } else {
                 vec![rel]
             };
@@ -443,37 +439,6 @@ unsafe extern "C-unwind" fn truncated_sequences(
         }
         for rel in tables {
             (*out).extend(oids(pg_sys::getOwnedSequences(rel)));
-        }
-    }
-}
-
-/// `find_all_inheritors` (catalog/pg_inherits.h), which pgrx does not
-/// bind: a table and its inheritance children and partitions, at every
-/// level.
-mod inheritors {
-    use pgrx::pg_sys::{List, Oid, LOCKMODE};
-    unsafe extern "C-unwind" {
-        fn find_all_inheritors(
-            parent: Oid,
-            lockmode: LOCKMODE,
-            numparents: *mut *mut List,
-        ) -> *mut List;
-    }
-    /// The call, inside pgrx's guard of an FFI boundary.
-    ///
-    /// # Safety
-    /// In a transaction.
-    pub(super) unsafe fn all(
-        parent: Oid,
-        lockmode: LOCKMODE,
-        numparents: *mut *mut List,
-    ) -> *mut List {
-        // SAFETY: a catalog scan of PostgreSQL's; its ERROR becomes a
-        // Rust panic at the boundary.
-        unsafe {
-            pgrx::pg_sys::ffi::pg_guard_ffi_boundary(|| {
-                find_all_inheritors(parent, lockmode, numparents)
-            })
         }
     }
 }

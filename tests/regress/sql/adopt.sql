@@ -861,6 +861,25 @@ SELECT a.attname, pg_get_expr(d.adbin, d.adrelid) AS default, a.attidentity AS i
  WHERE a.attrelid = 'sw.s'::regclass AND a.attnum > 0 ORDER BY a.attnum;
 SELECT seq::text, adopted_by FROM snowflake_id_internal.snowflake_adopted WHERE seq::text LIKE 'sw.s_%' ORDER BY 1;
 SELECT pg_catalog.snowflake_id_fill();   -- only the fill calls it (55000)
+-- A partitioned table's partitions and an inheritance parent's children
+-- are filled too, and keep the default PostgreSQL gives them.
+SET ROLE adopt_owner;
+CREATE TABLE sw.pt (k int) PARTITION BY RANGE (k);
+CREATE TABLE sw.pt1 PARTITION OF sw.pt FOR VALUES FROM (0) TO (10);
+CREATE TABLE sw.pt2 PARTITION OF sw.pt FOR VALUES FROM (10) TO (20);
+INSERT INTO sw.pt SELECT g FROM generate_series(1, 15) g;
+ALTER TABLE sw.pt ADD COLUMN id bigserial;
+CREATE TABLE sw.ip (k int);
+CREATE TABLE sw.ic () INHERITS (sw.ip);
+INSERT INTO sw.ip VALUES (1);
+INSERT INTO sw.ic VALUES (2);
+ALTER TABLE sw.ip ADD COLUMN id bigserial;
+RESET ROLE;
+SELECT tableoid::regclass AS member, count(DISTINCT id) AS ids, min(id) > 4194304 AS snowflake
+  FROM (SELECT tableoid, id FROM sw.pt UNION ALL SELECT tableoid, id FROM sw.ip) m GROUP BY 1 ORDER BY 1;
+SELECT adrelid::regclass AS member, pg_get_expr(adbin, adrelid) AS default FROM pg_attrdef
+ WHERE adrelid IN ('sw.pt'::regclass, 'sw.pt1'::regclass, 'sw.pt2'::regclass, 'sw.ip'::regclass, 'sw.ic'::regclass)
+ ORDER BY 1;
 ALTER SEQUENCE sw.f_id_seq MAXVALUE 100;
 CREATE TEMP TABLE raw_draw (seq regclass CHECK (nextval(seq) > 5));
 INSERT INTO raw_draw VALUES ('sw.f_id_seq');
