@@ -293,3 +293,14 @@ pub fn fill_outside() -> ! {
         Some("Call snowflake_nextval() for a Snowflake ID."),
     )
 }
+
+/// A rewritten `ADD COLUMN` whose table or column something inside its
+/// first step dropped or changed (`super::fill`): the statement stops.
+pub fn fill_changed(table: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!("table \"{table}\" changed while ALTER TABLE ... ADD COLUMN filled its rows"),
+        Some("Code run by the statement (a default's function) dropped or altered the table or the new column.".into()),
+        Some("Run that code in a statement of its own."),
+    )
+}

@@ -38,7 +38,7 @@
 use super::errors;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::ffi::{CStr, CString};
 
 /// A column the rewrite added with a Snowflake fill.
@@ -47,10 +47,15 @@ struct Column {
     /// The statement's identity clause (a `Constraint`, copied), or null
     /// for a `bigserial`.
     identity: *mut pg_sys::Constraint,
+    /// A `bigserial`'s sequence, named as PostgreSQL names it before the
+    /// statement runs.
+    seq: CString,
 }
 
-/// The second step of one rewritten statement.
-struct Pending {
+/// The second step of one rewritten statement, held by the hook's own
+/// frame from [`prepare`] to [`finish`] (an ERROR in between drops it
+/// with the statement).
+pub(super) struct Pending {
     rel: pg_sys::Oid,
     /// Whether the table has inheritance children or partitions, which
     /// the second step recurses to as the first did.
@@ -59,9 +64,53 @@ struct Pending {
 }
 
 thread_local! {
-    static PENDING: RefCell<Vec<Pending>> = const { RefCell::new(Vec::new()) };
-    /// How many rewritten statements are running in this backend.
-    static FILLING: Cell<u32> = const { Cell::new(0) };
+    /// The transaction nesting level of each rewritten statement running
+    /// in this backend (one at a time: a statement run inside one is not
+    /// rewritten). An abort of its (sub)transaction takes it off
+    /// ([`init`]'s callbacks), so no failed statement leaves
+    /// `snowflake_id_fill()` minting (the red-team review of 3c0c0ef, F2).
+    static FILLING: RefCell<Vec<i32>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Register the (sub)transaction callbacks that end a failed statement's
+/// fill: in the postmaster, at preload.
+pub(super) fn init() {
+    // SAFETY: callbacks registered once, in _PG_init of the postmaster.
+    unsafe {
+        pg_sys::RegisterXactCallback(Some(xact_callback), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(subxact_callback), std::ptr::null_mut());
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn xact_callback(
+    event: pg_sys::XactEvent::Type,
+    _arg: *mut std::ffi::c_void,
+) {
+    if event == pg_sys::XactEvent::XACT_EVENT_ABORT
+        || event == pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT
+    {
+        FILLING.with(|f| f.borrow_mut().clear());
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn subxact_callback(
+    event: pg_sys::SubXactEvent::Type,
+    _my: pg_sys::SubTransactionId,
+    _parent: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
+    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
+        // SAFETY: the level of the subtransaction being aborted.
+        let level = unsafe { pg_sys::GetCurrentTransactionNestLevel() };
+        FILLING.with(|f| f.borrow_mut().retain(|&l| l < level));
+    }
+}
+
+/// Whether a rewritten statement is running in this backend.
+fn filling() -> bool {
+    FILLING.with(|f| !f.borrow().is_empty())
 }
 
 /// Mints the Snowflake ID of one row of a rewritten `ADD COLUMN`'s fill
@@ -74,7 +123,7 @@ thread_local! {
 /// ```
 #[pg_extern(sql = false)]
 pub fn snowflake_id_fill() -> i64 {
-    if FILLING.with(|f| f.get()) == 0 {
+    if !filling() {
         errors::fill_outside();
     }
     crate::mint::nextval::snowflake_nextval()
@@ -143,7 +192,10 @@ unsafe fn kind(def: *mut pg_sys::ColumnDef) -> Option<bool> {
                 return None;
             }
             match (*c).contype {
+                // A second identity clause is PostgreSQL's error.
+                pg_sys::ConstrType::CONSTR_IDENTITY if identity => return None,
                 pg_sys::ConstrType::CONSTR_IDENTITY => identity = true,
+                pg_sys::ConstrType::CONSTR_NOTNULL if (*c).is_no_inherit => return None,
                 pg_sys::ConstrType::CONSTR_DEFAULT
                 | pg_sys::ConstrType::CONSTR_GENERATED
                 | pg_sys::ConstrType::CONSTR_NULL => return None,
@@ -234,27 +286,6 @@ unsafe fn switch_on() -> bool {
     }
 }
 
-/// Whether relation `rel` has (or had) inheritance children
-/// (`relhassubclass`).
-///
-/// # Safety
-/// In a transaction.
-unsafe fn has_children(rel: pg_sys::Oid) -> bool {
-    // SAFETY: a syscache look-up by OID, released at once.
-    unsafe {
-        let tup = pg_sys::SearchSysCache1(
-            pg_sys::SysCacheIdentifier::RELOID as _,
-            pg_sys::Datum::from(rel),
-        );
-        if tup.is_null() {
-            return true;
-        }
-        let has = (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_class>(tup)).relhassubclass;
-        pg_sys::ReleaseSysCache(tup);
-        has
-    }
-}
-
 /// The first statement of SQL text `sql`, raw.
 ///
 /// # Safety
@@ -278,12 +309,12 @@ unsafe fn parse(sql: &str) -> *mut pg_sys::Node {
 pub(super) unsafe extern "C-unwind" fn prepare(
     pstmt: *mut *mut pg_sys::PlannedStmt,
     read_only_tree: *mut bool,
-    toplevel: bool,
+    out: *mut Option<Pending>,
 ) -> bool {
-    if toplevel {
-        // What an ERROR left behind.
-        PENDING.with(|p| p.borrow_mut().clear());
-        FILLING.with(|f| f.set(0));
+    // One at a time: a statement run inside a rewritten one (a default's
+    // function) runs as written (the red-team review of 3c0c0ef, F1).
+    if filling() {
+        return false;
     }
     // SAFETY: the statement PostgreSQL passes, an `AlterTableStmt`, and
     // its raw subcommands; copied before any change where read-only.
@@ -293,13 +324,44 @@ pub(super) unsafe extern "C-unwind" fn prepare(
             return false;
         }
         let cmds = (*stmt).cmds;
+        // Only ADD COLUMN and ADD CONSTRAINT: any other subcommand (ALTER
+        // COLUMN … SET GENERATED, SET UNLOGGED, OWNER TO) could act on the
+        // column or its sequence between the two steps, or run where
+        // PostgreSQL makes the sequence (F3, F4).
+        let only_adds = (0..len(cmds)).all(|i| {
+            let c: *mut pg_sys::AlterTableCmd = nth(cmds, i);
+            !c.is_null()
+                && (*c).type_ == pg_sys::NodeTag::T_AlterTableCmd
+                && matches!(
+                    (*c).subtype,
+                    pg_sys::AlterTableType::AT_AddColumn | pg_sys::AlterTableType::AT_AddConstraint
+                )
+        });
+        let added: Vec<CString> = (0..len(cmds))
+            .filter_map(|i| {
+                let def = added_column(nth(cmds, i));
+                (!def.is_null() && !(*def).colname.is_null())
+                    .then(|| CStr::from_ptr((*def).colname).to_owned())
+            })
+            .collect();
+        // A column added twice (IF NOT EXISTS) is PostgreSQL's to sort
+        // out (F3).
         let wanted: Vec<usize> = (0..len(cmds))
             .filter(|&i| {
                 let def = added_column(nth(cmds, i));
-                !def.is_null() && kind(def).is_some()
+                !def.is_null()
+                    && !(*def).colname.is_null()
+                    && kind(def).is_some()
+                    && added
+                        .iter()
+                        .filter(|n| n.as_c_str() == CStr::from_ptr((*def).colname))
+                        .count()
+                        == 1
             })
             .collect();
-        if wanted.is_empty() {
+        // A standby, or a read-only transaction: PostgreSQL's own error
+        // (25006), before any lock (F6).
+        if !only_adds || wanted.is_empty() || pg_sys::RecoveryInProgress() || pg_sys::XactReadOnly {
             return false;
         }
         let Some(rel) = crate::catalog::relation_named((*stmt).relation) else {
@@ -323,14 +385,11 @@ pub(super) unsafe extern "C-unwind" fn prepare(
         {
             return false;
         }
-        // Its inheritance children and partitions, which the statement
-        // fills too (ONLY with children is PostgreSQL's error). None can
-        // come or go while the table is locked.
-        let family = if has_children(rel) {
-            crate::catalog::inheritors(rel)
-        } else {
-            vec![rel]
-        };
+        // Its inheritance children and partitions (pg_inherits itself:
+        // `relhassubclass` outlives a dropped child, F7), which the
+        // statement fills too (ONLY with children is PostgreSQL's error).
+        // None can come or go while the table is locked.
+        let family = crate::catalog::inheritors(rel);
         let children = family.len() > 1;
         if children && !(*(*stmt).relation).inh {
             return false;
@@ -359,6 +418,26 @@ pub(super) unsafe extern "C-unwind" fn prepare(
             }
             chosen.push((i, name));
         }
+        // A bigserial's sequence is named now, as PostgreSQL names it
+        // before anything of the statement runs; two names alike (long
+        // names cut to the same 63 bytes) are left to PostgreSQL.
+        let ns = pg_sys::get_rel_namespace(rel);
+        let relname = pg_sys::get_rel_name(rel);
+        let mut seqs: Vec<CString> = Vec::new();
+        for (i, name) in &chosen {
+            let def = added_column(nth(cmds, *i));
+            let seq = if kind(def) == Some(false) {
+                let s =
+                    pg_sys::ChooseRelationName(relname, name.as_ptr(), c"seq".as_ptr(), ns, false);
+                CStr::from_ptr(s).to_owned()
+            } else {
+                CString::default()
+            };
+            if !seq.is_empty() && seqs.contains(&seq) {
+                return false;
+            }
+            seqs.push(seq);
+        }
         if chosen.is_empty() {
             return false;
         }
@@ -368,7 +447,7 @@ pub(super) unsafe extern "C-unwind" fn prepare(
         }
         let cmds = (*((**pstmt).utilityStmt as *mut pg_sys::AlterTableStmt)).cmds;
         let mut columns = Vec::new();
-        for (i, name) in chosen {
+        for ((i, name), seq) in chosen.into_iter().zip(seqs) {
             let def = added_column(nth(cmds, i));
             // PostgreSQL's own nodes for the filled column, parsed.
             let model: *mut pg_sys::AlterTableStmt = parse(
@@ -403,16 +482,19 @@ pub(super) unsafe extern "C-unwind" fn prepare(
             if identity.is_null() {
                 (*def).typeName = (*model_def).typeName;
             }
-            columns.push(Column { name, identity });
+            columns.push(Column {
+                name,
+                identity,
+                seq,
+            });
         }
-        PENDING.with(|p| {
-            p.borrow_mut().push(Pending {
-                rel,
-                children,
-                columns,
-            })
+        *out = Some(Pending {
+            rel,
+            children,
+            columns,
         });
-        FILLING.with(|f| f.set(f.get() + 1));
+        let level = pg_sys::GetCurrentTransactionNestLevel();
+        FILLING.with(|f| f.borrow_mut().push(level));
         true
     }
 }
@@ -420,18 +502,30 @@ pub(super) unsafe extern "C-unwind" fn prepare(
 /// After the rewritten statement ran: its second step (see the module),
 /// each statement as the caller, through every hook.
 #[pg_guard]
-pub(super) unsafe extern "C-unwind" fn finish(query_string: *const std::ffi::c_char) {
-    FILLING.with(|f| f.set(f.get().saturating_sub(1)));
-    let Some(pending) = PENDING.with(|p| p.borrow_mut().pop()) else {
+pub(super) unsafe extern "C-unwind" fn finish(
+    pending: *mut Option<Pending>,
+    query_string: *const std::ffi::c_char,
+) {
+    FILLING.with(|f| {
+        f.borrow_mut().pop();
+    });
+    // SAFETY: the hook's own value.
+    let Some(pending) = (unsafe { (*pending).take() }) else {
         return;
     };
     // SAFETY: catalog look-ups of the table the statement altered (it
     // holds its lock); PostgreSQL's quoting; our own statements, parsed.
     unsafe {
         let rel = pending.rel;
+        let relname = pg_sys::get_rel_name(rel);
+        // The table and each column as the first step left them, or no
+        // second step at all (a safety net: F1's statement inside the
+        // first step dropped its table).
+        if relname.is_null() || pending.columns.iter().any(|c| !filled(rel, &c.name)) {
+            errors::fill_changed(&crate::convert::as_owner::relation_name(rel));
+        }
         let ns = pg_sys::get_rel_namespace(rel);
         let nsname = pg_sys::get_namespace_name(ns);
-        let relname = pg_sys::get_rel_name(rel);
         let quote = |s: *const std::ffi::c_char| {
             CStr::from_ptr(pg_sys::quote_identifier(s))
                 .to_string_lossy()
@@ -452,9 +546,7 @@ pub(super) unsafe extern "C-unwind" fn finish(query_string: *const std::ffi::c_c
                 run(stmt.cast(), query_string);
                 continue;
             }
-            let seq =
-                pg_sys::ChooseRelationName(relname, col.name.as_ptr(), c"seq".as_ptr(), ns, false);
-            let sequence = format!("{}.{}", quote(nsname), quote(seq));
+            let sequence = format!("{}.{}", quote(nsname), quote(col.seq.as_ptr()));
             let create: *mut pg_sys::CreateSeqStmt =
                 parse(&format!("CREATE SEQUENCE {sequence} AS pg_catalog.int8")).cast();
             // As PostgreSQL makes a serial's: its table's owner owns it.
@@ -481,6 +573,33 @@ pub(super) unsafe extern "C-unwind" fn finish(query_string: *const std::ffi::c_c
                 query_string,
             );
         }
+    }
+}
+
+/// Whether column `name` of `rel` is there with the first step's default,
+/// `snowflake_id_fill()`.
+///
+/// # Safety
+/// In a transaction; the relation exists and is locked; guarded.
+unsafe fn filled(rel: pg_sys::Oid, name: &CStr) -> bool {
+    // SAFETY: the relation opened under the statement's lock; its
+    // default built as PostgreSQL builds it.
+    unsafe {
+        let attnum = pg_sys::get_attnum(rel, name.as_ptr());
+        if attnum == pg_sys::InvalidAttrNumber as i16 {
+            return false;
+        }
+        let r = pg_sys::relation_open(rel, pg_sys::NoLock as _);
+        let expr = pg_sys::build_column_default(r, attnum as _);
+        pg_sys::relation_close(r, pg_sys::NoLock as _);
+        if expr.is_null() || (*expr).type_ != pg_sys::NodeTag::T_FuncExpr {
+            return false;
+        }
+        let f = (*(expr as *mut pg_sys::FuncExpr)).funcid;
+        let fname = pg_sys::get_func_name(f);
+        pg_sys::get_func_namespace(f) == pg_sys::Oid::from(pg_sys::PG_CATALOG_NAMESPACE)
+            && !fname.is_null()
+            && CStr::from_ptr(fname) == c"snowflake_id_fill"
     }
 }
 

@@ -79,6 +79,7 @@ pub fn init() {
     shared::init();
     list::init();
     copy::init();
+    fill::init();
     fence_hint::init();
     labels::init();
     planner::init();

@@ -391,6 +391,23 @@ grep -q 'canceling statement due to lock timeout' "$BASE/drop16.out" \
     || die "DROP DATABASE IF EXISTS behind a lock on pg_database: $(cat "$BASE/drop16.out")"
 [ "$(q -c "SELECT pg_postmaster_start_time()")" = "$started" ] \
     || die "the server restarted after a DROP DATABASE timed out in the utility hook"
+log "17. ADD COLUMN in a read-only transaction while another session reads the table"
+# The rewrite of ADD COLUMN (src/adopt/fill.rs) locked the table before
+# PostgreSQL's own read-only check, so a read-only transaction's ALTER
+# queued behind a reader, and every later reader behind it (the red-team
+# review of 3c0c0ef, F6: here it timed out waiting). Now PostgreSQL's
+# 25006 comes at once.
+q -d app -c "SELECT snowflake_adopt_sequences()" -c "CREATE TABLE ro17 (v int)" -c "INSERT INTO ro17 VALUES (1)" >/dev/null
+q -d app -c "BEGIN" -c "SELECT count(*) FROM ro17" -c "SELECT pg_sleep(3)" >/dev/null &
+reader=$!
+for _ in $(seq 1 100); do
+    [ "$(q -d app -c "SELECT count(*) FROM pg_locks WHERE relation = 'ro17'::regclass AND granted")" -ge 1 ] && break
+    sleep 0.05
+done
+out=$(q -d app -c "SET lock_timeout = '2s'" -c "BEGIN READ ONLY" -c "ALTER TABLE ro17 ADD COLUMN id bigserial" 2>&1 || true)
+wait "$reader" || true
+grep -q 'cannot execute ALTER TABLE in a read-only transaction' <<< "$out" \
+    || die "ADD COLUMN in a read-only transaction did not get PostgreSQL's 25006 at once: $out"
 log "15. pg_dumpall into a new cluster, and pg_upgrade: the switch and the adoptions hold (issue 63)"
 q -d app -c "SELECT snowflake_adopt_sequences()" >/dev/null
 want=$(q -d app -c "SELECT string_agg(seq::text, ' ' ORDER BY seq::text) FROM snowflake_id_internal.snowflake_adopted")
