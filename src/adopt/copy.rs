@@ -60,7 +60,9 @@ enum What {
     },
     /// Identity column `att` (0-based) of an adopted sequence: no longer
     /// an identity, and a default (`seq_identity(seq)`) added in a new
-    /// array of defaults (`new`, one longer than `old`).
+    /// array of defaults (`new`, one longer than `old`); or a column of a
+    /// domain whose default draws, given that default, swapped, as its
+    /// own.
     Identity {
         att: usize,
         identity: std::ffi::c_char,
@@ -228,6 +230,27 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(
                 }
             }
         }
+        // Columns of a domain whose default draws (a domain's default is
+        // no column's, so COPY reads it from the type): the entry gets it
+        // as the column's own, swapped (issue 63, part 2: it met the
+        // fence). Read here, before the swaps, as the identities are.
+        let mut domains = vec![];
+        for i in 0..(*(*rel).rd_att).natts as usize {
+            let att = attribute((*rel).rd_att, i);
+            if (*att).attisdropped
+                || (*att).attidentity != 0
+                || (*att).attgenerated != 0
+                || (*att).atthasdef
+                || !left(i + 1)
+                || pg_sys::get_typtype((*att).atttypid) as u8 != pg_sys::TYPTYPE_DOMAIN
+            {
+                continue;
+            }
+            let e = pg_sys::get_typdefault((*att).atttypid);
+            if !e.is_null() && draw_in(e, std::ptr::null_mut()) {
+                domains.push((i, e));
+            }
+        }
         let desc = (*rel).rd_att;
         let constr = (*desc).constr;
         let mut n = 0;
@@ -269,12 +292,27 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(
             // Adopted identity columns (issue 63: they stay identities):
             // COPY draws an identity's value where no extension can step
             // in, so in this entry the column is no identity for now, and
-            // defaults to `seq_identity(seq)`.
-            for (i, seq) in identities {
+            // defaults to `seq_identity(seq)`. And the domains' defaults,
+            // swapped, as their columns' own.
+            let added = identities
+                .into_iter()
+                .map(|(i, seq)| (i, Some(seq), std::ptr::null_mut()))
+                .chain(domains.into_iter().map(|(i, e)| (i, None, e)));
+            for (i, seq, domain) in added {
                 let att = attribute(desc, i);
+                let expr: *mut pg_sys::Node = match seq {
+                    Some(seq) => {
+                        identities_swapped += 1;
+                        identity_draw(adopting.copy_identity, seq).cast()
+                    }
+                    None => {
+                        swap(domain, (&raw mut f).cast());
+                        count_calls(domain, (&raw mut calls).cast());
+                        domain
+                    }
+                };
                 let old_cxt = pg_sys::MemoryContextSwitchTo(pg_sys::CacheMemoryContext);
-                let adbin = pg_sys::nodeToString(identity_draw(adopting.copy_identity, seq).cast());
-                identities_swapped += 1;
+                let adbin = pg_sys::nodeToString(expr.cast());
                 let count = (*constr).num_defval as usize;
                 let size = std::mem::size_of::<pg_sys::AttrDefault>() * (count + 1);
                 let new = pg_sys::palloc(size) as *mut pg_sys::AttrDefault;

@@ -1,6 +1,6 @@
 //! The fence's error says where the draw came from. A `nextval()` that no
-//! plan makes (a `CHECK` constraint, a domain's default, a subscriber's
-//! apply, the fill of `ALTER TABLE … ADD COLUMN`) reaches an adopted
+//! plan makes (a `CHECK` constraint, a subscriber's apply, the `COPY`
+//! and `ADD COLUMN` cases docs/adopting-paths.md lists) reaches an adopted
 //! sequence's own counter, which stops at the fence (`adopt_record`):
 //! PostgreSQL's 2200H, "nextval: reached maximum value of sequence", with
 //! no HINT. Where this backend knows of adopted sequences in its
@@ -63,7 +63,7 @@ unsafe extern "C-unwind" fn emit(edata: *mut pg_sys::ErrorData) {
         }
         hint.extend_from_slice(
             b" is adopted by snowflake_id, this nextval() was evaluated where no plan is made \
-              (a CHECK constraint, a domain's default, a subscriber's apply, the fill of ALTER TABLE ... ADD COLUMN), \
+              (a CHECK constraint, a subscriber's apply, a COPY or ALTER TABLE case that docs/adopting-paths.md lists), \
               which draws the sequence's own values only up to its fence. Call nextval() inside the statement instead; \
               see docs/adopting.md.",
         );

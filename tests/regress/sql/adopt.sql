@@ -730,6 +730,23 @@ SELECT setval('adopt.own', 5) AS returned;
 DROP SEQUENCE adopt.own;
 DROP TABLE adopt.cf, adopt.cd, adopt.ct;
 DROP DOMAIN adopt.drawn;
+-- Issue 63, part 2: a domain's default that draws from an adopted
+-- sequence gets Snowflake IDs in COPY too (on 7a439be it met the fence,
+-- 2200H), and currval() follows the last row.
+CREATE SEQUENCE adopt.dseq;
+SELECT snowflake_adopt_sequence('adopt.dseq');
+CREATE DOMAIN adopt.dkey AS bigint DEFAULT nextval('adopt.dseq');
+CREATE TABLE adopt.dk (id adopt.dkey PRIMARY KEY, v text);
+COPY adopt.dk (v) FROM STDIN;
+a
+b
+\.
+SELECT count(DISTINCT id) AS ids, min(snowflake_worker_id(id)) AS worker, min(id) > 4194304 AS snowflake,
+       currval('adopt.dseq') = max(id) AS currval_is_last FROM adopt.dk;
+SELECT pg_get_expr(adbin, adrelid) AS column_default FROM pg_attrdef WHERE adrelid = 'adopt.dk'::regclass;
+DROP TABLE adopt.dk;
+DROP DOMAIN adopt.dkey;
+DROP SEQUENCE adopt.dseq;
 DROP FUNCTION adopt.take_one();
 DROP TABLE adopt.par, adopt.dflt CASCADE;
 SELECT snowflake_worker_id(nextval('adopt.hib')) AS worker;   -- the last value, for lastval() below
