@@ -1686,6 +1686,17 @@ BEGIN
                                                                   THEN replace(seq::text, chr(92), chr(92) || chr(92))
                                                                   ELSE seq::text END, '''', '''''') || '''::regclass)';
     END IF;
+    -- An unlogged sequence is not adopted (a crash puts it back as its
+    -- init fork holds it): a conversion that would keep and adopt one is
+    -- refused before it changes anything (issue 63's fifth review: the
+    -- offline one failed at the end and rolled back, the online one
+    -- stopped at its swap).
+    IF adopt_seq AND EXISTS (SELECT FROM pg_class sc WHERE sc.oid = seq AND sc.relpersistence = 'u') THEN
+        RAISE EXCEPTION 'cannot convert column "%" of unlogged relation "%"', col, tbl
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = format('Its sequence %s is unlogged, and an unlogged sequence cannot be adopted: a crash would put it back as it was first written.', seq),
+                  HINT = format('Make the table logged first: ALTER TABLE %s SET LOGGED.', tbl);
+    END IF;
 
     -- The column and every foreign-key column referencing it, transitively.
     FOR w IN
