@@ -137,39 +137,10 @@ unsafe extern "C-unwind" fn put_back_all(refuse: bool) {
     }
 }
 
-/// Register the (sub)transaction callbacks that put entries back after a
-/// failed `COPY`: in the postmaster, at preload.
+/// Have an abort put back the entries a failed `COPY` swapped: at
+/// preload.
 pub(super) fn init() {
-    // SAFETY: callbacks registered once, in _PG_init of the postmaster.
-    unsafe {
-        pg_sys::RegisterXactCallback(Some(xact_callback), std::ptr::null_mut());
-        pg_sys::RegisterSubXactCallback(Some(subxact_callback), std::ptr::null_mut());
-    }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn xact_callback(
-    event: pg_sys::XactEvent::Type,
-    _arg: *mut std::ffi::c_void,
-) {
-    if event == pg_sys::XactEvent::XACT_EVENT_ABORT
-        || event == pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT
-    {
-        put_back(0, false);
-    }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn subxact_callback(
-    event: pg_sys::SubXactEvent::Type,
-    _my: pg_sys::SubTransactionId,
-    _parent: pg_sys::SubTransactionId,
-    _arg: *mut std::ffi::c_void,
-) {
-    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
-        // SAFETY: the level of the subtransaction being aborted.
-        put_back(unsafe { pg_sys::GetCurrentTransactionNestLevel() }, false);
-    }
+    super::aborts::on_abort(|level| put_back(level, false));
 }
 
 /// Before a `COPY … FROM` into `relid` that leaves a column to its

@@ -72,40 +72,9 @@ thread_local! {
     static FILLING: RefCell<Vec<i32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Register the (sub)transaction callbacks that end a failed statement's
-/// fill: in the postmaster, at preload.
+/// Have an abort end a failed statement's fill: at preload.
 pub(super) fn init() {
-    // SAFETY: callbacks registered once, in _PG_init of the postmaster.
-    unsafe {
-        pg_sys::RegisterXactCallback(Some(xact_callback), std::ptr::null_mut());
-        pg_sys::RegisterSubXactCallback(Some(subxact_callback), std::ptr::null_mut());
-    }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn xact_callback(
-    event: pg_sys::XactEvent::Type,
-    _arg: *mut std::ffi::c_void,
-) {
-    if event == pg_sys::XactEvent::XACT_EVENT_ABORT
-        || event == pg_sys::XactEvent::XACT_EVENT_PARALLEL_ABORT
-    {
-        FILLING.with(|f| f.borrow_mut().clear());
-    }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn subxact_callback(
-    event: pg_sys::SubXactEvent::Type,
-    _my: pg_sys::SubTransactionId,
-    _parent: pg_sys::SubTransactionId,
-    _arg: *mut std::ffi::c_void,
-) {
-    if event == pg_sys::SubXactEvent::SUBXACT_EVENT_ABORT_SUB {
-        // SAFETY: the level of the subtransaction being aborted.
-        let level = unsafe { pg_sys::GetCurrentTransactionNestLevel() };
-        FILLING.with(|f| f.borrow_mut().retain(|&l| l < level));
-    }
+    super::aborts::on_abort(|level| FILLING.with(|f| f.borrow_mut().retain(|&l| l < level)));
 }
 
 /// Whether a rewritten statement is running in this backend.

@@ -20,6 +20,8 @@
 //!   schema (`pg_dump -s`);
 //! - [`copy`]: `COPY … FROM`'s defaults, swapped in this backend's
 //!   relation cache entry while it runs;
+//! - [`aborts`]: what a failed statement left in the backend, put back
+//!   at its (sub)transaction's abort;
 //! - [`fill`]: `ALTER TABLE … ADD COLUMN` of a `bigserial` or `bigint`
 //!   identity, whose rows get Snowflake IDs;
 //! - [`session`]: the session's `currval`/`lastval` values;
@@ -51,6 +53,7 @@
 //! SELECT snowflake_decode(currval('orders_id_seq'));
 //! ```
 
+mod aborts;
 pub mod calls;
 mod copy;
 mod errors;
@@ -78,6 +81,7 @@ use pgrx::prelude::*;
 pub fn init() {
     shared::init();
     list::init();
+    aborts::init();
     copy::init();
     fill::init();
     fence_hint::init();

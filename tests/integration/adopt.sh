@@ -383,6 +383,12 @@ started=$(q -c "SELECT pg_postmaster_start_time()")
 q -c "DO \$\$ BEGIN FOR i IN 1 .. 1200 LOOP EXIT WHEN EXISTS (SELECT FROM pg_locks WHERE relation = 'pg_database'::regclass AND mode = 'AccessExclusiveLock' AND granted); PERFORM pg_sleep(0.05); END LOOP; END \$\$" \
   -c "SET lock_timeout = '300ms'" -c "DROP DATABASE IF EXISTS never_made" >"$BASE/drop16.out" 2>&1 &
 waiter=$!
+# Only once the waiter is connected: a connection made while the lock is
+# held waits for it, and then finds it gone.
+for _ in $(seq 1 200); do
+    [ "$(q -c "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'DO %pg_locks%' AND pid <> pg_backend_pid()")" -ge 1 ] && break
+    sleep 0.05
+done
 q -c "BEGIN" -c "LOCK pg_database IN ACCESS EXCLUSIVE MODE" -c "SELECT pg_sleep(3)" >/dev/null &
 locker=$!
 wait "$waiter" || true
