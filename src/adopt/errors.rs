@@ -300,7 +300,7 @@ pub fn fill_changed(table: &str) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!("table \"{table}\" changed while ALTER TABLE ... ADD COLUMN filled its rows"),
-        Some("Code run by the statement (a default's function) dropped or altered the table or the new column.".into()),
+        Some("Code run by the statement (a default's function, an event trigger) dropped or altered the table or the new column, or made a table from it.".into()),
         Some("Run that code in a statement of its own."),
     )
 }

@@ -52,34 +52,44 @@ struct Column {
     seq: CString,
 }
 
-/// The second step of one rewritten statement, held by the hook's own
-/// frame from [`prepare`] to [`finish`] (an ERROR in between drops it
-/// with the statement).
-pub(super) struct Pending {
+/// The second step of the rewritten statement running in this backend.
+struct Pending {
+    /// The transaction nesting level of the statement.
+    level: i32,
     rel: pg_sys::Oid,
-    /// Whether the table has inheritance children or partitions, which
-    /// the second step recurses to as the first did.
-    children: bool,
+    /// Whether the second step recurses to inheritance children and
+    /// partitions, as the first did (never `ONLY` on a partitioned table,
+    /// which PostgreSQL refuses for an identity: the red-team review of
+    /// 7a439be, F1).
+    recurse: bool,
     columns: Vec<Column>,
 }
 
 thread_local! {
-    /// The transaction nesting level of each rewritten statement running
-    /// in this backend (one at a time: a statement run inside one is not
-    /// rewritten). An abort of its (sub)transaction takes it off
-    /// ([`init`]'s callbacks), so no failed statement leaves
-    /// `snowflake_id_fill()` minting (the red-team review of 3c0c0ef, F2).
-    static FILLING: RefCell<Vec<i32>> = const { RefCell::new(Vec::new()) };
+    /// The rewritten statement running in this backend, from [`prepare`]
+    /// to [`finish`] (one at a time: a statement run inside one is not
+    /// rewritten). An abort of its (sub)transaction drops it ([`init`]),
+    /// so no failed statement leaves `snowflake_id_fill()` minting (the
+    /// red-team review of 3c0c0ef, F1 and F2), nor its memory behind
+    /// (that of 7a439be, F3).
+    static PENDING: RefCell<Option<Pending>> = const { RefCell::new(None) };
 }
 
-/// Have an abort end a failed statement's fill: at preload.
+/// Have an abort drop a failed statement's fill: at preload.
 pub(super) fn init() {
-    super::aborts::on_abort(|level| FILLING.with(|f| f.borrow_mut().retain(|&l| l < level)));
+    super::aborts::on_abort(|level| {
+        PENDING.with(|p| {
+            let mut p = p.borrow_mut();
+            if p.as_ref().is_some_and(|f| f.level >= level) {
+                *p = None;
+            }
+        })
+    });
 }
 
 /// Whether a rewritten statement is running in this backend.
 fn filling() -> bool {
-    FILLING.with(|f| !f.borrow().is_empty())
+    PENDING.with(|p| p.borrow().is_some())
 }
 
 /// Mints the Snowflake ID of one row of a rewritten `ADD COLUMN`'s fill
@@ -278,7 +288,6 @@ unsafe fn parse(sql: &str) -> *mut pg_sys::Node {
 pub(super) unsafe extern "C-unwind" fn prepare(
     pstmt: *mut *mut pg_sys::PlannedStmt,
     read_only_tree: *mut bool,
-    out: *mut Option<Pending>,
 ) -> bool {
     // One at a time: a statement run inside a rewritten one (a default's
     // function) runs as written (the red-team review of 3c0c0ef, F1).
@@ -457,13 +466,16 @@ pub(super) unsafe extern "C-unwind" fn prepare(
                 seq,
             });
         }
-        *out = Some(Pending {
-            rel,
-            children,
-            columns,
-        });
         let level = pg_sys::GetCurrentTransactionNestLevel();
-        FILLING.with(|f| f.borrow_mut().push(level));
+        let recurse = children || relkind == pg_sys::RELKIND_PARTITIONED_TABLE;
+        PENDING.with(|p| {
+            *p.borrow_mut() = Some(Pending {
+                level,
+                rel,
+                recurse,
+                columns,
+            })
+        });
         true
     }
 }
@@ -471,15 +483,8 @@ pub(super) unsafe extern "C-unwind" fn prepare(
 /// After the rewritten statement ran: its second step (see the module),
 /// each statement as the caller, through every hook.
 #[pg_guard]
-pub(super) unsafe extern "C-unwind" fn finish(
-    pending: *mut Option<Pending>,
-    query_string: *const std::ffi::c_char,
-) {
-    FILLING.with(|f| {
-        f.borrow_mut().pop();
-    });
-    // SAFETY: the hook's own value.
-    let Some(pending) = (unsafe { (*pending).take() }) else {
+pub(super) unsafe extern "C-unwind" fn finish(query_string: *const std::ffi::c_char) {
+    let Some(pending) = PENDING.with(|p| p.borrow_mut().take()) else {
         return;
     };
     // SAFETY: catalog look-ups of the table the statement altered (it
@@ -501,7 +506,7 @@ pub(super) unsafe extern "C-unwind" fn finish(
                 .into_owned()
         };
         let table = format!("{}.{}", quote(nsname), quote(relname));
-        let only = if pending.children { "" } else { "ONLY " };
+        let only = if pending.recurse { "" } else { "ONLY " };
         for col in pending.columns {
             let column = quote(col.name.as_ptr());
             if !col.identity.is_null() {
@@ -542,7 +547,41 @@ pub(super) unsafe extern "C-unwind" fn finish(
                 query_string,
             );
         }
+        // Nothing made during the first step keeps its default: a table
+        // made from the column meanwhile (INHERITS, LIKE … INCLUDING
+        // DEFAULTS, by code the statement ran, or an event trigger) would
+        // call `snowflake_id_fill()` for ever (the red-team review of
+        // 7a439be, F2). Only this transaction's defaults are looked at: a
+        // role's own call of it elsewhere stops no one else's statement.
+        if fill_default_left() {
+            errors::fill_changed(&crate::convert::as_owner::relation_name(rel));
+        }
     }
+}
+
+/// Whether a column default that this transaction made still calls
+/// `pg_catalog.snowflake_id_fill()`.
+fn fill_default_left() -> bool {
+    let xmins: Vec<i64> = Spi::connect(|client| {
+        client
+            .select(
+                "SELECT d.xmin::pg_catalog.text::pg_catalog.int8 FROM pg_catalog.pg_depend d \
+                  WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_attrdef'::pg_catalog.regclass \
+                    AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass \
+                    AND d.refobjid OPERATOR(pg_catalog.=) 'pg_catalog.snowflake_id_fill()'::pg_catalog.regprocedure",
+                None,
+                &[],
+            )
+            .map(|rows| {
+                rows.filter_map(|r| r.get::<i64>(1).ok().flatten())
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
+    // SAFETY: a test of this backend's transaction state.
+    xmins.into_iter().any(|x| unsafe {
+        pg_sys::TransactionIdIsCurrentTransactionId(pg_sys::TransactionId::from(x as u32))
+    })
 }
 
 /// Whether column `name` of `rel` is there with the first step's default,

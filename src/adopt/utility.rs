@@ -122,10 +122,9 @@ unsafe extern "C-unwind" fn utility(
         }
         // ADD COLUMN of a bigserial or bigint identity while the switch is
         // on: its rows filled with Snowflake IDs (`super::fill`).
-        let mut fill: Option<super::fill::Pending> = None;
         let filled = !stmt.is_null()
             && (*stmt).type_ == pg_sys::NodeTag::T_AlterTableStmt
-            && super::fill::prepare(&raw mut pstmt, &raw mut read_only_tree, &raw mut fill);
+            && super::fill::prepare(&raw mut pstmt, &raw mut read_only_tree);
         let next = PREV_UTILITY.unwrap_or(standard_ProcessUtility);
         next(
             pstmt,
@@ -138,7 +137,7 @@ unsafe extern "C-unwind" fn utility(
             qc,
         );
         if filled {
-            super::fill::finish(&raw mut fill, query_string);
+            super::fill::finish(query_string);
         }
         super::copy::put_back_copy(swapped);
         if !truncated.is_empty() {
