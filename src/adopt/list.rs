@@ -408,6 +408,18 @@ fn read_if_unknown() {
     }
 }
 
+/// What this backend knows of its database, asking nothing of
+/// PostgreSQL: `Some(false)` without the extension (as [`active`] answers
+/// then: no swaps), `Some(true)` with its list read, `None` not yet (the
+/// next [`active`] reads it).
+pub(super) fn known() -> Option<bool> {
+    KNOWN.with(|k| match *k.borrow() {
+        Known::Absent => Some(false),
+        Known::Loaded { .. } => Some(true),
+        Known::Unknown => None,
+    })
+}
+
 /// The swaps to make in this database's statements, if any.
 pub(super) fn active() -> Option<Fns> {
     read_if_unknown();

@@ -10,9 +10,11 @@
 //! the function of each such call in place (same arguments, same result
 //! type), so the plan, EXPLAIN aside, is the one PostgreSQL made.
 //!
-//! Cost: a database without adopted sequences (or without the extension)
-//! pays one backend-local flag test per planned statement; one with them
-//! a walk of the statement's tree ([`super::walk::swap`]). Which
+//! Cost: a statement whose tree plainly holds nothing to swap pays a
+//! look at its nodes ([`super::walk::clean`]); any other, in a database
+//! without adopted sequences (or without the extension), one
+//! backend-local flag test; in one with them, a walk of the statement's
+//! tree ([`super::walk::swap`]). Which
 //! sequences are adopted is [`super::list`]'s. Operators whose function
 //! is one of the four are swapped too; `CALL`'s arguments, evaluated
 //! without a plan, are swapped in [`super::utility`]'s hook, which also
@@ -81,13 +83,24 @@ unsafe extern "C-unwind" fn planner(
     unsafe {
         // A statement planned while a COPY's swap lives (`super::copy`).
         super::copy::statement_starts();
+        let next = PREV_PLANNER.unwrap_or(standard_planner);
+        // A database without the extension, as this backend knows it; and,
+        // once it has read the list, most statements hold nothing to swap,
+        // which a look cheaper than the walk tells (`walk::clean`).
+        let skip = match list::known() {
+            Some(false) => true,
+            Some(true) => super::walk::clean(parse.cast(), 0),
+            None => false,
+        };
+        if skip {
+            return next(parse, query_string, cursor_options, bound_params);
+        }
         let mut f = swaps();
         if f.nextval != pg_sys::Oid::INVALID {
             swap(parse.cast(), (&raw mut f).cast());
         } else if list::unreadable() && mentions(parse.cast(), std::ptr::null_mut()) {
             list::refuse_unreadable();
         }
-        let next = PREV_PLANNER.unwrap_or(standard_planner);
         next(parse, query_string, cursor_options, bound_params)
     }
 }

@@ -542,3 +542,141 @@ pub(super) unsafe extern "C-unwind" fn swap(
         raw::expression_tree_walker(node, Some(swap), ctx)
     }
 }
+
+/// Whether a statement's tree certainly holds nothing for [`swap`] to do:
+/// no call of the four (as a function or through an operator), no
+/// function of a user's (whose default arguments may call them), no
+/// identity draw, and nothing this test does not know (a subquery, a
+/// CTE, a sublink, a view expanded or a policy added by the rewriter, an
+/// aggregate). Read-only and calling nothing of PostgreSQL's, so the
+/// planner hook asks it first: a statement such as `pgbench -S`'s is then
+/// planned as on stock PostgreSQL, without the walk or the list's look-up
+/// (issue 63, part 7: the walk cost 1.3% of that statement). `false`
+/// sends the statement to the full walk; so does a tree deeper than 200
+/// levels (PostgreSQL's walkers check the stack, this does not).
+///
+/// # Safety
+/// `node` is a valid node of a query tree, or null.
+pub(super) unsafe fn clean(node: *mut pg_sys::Node, depth: u32) -> bool {
+    use pg_sys::NodeTag as T;
+    if node.is_null() {
+        return true;
+    }
+    if depth > 200 {
+        return false;
+    }
+    let d = depth + 1;
+    // SAFETY: each node read as the type its tag names; lists as lists.
+    unsafe {
+        match (*node).type_ {
+            T::T_Query => {
+                let q = &*(node as *mut pg_sys::Query);
+                matches!(
+                    q.commandType,
+                    pg_sys::CmdType::CMD_SELECT
+                        | pg_sys::CmdType::CMD_INSERT
+                        | pg_sys::CmdType::CMD_UPDATE
+                        | pg_sys::CmdType::CMD_DELETE
+                ) && q.utilityStmt.is_null()
+                    && q.cteList.is_null()
+                    && q.onConflict.is_null()
+                    && q.mergeActionList.is_null()
+                    && q.withCheckOptions.is_null()
+                    && q.setOperations.is_null()
+                    && q.windowClause.is_null()
+                    && q.havingQual.is_null()
+                    && q.limitOffset.is_null()
+                    && q.limitCount.is_null()
+                    && clean_list(q.rtable, d)
+                    && clean(q.jointree.cast(), d)
+                    && clean_list(q.targetList, d)
+                    && clean_list(q.returningList, d)
+            }
+            T::T_RangeTblEntry => {
+                let r = &*(node as *mut pg_sys::RangeTblEntry);
+                r.rtekind == pg_sys::RTEKind::RTE_RELATION
+                    && r.tablesample.is_null()
+                    && r.securityQuals.is_null()
+            }
+            T::T_FromExpr => {
+                let f = &*(node as *mut pg_sys::FromExpr);
+                clean_list(f.fromlist, d) && clean(f.quals, d)
+            }
+            T::T_JoinExpr => {
+                let j = &*(node as *mut pg_sys::JoinExpr);
+                clean(j.larg, d) && clean(j.rarg, d) && clean(j.quals, d)
+            }
+            T::T_List => clean_list(node.cast(), d),
+            T::T_IntList | T::T_OidList => true,
+            T::T_TargetEntry => clean((*(node as *mut pg_sys::TargetEntry)).expr.cast(), d),
+            T::T_RangeTblRef | T::T_Var | T::T_Const | T::T_Param | T::T_SortGroupClause => true,
+            T::T_FuncExpr => {
+                let f = &*(node as *mut pg_sys::FuncExpr);
+                plain(f.funcid) && clean_list(f.args, d)
+            }
+            T::T_OpExpr | T::T_DistinctExpr | T::T_NullIfExpr => {
+                let o = &*(node as *mut pg_sys::OpExpr);
+                plain(o.opfuncid) && clean_list(o.args, d)
+            }
+            T::T_ScalarArrayOpExpr => {
+                let o = &*(node as *mut pg_sys::ScalarArrayOpExpr);
+                plain(o.opfuncid) && clean_list(o.args, d)
+            }
+            T::T_BoolExpr => clean_list((*(node as *mut pg_sys::BoolExpr)).args, d),
+            T::T_RelabelType => clean((*(node as *mut pg_sys::RelabelType)).arg.cast(), d),
+            T::T_CoerceViaIO => clean((*(node as *mut pg_sys::CoerceViaIO)).arg.cast(), d),
+            T::T_NullTest => clean((*(node as *mut pg_sys::NullTest)).arg.cast(), d),
+            T::T_BooleanTest => clean((*(node as *mut pg_sys::BooleanTest)).arg.cast(), d),
+            T::T_CoalesceExpr => clean_list((*(node as *mut pg_sys::CoalesceExpr)).args, d),
+            T::T_MinMaxExpr => clean_list((*(node as *mut pg_sys::MinMaxExpr)).args, d),
+            T::T_ArrayExpr => clean_list((*(node as *mut pg_sys::ArrayExpr)).elements, d),
+            T::T_CaseExpr => {
+                let c = &*(node as *mut pg_sys::CaseExpr);
+                clean(c.arg.cast(), d) && clean_list(c.args, d) && clean(c.defresult.cast(), d)
+            }
+            T::T_CaseWhen => {
+                let w = &*(node as *mut pg_sys::CaseWhen);
+                clean(w.expr.cast(), d) && clean(w.result.cast(), d)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// [`clean`] of every element of a list of nodes (`NIL`: true).
+///
+/// # Safety
+/// `list` is a valid list of nodes, or null.
+unsafe fn clean_list(list: *mut pg_sys::List, depth: u32) -> bool {
+    if list.is_null() {
+        return true;
+    }
+    // SAFETY: the list's own elements.
+    unsafe {
+        let n = (*list).length as usize;
+        let cells = (*list).elements;
+        for i in 0..n {
+            if !clean((*cells.add(i)).ptr_value.cast(), depth) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// A built-in function that is none of the four: its defaults are
+/// PostgreSQL's, and it draws from no sequence itself ([`clean`]).
+#[inline]
+fn plain(f: pg_sys::Oid) -> bool {
+    let f = f.to_u32();
+    f != 0
+        && f < pg_sys::FirstNormalObjectId
+        && !matches!(
+            f,
+            pg_sys::F_NEXTVAL
+                | pg_sys::F_CURRVAL
+                | pg_sys::F_SETVAL_REGCLASS_INT8
+                | pg_sys::F_SETVAL_REGCLASS_INT8_BOOL
+                | pg_sys::F_LASTVAL
+        )
+}

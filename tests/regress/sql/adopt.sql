@@ -542,6 +542,22 @@ SELECT snowflake_worker_id(adopt.g_atomic()) AS g_atomic, snowflake_worker_id(ad
 CREATE VIEW adopt.vn AS SELECT nextval('adopt.fo_id_seq') AS n;
 CREATE FUNCTION adopt.srf() RETURNS SETOF bigint LANGUAGE sql STABLE AS 'SELECT n FROM adopt.vn';
 SELECT snowflake_worker_id(n) AS srf_worker FROM adopt.srf() n;
+-- The planner's quick look at a statement (walk::clean, issue 63 part 7)
+-- leaves to the full walk what the rewriter adds: a view's query, a
+-- policy's quals, a sublink's query.
+SELECT snowflake_worker_id(n) AS view_worker FROM adopt.vn;
+SELECT (SELECT snowflake_worker_id(n) FROM adopt.vn) AS sublink_worker;
+CREATE TABLE adopt.rls (v int);
+INSERT INTO adopt.rls VALUES (1);
+ALTER TABLE adopt.rls ENABLE ROW LEVEL SECURITY;
+CREATE POLICY drawn ON adopt.rls USING (snowflake_worker_id(nextval('adopt.fo_id_seq')) = 42);
+GRANT SELECT ON adopt.rls TO adopt_plain;
+GRANT USAGE ON SEQUENCE adopt.fo_id_seq TO adopt_plain;
+SET ROLE adopt_plain;
+SELECT v AS policy_row FROM adopt.rls;
+RESET ROLE;
+DROP TABLE adopt.rls;
+REVOKE USAGE ON SEQUENCE adopt.fo_id_seq FROM adopt_plain;
 DROP FUNCTION adopt.srf(), adopt.g_atomic(), adopt.g_string(), adopt.fdef(int, bigint);
 DROP VIEW adopt.vn;
 -- The red-team review of 7d48b49, each open on it. F1: CYCLE on an
@@ -941,6 +957,31 @@ SELECT a.attname, a.atttypid::regtype, a.attidentity AS identity, pg_get_expr(d.
 SELECT c.relpersistence, EXISTS (SELECT FROM snowflake_id_internal.snowflake_adopted WHERE seq = c.oid) AS adopted
   FROM pg_class c WHERE c.oid = 'sw.ru_b_seq'::regclass;
 SELECT id > 4194304 AS snowflake FROM sw.rp;
+-- The red-team review of 7a439be. F1: an identity added to a partitioned
+-- table without partitions, as on stock PostgreSQL (on 7a439be: refused,
+-- the second step said ONLY). F2: a table made from the column while the
+-- first step runs would keep the fill's default: the statement is
+-- refused, 55000 (on 7a439be the child kept snowflake_id_fill(), and
+-- every insert into it failed).
+SET ROLE adopt_owner;
+CREATE TABLE sw.pe (k int) PARTITION BY LIST (k);
+ALTER TABLE sw.pe ADD COLUMN id bigint GENERATED ALWAYS AS IDENTITY;
+CREATE TABLE sw.pe1 PARTITION OF sw.pe FOR VALUES IN (1);
+INSERT INTO sw.pe (k) VALUES (1) RETURNING id > 4194304 AS snowflake;
+CREATE TABLE sw.lk (v int);
+INSERT INTO sw.lk VALUES (1);
+CREATE FUNCTION sw.make_child() RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+  IF to_regclass('sw.lk_child') IS NULL THEN
+    CREATE TABLE sw.lk_child () INHERITS (sw.lk);
+  END IF;
+  RETURN 1;
+END $$;
+\set VERBOSITY default
+ALTER TABLE sw.lk ADD COLUMN id bigserial, ADD COLUMN z int DEFAULT sw.make_child();
+\set VERBOSITY terse
+SELECT to_regclass('sw.lk_child') AS child;
+RESET ROLE;
 ALTER SEQUENCE sw.f_id_seq MAXVALUE 100;
 CREATE TEMP TABLE raw_draw (seq regclass CHECK (nextval(seq) > 5));
 INSERT INTO raw_draw VALUES ('sw.f_id_seq');
