@@ -32,7 +32,7 @@
 
 use super::errors;
 use super::list;
-use super::walk::{count_calls, draw_in, identity_draw, swap};
+use super::walk::{count_calls, identity_draw, mentions, swap};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::RefCell;
@@ -70,6 +70,9 @@ enum What {
         old: *mut pg_sys::AttrDefault,
         new: *mut pg_sys::AttrDefault,
     },
+    /// A table without constraints or defaults: its entry given an empty
+    /// `TupleConstr` (`new`) to hold a domain's default.
+    Constr { new: *mut pg_sys::TupleConstr },
 }
 
 thread_local! {
@@ -77,10 +80,11 @@ thread_local! {
     /// Whether [`SWAPPED`] holds a swap: the one test the hooks make.
     static LIVE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     /// The functions of the swapped defaults (`seq_copy_nextval`,
-    /// `seq_copy_identity`), and how many calls of them `COPY` has still
-    /// to look up before all its defaults are built.
-    static PENDING: std::cell::Cell<(pg_sys::Oid, pg_sys::Oid, usize)> =
-        const { std::cell::Cell::new((pg_sys::Oid::INVALID, pg_sys::Oid::INVALID, 0)) };
+    /// `seq_copy_identity`, and the replacements of `currval`, `setval`
+    /// and `lastval`), and how many calls of them `COPY` has still to look
+    /// up before all its defaults are built.
+    static PENDING: std::cell::Cell<([pg_sys::Oid; WATCHED], usize)> =
+        const { std::cell::Cell::new(([pg_sys::Oid::INVALID; WATCHED], 0)) };
 }
 
 /// The planner's `needs_fmgr_hook` asks this of every function looked up
@@ -92,15 +96,15 @@ pub(super) fn looked_up(f: pg_sys::Oid) {
     if !LIVE.with(|l| l.get()) {
         return;
     }
-    let (nextval, identity, left) = PENDING.with(|p| p.get());
-    if f != nextval && f != identity {
+    let (watched, left) = PENDING.with(|p| p.get());
+    if f == pg_sys::Oid::INVALID || !watched.contains(&f) {
         return;
     }
     if left > 1 {
-        PENDING.with(|p| p.set((nextval, identity, left - 1)));
+        PENDING.with(|p| p.set((watched, left - 1)));
         return;
     }
-    PENDING.with(|p| p.set((pg_sys::Oid::INVALID, pg_sys::Oid::INVALID, 0)));
+    PENDING.with(|p| p.set(([pg_sys::Oid::INVALID; WATCHED], 0)));
     // SAFETY: a guarded function of this module.
     unsafe { put_back_all(false) };
 }
@@ -143,9 +147,18 @@ pub(super) fn init() {
     super::aborts::on_abort(|level| put_back(level, false));
 }
 
+/// How many functions [`looked_up`] watches.
+const WATCHED: usize = 6;
+
 /// Before a `COPY … FROM` into `relid` that leaves a column to its
-/// default, in a database with adopted sequences (`f`): swap each of the
-/// table's defaults that draws from a sequence. Returns how many were
+/// default, in a database with adopted sequences: swap each default that
+/// may touch one (a call of the four, as a function or through an
+/// operator, or of a function whose default arguments call them: the
+/// red-team review of a7ef3ce, F1), and give each adopted identity column
+/// and each column of a domain whose default does so a default of its
+/// own. Each is the expression COPY will build, planned already, so that
+/// the calls counted are the calls COPY looks up (F2: a call that
+/// constant folding removes kept the swap alive). Returns how many were
 /// swapped ([`put_back`] them after the `COPY`).
 #[pg_guard]
 pub(super) unsafe extern "C-unwind" fn swap_defaults(
@@ -160,10 +173,18 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(
     {
         return 0;
     }
-    // The defaults call the functions only COPY's defaults call.
+    // The defaults call the functions only COPY's defaults call; the
+    // replacements of currval, setval and lastval are counted too.
     let mut f = adopting;
     f.nextval = adopting.copy_nextval;
-    let mut calls: (pg_sys::Oid, usize) = (adopting.copy_nextval, 0);
+    let watched: [pg_sys::Oid; WATCHED] = [
+        adopting.copy_nextval,
+        adopting.copy_identity,
+        f.currval,
+        f.setval,
+        f.setval3,
+        f.lastval,
+    ];
     // SAFETY: the relation is locked by the caller (COPY's own lock) and
     // stays open (a reference) until it is put back; its entry's defaults
     // are C strings in the cache's memory, replaced by strings allocated
@@ -178,68 +199,94 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(
             let name = std::ffi::CStr::from_ptr((*att).attname.data.as_ptr());
             !given.iter().any(|g| g.as_c_str() == name)
         };
-        // The adopted identities' sequences first: their look-up reads
-        // pg_depend, which may rebuild the entry; nothing after it reads
-        // a catalog, so the swaps go into the entry COPY will read.
-        let mut identities = vec![];
-        if f.identity != pg_sys::Oid::INVALID {
-            for i in 0..(*(*rel).rd_att).natts as usize {
-                let att = attribute((*rel).rd_att, i);
-                if (*att).attisdropped
-                    || (*att).attidentity == 0
-                    || (*att).atttypid != pg_sys::INT8OID
-                    || !left(i + 1)
-                {
+        // Every replacement is made first: the look-ups below (an
+        // identity's sequence in pg_depend, a domain's default, a
+        // function's default arguments) read catalogs, which may rebuild
+        // the entry; nothing after them reads one, so the swaps go into
+        // the entry COPY will read. The columns' own defaults, by number.
+        let mut own: Vec<(i16, *mut pg_sys::Node)> = vec![];
+        let constr = (*(*rel).rd_att).constr;
+        if !constr.is_null() {
+            for k in 0..(*constr).num_defval as usize {
+                let d = (*constr).defval.add(k);
+                if !(*d).adbin.is_null() && left((*d).adnum as usize) {
+                    own.push(((*d).adnum, pg_sys::stringToNode((*d).adbin).cast()));
+                }
+            }
+        }
+        own.retain(|&(_, e)| mentions(e, std::ptr::null_mut()));
+        // Defaults added to columns without one: an adopted identity's
+        // draw (COPY draws an identity's value where no extension can
+        // step in, so in this entry the column is no identity for now,
+        // and defaults to `seq_identity(seq)`), and a domain's default
+        // (COPY builds a column's default from its type's only where the
+        // column has none).
+        let mut added: Vec<(usize, *mut pg_sys::Node)> = vec![];
+        for i in 0..(*(*rel).rd_att).natts as usize {
+            let att = attribute((*rel).rd_att, i);
+            if (*att).attisdropped || (*att).attgenerated != 0 || !left(i + 1) {
+                continue;
+            }
+            if (*att).attidentity != 0 {
+                if f.identity == pg_sys::Oid::INVALID || (*att).atttypid != pg_sys::INT8OID {
                     continue;
                 }
                 let e = pg_sys::build_column_default(rel, (i + 1) as _);
                 if !e.is_null() && (*e).type_ == pg_sys::NodeTag::T_NextValueExpr {
                     let seq = (*(e as *mut pg_sys::NextValueExpr)).seqid;
                     if list::is_adopted_known(seq) {
-                        identities.push((i, seq));
+                        added.push((i, identity_draw(adopting.copy_identity, seq)));
                     }
                 }
+                continue;
             }
-        }
-        // Columns of a domain whose default draws (a domain's default is
-        // no column's, so COPY reads it from the type): the entry gets it
-        // as the column's own, swapped (issue 63, part 2: it met the
-        // fence). Read here, before the swaps, as the identities are.
-        let mut domains = vec![];
-        for i in 0..(*(*rel).rd_att).natts as usize {
-            let att = attribute((*rel).rd_att, i);
-            if (*att).attisdropped
-                || (*att).attidentity != 0
-                || (*att).attgenerated != 0
-                || (*att).atthasdef
-                || !left(i + 1)
+            if (*att).atthasdef
                 || pg_sys::get_typtype((*att).atttypid) as u8 != pg_sys::TYPTYPE_DOMAIN
             {
                 continue;
             }
             let e = pg_sys::get_typdefault((*att).atttypid);
-            if !e.is_null() && draw_in(e, std::ptr::null_mut()) {
-                domains.push((i, e));
+            if !e.is_null() && mentions(e, std::ptr::null_mut()) {
+                swap(e, (&raw mut f).cast());
+                added.push((i, pg_sys::expression_planner(e.cast()).cast()));
             }
         }
+        for (_, e) in own.iter_mut() {
+            swap(*e, (&raw mut f).cast());
+            *e = pg_sys::expression_planner((*e).cast()).cast();
+        }
         let desc = (*rel).rd_att;
-        let constr = (*desc).constr;
         let mut n = 0;
-        let mut identities_swapped = 0;
-        // An identity column is NOT NULL: its table has constraints.
+        let mut installed: Vec<*mut pg_sys::Node> = vec![];
+        let level = pg_sys::GetCurrentTransactionNestLevel();
+        // A table without constraints or defaults has no room for a
+        // domain's default: it gets an empty one for the COPY (F1: a
+        // domain's setval() there moved the counter back).
+        if (*desc).constr.is_null() && !added.is_empty() {
+            let old_cxt = pg_sys::MemoryContextSwitchTo(pg_sys::CacheMemoryContext);
+            let new = pg_sys::palloc0(std::mem::size_of::<pg_sys::TupleConstr>())
+                as *mut pg_sys::TupleConstr;
+            pg_sys::MemoryContextSwitchTo(old_cxt);
+            SWAPPED.with(|s| {
+                s.borrow_mut().push(Swapped {
+                    rel,
+                    desc,
+                    what: What::Constr { new },
+                    level,
+                    first: true,
+                    owner: pg_sys::CurrentResourceOwner,
+                })
+            });
+            (*desc).constr = new;
+            n += 1;
+        }
+        let constr = (*desc).constr;
         if !constr.is_null() {
-            let level = pg_sys::GetCurrentTransactionNestLevel();
             for k in 0..(*constr).num_defval as usize {
                 let d = (*constr).defval.add(k);
-                if (*d).adbin.is_null() || !left((*d).adnum as usize) {
+                let Some(&(_, expr)) = own.iter().find(|(adnum, _)| *adnum == (*d).adnum) else {
                     continue;
-                }
-                let expr = pg_sys::stringToNode((*d).adbin) as *mut pg_sys::Node;
-                if !draw_in(expr, std::ptr::null_mut()) {
-                    continue;
-                }
-                swap(expr, (&raw mut f).cast());
-                count_calls(expr, (&raw mut calls).cast());
+                };
                 let old_cxt = pg_sys::MemoryContextSwitchTo(pg_sys::CacheMemoryContext);
                 let new = pg_sys::nodeToString(expr.cast());
                 pg_sys::MemoryContextSwitchTo(old_cxt);
@@ -258,30 +305,11 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(
                     })
                 });
                 (*d).adbin = new;
+                installed.push(expr);
                 n += 1;
             }
-            // Adopted identity columns (issue 63: they stay identities):
-            // COPY draws an identity's value where no extension can step
-            // in, so in this entry the column is no identity for now, and
-            // defaults to `seq_identity(seq)`. And the domains' defaults,
-            // swapped, as their columns' own.
-            let added = identities
-                .into_iter()
-                .map(|(i, seq)| (i, Some(seq), std::ptr::null_mut()))
-                .chain(domains.into_iter().map(|(i, e)| (i, None, e)));
-            for (i, seq, domain) in added {
+            for (i, expr) in added {
                 let att = attribute(desc, i);
-                let expr: *mut pg_sys::Node = match seq {
-                    Some(seq) => {
-                        identities_swapped += 1;
-                        identity_draw(adopting.copy_identity, seq).cast()
-                    }
-                    None => {
-                        swap(domain, (&raw mut f).cast());
-                        count_calls(domain, (&raw mut calls).cast());
-                        domain
-                    }
-                };
                 let old_cxt = pg_sys::MemoryContextSwitchTo(pg_sys::CacheMemoryContext);
                 let adbin = pg_sys::nodeToString(expr.cast());
                 let count = (*constr).num_defval as usize;
@@ -315,6 +343,7 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(
                 (*constr).num_defval += 1;
                 (*att).attidentity = 0;
                 (*att).atthasdef = true;
+                installed.push(expr);
                 n += 1;
             }
         }
@@ -322,8 +351,15 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(
             pg_sys::relation_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
         } else {
             LIVE.with(|l| l.set(true));
-            let looks = calls.1 + identities_swapped;
-            PENDING.with(|p| p.set((adopting.copy_nextval, adopting.copy_identity, looks)));
+            let mut looks = 0;
+            for w in watched.iter().filter(|w| **w != pg_sys::Oid::INVALID) {
+                let mut calls: (pg_sys::Oid, usize) = (*w, 0);
+                for e in &installed {
+                    count_calls(*e, (&raw mut calls).cast());
+                }
+                looks += calls.1;
+            }
+            PENDING.with(|p| p.set((watched, looks)));
             if looks == 0 {
                 put_back_all(false);
             }
@@ -337,7 +373,7 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(
 /// statement run inside a `COPY` finds them put back, or is refused.
 pub(super) fn put_back_copy(n: usize) {
     if n > 0 && LIVE.with(|l| l.get()) {
-        PENDING.with(|p| p.set((pg_sys::Oid::INVALID, pg_sys::Oid::INVALID, 0)));
+        PENDING.with(|p| p.set(([pg_sys::Oid::INVALID; WATCHED], 0)));
         // SAFETY: a guarded function of this module.
         unsafe { put_back_all(false) };
     }
@@ -364,6 +400,12 @@ fn restore(swaps: Vec<Swapped>, close: bool) {
             if (*w.rel).rd_att == w.desc && !(*w.desc).constr.is_null() {
                 let constr = (*w.desc).constr;
                 match w.what {
+                    What::Constr { new } => {
+                        if constr == new {
+                            (*w.desc).constr = std::ptr::null_mut();
+                            pg_sys::pfree(new.cast());
+                        }
+                    }
                     What::Default { index, old, new } => {
                         let d = (*constr).defval.add(index);
                         if (*d).adbin == new {

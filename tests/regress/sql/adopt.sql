@@ -760,6 +760,36 @@ b
 SELECT count(DISTINCT id) AS ids, min(snowflake_worker_id(id)) AS worker, min(id) > 4194304 AS snowflake,
        currval('adopt.dseq') = max(id) AS currval_is_last FROM adopt.dk;
 SELECT pg_get_expr(adbin, adrelid) AS column_default FROM pg_attrdef WHERE adrelid = 'adopt.dk'::regclass;
+-- The red-team review of a7ef3ce. F1: COPY swaps every default that may
+-- touch an adopted sequence: a function's default argument that draws
+-- (on a7ef3ce: 2200H, the fence), and a domain's setval(), which moved
+-- the counter back (and raw draws then handed out 1, 2, 3). F2: a call
+-- that constant folding removes no longer keeps the swap alive (on
+-- a7ef3ce the foreign key's check was refused, 0A000).
+CREATE FUNCTION adopt.fdraw(x bigint DEFAULT nextval('adopt.dseq')) RETURNS bigint
+    LANGUAGE sql AS 'SELECT x';
+CREATE TABLE adopt.dfn (id bigint DEFAULT adopt.fdraw(), v text);
+COPY adopt.dfn (v) FROM STDIN;
+a
+\.
+SELECT snowflake_worker_id(id) AS fn_default_worker FROM adopt.dfn;
+CREATE DOMAIN adopt.dback AS bigint DEFAULT setval('adopt.dseq', 1, false);
+CREATE TABLE adopt.dbk (a adopt.dback, v text);
+COPY adopt.dbk (v) FROM STDIN;
+a
+\.
+SELECT last_value, is_called FROM adopt.dseq;
+CREATE DOMAIN adopt.dcase AS bigint DEFAULT (CASE WHEN false THEN nextval('adopt.dseq') ELSE 7 END);
+CREATE TABLE adopt.dparent (k int PRIMARY KEY);
+INSERT INTO adopt.dparent VALUES (1);
+CREATE TABLE adopt.dfold (a adopt.dcase, k int NOT NULL REFERENCES adopt.dparent);
+COPY adopt.dfold (k) FROM STDIN;
+1
+\.
+SELECT a, k FROM adopt.dfold;
+DROP TABLE adopt.dfn, adopt.dbk, adopt.dfold, adopt.dparent;
+DROP DOMAIN adopt.dback, adopt.dcase;
+DROP FUNCTION adopt.fdraw(bigint);
 DROP TABLE adopt.dk;
 DROP DOMAIN adopt.dkey;
 DROP SEQUENCE adopt.dseq;
