@@ -106,7 +106,7 @@ pub(super) fn looked_up(f: pg_sys::Oid) {
     }
     PENDING.with(|p| p.set(([pg_sys::Oid::INVALID; WATCHED], 0)));
     // SAFETY: a guarded function of this module.
-    unsafe { put_back_all(false) };
+    unsafe { put_back_all() };
 }
 
 /// Before a statement is planned or run: a swap that still lives means
@@ -120,25 +120,35 @@ pub(super) fn looked_up(f: pg_sys::Oid) {
 pub(super) fn statement_starts() {
     if LIVE.with(|l| l.get()) {
         // SAFETY: a guarded function of this module.
-        unsafe { put_back_all(true) };
+        unsafe { refuse() };
     }
 }
 
+/// [`statement_starts`]' refusal. The swap stays: a refusal caught by
+/// the statement's caller (a PL/pgSQL `EXCEPTION` block in a function
+/// that `COPY` folds) must not leave `COPY` to build the catalog's
+/// defaults (the red-team review of d5831fa, F2); an abort of the
+/// `COPY`'s (sub)transaction puts it back.
 #[pg_guard]
-unsafe extern "C-unwind" fn put_back_all(refuse: bool) {
-    let rel = SWAPPED.with(|s| s.borrow().first().map(|w| w.rel));
+unsafe extern "C-unwind" fn refuse() {
+    let Some(rel) = SWAPPED.with(|s| s.borrow().first().map(|w| w.rel)) else {
+        return;
+    };
+    // SAFETY: drops every cached plan of this backend (the statement was
+    // parsed and rewritten from the swapped entry); the relation is open
+    // (COPY's own reference).
+    let name = unsafe {
+        pg_sys::ResetPlanCache();
+        std::ffi::CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr())
+            .to_string_lossy()
+            .into_owned()
+    };
+    errors::copy_statement_before_defaults(&name);
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn put_back_all() {
     put_back(0, true);
-    if let (true, Some(rel)) = (refuse, rel) {
-        // SAFETY: drops every cached plan of this backend.
-        unsafe { pg_sys::ResetPlanCache() };
-        // SAFETY: the relation is open (COPY's own reference).
-        let name = unsafe {
-            std::ffi::CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr())
-                .to_string_lossy()
-                .into_owned()
-        };
-        errors::copy_statement_before_defaults(&name);
-    }
 }
 
 /// Have an abort put back the entries a failed `COPY` swapped: at
@@ -147,8 +157,12 @@ pub(super) fn init() {
     super::aborts::on_abort(|level| put_back(level, false));
 }
 
-/// How many functions [`looked_up`] watches.
-const WATCHED: usize = 6;
+/// How many functions [`looked_up`] watches: `seq_copy_nextval` and
+/// `seq_copy_identity`, which nothing but `COPY`'s swapped defaults
+/// calls (the replacements of `currval` and `lastval` are any planned
+/// statement's too: watched, a cached plan's call made the swap go too
+/// early, the red-team review of d5831fa, F1).
+const WATCHED: usize = 2;
 
 /// Before a `COPY … FROM` into `relid` that leaves a column to its
 /// default, in a database with adopted sequences: swap each default that
@@ -173,18 +187,10 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(
     {
         return 0;
     }
-    // The defaults call the functions only COPY's defaults call; the
-    // replacements of currval, setval and lastval are counted too.
+    // The defaults call the functions only COPY's defaults call.
     let mut f = adopting;
     f.nextval = adopting.copy_nextval;
-    let watched: [pg_sys::Oid; WATCHED] = [
-        adopting.copy_nextval,
-        adopting.copy_identity,
-        f.currval,
-        f.setval,
-        f.setval3,
-        f.lastval,
-    ];
+    let watched: [pg_sys::Oid; WATCHED] = [adopting.copy_nextval, adopting.copy_identity];
     // SAFETY: the relation is locked by the caller (COPY's own lock) and
     // stays open (a reference) until it is put back; its entry's defaults
     // are C strings in the cache's memory, replaced by strings allocated
@@ -254,6 +260,23 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(
         for (_, e) in own.iter_mut() {
             swap(*e, (&raw mut f).cast());
             *e = pg_sys::expression_planner((*e).cast()).cast();
+        }
+        // A default that calls setval(): PostgreSQL's would move an adopted
+        // sequence's counter back wherever the swap is lost before COPY
+        // builds it (an invalidation of the entry), and no hook stops it
+        // there: refused, before anything is swapped (F2).
+        for e in own
+            .iter()
+            .map(|(_, e)| *e)
+            .chain(added.iter().map(|(_, e)| *e))
+        {
+            for set in [f.setval, f.setval3] {
+                let mut calls: (pg_sys::Oid, usize) = (set, 0);
+                count_calls(e, (&raw mut calls).cast());
+                if calls.1 > 0 {
+                    errors::copy_default_setval(&crate::convert::as_owner::relation_name(relid));
+                }
+            }
         }
         let desc = (*rel).rd_att;
         let mut n = 0;
@@ -361,7 +384,7 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(
             }
             PENDING.with(|p| p.set((watched, looks)));
             if looks == 0 {
-                put_back_all(false);
+                put_back_all();
             }
         }
         n
@@ -375,7 +398,7 @@ pub(super) fn put_back_copy(n: usize) {
     if n > 0 && LIVE.with(|l| l.get()) {
         PENDING.with(|p| p.set(([pg_sys::Oid::INVALID; WATCHED], 0)));
         // SAFETY: a guarded function of this module.
-        unsafe { put_back_all(false) };
+        unsafe { put_back_all() };
     }
 }
 

@@ -304,3 +304,14 @@ pub fn fill_changed(table: &str) -> ! {
         Some("Run that code in a statement of its own."),
     )
 }
+
+/// `COPY … FROM` into a table whose default (its own, or its domain's)
+/// calls `setval()`, in a database with adopted sequences (`super::copy`).
+pub fn copy_default_setval(table: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        format!("cannot COPY into table \"{table}\": a default it fills calls setval()"),
+        Some("COPY evaluates its defaults where no plan is made; in a database with adopted sequences such a setval() could move one's counter back.".into()),
+        Some("Give the column in COPY's data, or COPY into a staging table and INSERT ... SELECT from it."),
+    )
+}

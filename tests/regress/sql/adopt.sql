@@ -762,10 +762,11 @@ SELECT count(DISTINCT id) AS ids, min(snowflake_worker_id(id)) AS worker, min(id
 SELECT pg_get_expr(adbin, adrelid) AS column_default FROM pg_attrdef WHERE adrelid = 'adopt.dk'::regclass;
 -- The red-team review of a7ef3ce. F1: COPY swaps every default that may
 -- touch an adopted sequence: a function's default argument that draws
--- (on a7ef3ce: 2200H, the fence), and a domain's setval(), which moved
--- the counter back (and raw draws then handed out 1, 2, 3). F2: a call
--- that constant folding removes no longer keeps the swap alive (on
--- a7ef3ce the foreign key's check was refused, 0A000).
+-- (on a7ef3ce: 2200H, the fence); a domain's setval(), which moved the
+-- counter back (and raw draws then handed out 1, 2, 3), is refused,
+-- 0A000 (the review of d5831fa, F2). F2: a call that constant folding
+-- removes no longer keeps the swap alive (on a7ef3ce the foreign key's
+-- check was refused, 0A000).
 CREATE FUNCTION adopt.fdraw(x bigint DEFAULT nextval('adopt.dseq')) RETURNS bigint
     LANGUAGE sql AS 'SELECT x';
 CREATE TABLE adopt.dfn (id bigint DEFAULT adopt.fdraw(), v text);
@@ -787,6 +788,30 @@ COPY adopt.dfold (k) FROM STDIN;
 1
 \.
 SELECT a, k FROM adopt.dfold;
+-- The red-team review of d5831fa. F1: a cached plan's setval() of
+-- another sequence, run by a function that COPY folds, no longer puts the
+-- swap back before COPY builds its defaults (on d5831fa: 2200H, the
+-- fence). F2: a refusal caught in an EXCEPTION block keeps the swap, so
+-- the function's next statement is refused too, and COPY never builds the
+-- catalog's defaults (on d5831fa it did: 2200H here, and a default's
+-- setval() moved the counter back; such a default is now refused).
+CREATE SEQUENCE adopt.other_seq;
+CREATE FUNCTION adopt.imm_set() RETURNS boolean IMMUTABLE LANGUAGE plpgsql
+    AS $$ BEGIN PERFORM setval('adopt.other_seq', 1); RETURN true; END $$;
+SELECT adopt.imm_set();
+CREATE TABLE adopt.dw (id bigint DEFAULT nextval('adopt.dseq'), v text);
+COPY adopt.dw (v) FROM STDIN WHERE adopt.imm_set();
+a
+\.
+CREATE FUNCTION adopt.swallow() RETURNS boolean IMMUTABLE LANGUAGE plpgsql
+    AS $$ BEGIN BEGIN PERFORM 1; EXCEPTION WHEN others THEN NULL; END; RETURN true; END $$;
+COPY adopt.dw (v) FROM STDIN WHERE adopt.swallow();
+b
+\.
+SELECT v, snowflake_worker_id(id) AS worker FROM adopt.dw ORDER BY v;
+DROP TABLE adopt.dw;
+DROP FUNCTION adopt.imm_set(), adopt.swallow();
+DROP SEQUENCE adopt.other_seq;
 DROP TABLE adopt.dfn, adopt.dbk, adopt.dfold, adopt.dparent;
 DROP DOMAIN adopt.dback, adopt.dcase;
 DROP FUNCTION adopt.fdraw(bigint);
