@@ -270,7 +270,14 @@ pub(super) unsafe extern "C-unwind" fn swap_defaults(
             .map(|(_, e)| *e)
             .chain(added.iter().map(|(_, e)| *e))
         {
-            for set in [f.setval, f.setval3] {
+            // The replacements, and PostgreSQL's own: a function inlined
+            // by the planning after the swap (F2 of 6dda376's review).
+            for set in [
+                f.setval,
+                f.setval3,
+                pg_sys::Oid::from(pg_sys::F_SETVAL_REGCLASS_INT8),
+                pg_sys::Oid::from(pg_sys::F_SETVAL_REGCLASS_INT8_BOOL),
+            ] {
                 let mut calls: (pg_sys::Oid, usize) = (set, 0);
                 count_calls(e, (&raw mut calls).cast());
                 if calls.1 > 0 {

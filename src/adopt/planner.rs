@@ -170,7 +170,9 @@ fn sql_body_may_call_sequences(f: pg_sys::Oid) -> bool {
 /// Whether a string body, parsed (no analysis, no lock), may reach one
 /// of the four once inlined: a call of a function so named, however the
 /// name is spelled (`U&"\0073etval"`, which the text search misses: the
-/// red-team review of 930c88a, P2); a call of a function of a name that
+/// red-team review of 930c88a, P2); an operator that some operator of
+/// its name calls one of the four through (the review of 6dda376, F2); a
+/// call of a function of a name that
 /// some function with defaults calling the four has, in any schema (its
 /// defaults are added after the swap: the review of 9aee40a, F2); and,
 /// for a set-returning function the planner may inline into a `FROM`
@@ -207,6 +209,14 @@ unsafe fn parsed_body_may_reach(src: *const std::ffi::c_char, inlinable_set: boo
                 (Vec::new(), Vec::new());
             super::walk::raw_names(stmt, (&raw mut found).cast());
             if found.0.iter().any(|&name| named_with_such_defaults(name)) {
+                return true;
+            }
+            let mut operators: Vec<*mut pg_sys::List> = Vec::new();
+            super::walk::raw_operators(stmt, (&raw mut operators).cast());
+            if operators
+                .iter()
+                .any(|&names| super::walk::operator_calls_the_four(names))
+            {
                 return true;
             }
             inlinable_set

@@ -137,6 +137,49 @@ pub(super) unsafe extern "C-unwind" fn raw_names(
     }
 }
 
+/// The operator names of a raw parse tree (each `A_Expr`'s name list),
+/// into `ctx`, a `Vec<*mut List>`. Unguarded, as [`swap`].
+pub(super) unsafe extern "C-unwind" fn raw_operators(
+    node: *mut pg_sys::Node,
+    ctx: *mut std::ffi::c_void,
+) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    // SAFETY: nodes of a raw parse tree; `ctx` as above.
+    unsafe {
+        if (*node).type_ == pg_sys::NodeTag::T_A_Expr {
+            let names = (*(node as *mut pg_sys::A_Expr)).name;
+            if !names.is_null() {
+                (*(ctx as *mut Vec<*mut pg_sys::List>)).push(names);
+            }
+        }
+        raw::raw_expression_tree_walker(node, Some(raw_operators), ctx)
+    }
+}
+
+/// Whether some operator of name `names` (any argument types, as the
+/// search path or the schema named finds them) calls one of the four: a
+/// body using it may not be inlined (the red-team review of 6dda376, F2:
+/// an operator over `setval()` in an inlined SQL body moved an adopted
+/// sequence's counter back). In a guarded context.
+///
+/// # Safety
+/// `names` is a raw operator name list.
+pub(super) unsafe fn operator_calls_the_four(names: *mut pg_sys::List) -> bool {
+    // SAFETY: a catalog look-up of the operators of that name.
+    unsafe {
+        let mut c = pg_sys::OpernameGetCandidates(names, 0, true);
+        while !c.is_null() {
+            if is_builtin(pg_sys::get_opcode((*c).oid)) {
+                return true;
+            }
+            c = (*c).next;
+        }
+    }
+    false
+}
+
 /// Whether a parsed tree's queries read a view (a range table entry of a
 /// view, which the rewriter expands only once the planner inlines the
 /// function that holds it). Unguarded, as [`swap`].

@@ -815,6 +815,17 @@ DROP SEQUENCE adopt.other_seq;
 DROP TABLE adopt.dfn, adopt.dbk, adopt.dfold, adopt.dparent;
 DROP DOMAIN adopt.dback, adopt.dcase;
 DROP FUNCTION adopt.fdraw(bigint);
+-- The red-team review of 6dda376, F2: an operator over setval() in an
+-- SQL function's body kept it from being inlined past the swap (on
+-- 6dda376 it was, and the built-in setval() moved the counter back to 5);
+-- a COPY default that inlines into one is refused.
+CREATE OPERATOR adopt.### (FUNCTION = pg_catalog.setval, LEFTARG = regclass, RIGHTARG = bigint);
+CREATE FUNCTION adopt.inl(r regclass) RETURNS bigint LANGUAGE sql
+    AS 'SELECT r OPERATOR(adopt.###) 5::bigint';
+SELECT adopt.inl('adopt.dseq') AS inl;
+SELECT last_value, is_called FROM adopt.dseq;
+DROP FUNCTION adopt.inl(regclass);
+DROP OPERATOR adopt.### (regclass, bigint);
 DROP TABLE adopt.dk;
 DROP DOMAIN adopt.dkey;
 DROP SEQUENCE adopt.dseq;
