@@ -3367,19 +3367,6 @@ BEGIN
     END LOOP;
 END
 $from_replica$;
--- So are the online conversion's progress rows (issue 63, part 3: a FOR
--- ALL TABLES publication showed the publisher's conversions in the
--- subscriber's snowflake_convert_status, and gave its steps rows that are
--- not its own; toolbox.sh scenario 9).
-CREATE TRIGGER snowflake_convert_progress_from_replica
-    BEFORE INSERT OR UPDATE OR DELETE ON @extschema@.snowflake_convert_progress
-    FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.adopt_skip_replicated();
-CREATE TRIGGER snowflake_convert_progress_truncate_from_replica
-    BEFORE TRUNCATE ON @extschema@.snowflake_convert_progress
-    FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_internal.adopt_skip_replicated();
-ALTER TABLE @extschema@.snowflake_convert_progress
-    ENABLE ALWAYS TRIGGER snowflake_convert_progress_from_replica,
-    ENABLE ALWAYS TRIGGER snowflake_convert_progress_truncate_from_replica;
 
 -- snowflake_adopt_sequences(enabled boolean DEFAULT true): see src/adopt/mod.rs.
 CREATE FUNCTION snowflake_adopt_sequences(enabled boolean DEFAULT true) RETURNS boolean
