@@ -205,22 +205,21 @@ unsafe fn parsed_body_may_reach(src: *const std::ffi::c_char, inlinable_set: boo
             if super::walk::names_the_four(stmt, std::ptr::null_mut()) {
                 return true;
             }
-            let mut found: (Vec<*const std::ffi::c_char>, Vec<*mut pg_sys::RangeVar>) =
-                (Vec::new(), Vec::new());
+            let mut found = super::walk::RawNames::default();
             super::walk::raw_names(stmt, (&raw mut found).cast());
-            if found.0.iter().any(|&name| named_with_such_defaults(name)) {
-                return true;
-            }
-            let mut operators: Vec<*mut pg_sys::List> = Vec::new();
-            super::walk::raw_operators(stmt, (&raw mut operators).cast());
-            if operators
+            if found
+                .functions
                 .iter()
-                .any(|&names| super::walk::operator_calls_the_four(names))
+                .any(|&name| named_with_such_defaults(name))
+                || found
+                    .operators
+                    .iter()
+                    .any(|&names| super::walk::operator_calls_the_four(names))
             {
                 return true;
             }
             inlinable_set
-                && found.1.iter().any(|&rv| {
+                && found.relations.iter().any(|&rv| {
                     crate::catalog::relation_named(rv).is_some_and(|rel| {
                         pg_sys::get_rel_relkind(rel) as u8 == pg_sys::RELKIND_VIEW
                     })

@@ -104,11 +104,11 @@ pub(super) unsafe extern "C-unwind" fn names_the_four(
     }
 }
 
-/// The names of the functions a raw parse tree calls (each `FuncCall`'s
-/// last name, as a C string of the tree) and the relations it names (its
-/// `RangeVar`s), into `ctx`, a `(Vec<*const c_char>, Vec<*mut RangeVar>)`.
-/// Unguarded, as [`swap`]: it calls nothing of PostgreSQL's but its
-/// walker.
+/// What a raw parse tree names, into `ctx`, a [`RawNames`]: the
+/// functions it calls (each `FuncCall`'s last name, as a C string of the
+/// tree), the relations it names (its `RangeVar`s) and its operators
+/// (each `A_Expr`'s name list). Unguarded, as [`swap`]: it calls nothing
+/// of PostgreSQL's but its walker.
 pub(super) unsafe extern "C-unwind" fn raw_names(
     node: *mut pg_sys::Node,
     ctx: *mut std::ffi::c_void,
@@ -118,7 +118,7 @@ pub(super) unsafe extern "C-unwind" fn raw_names(
     }
     // SAFETY: nodes of a raw parse tree; `ctx` as above.
     unsafe {
-        let c = &mut *(ctx as *mut (Vec<*const std::ffi::c_char>, Vec<*mut pg_sys::RangeVar>));
+        let c = &mut *(ctx as *mut RawNames);
         match (*node).type_ {
             pg_sys::NodeTag::T_FuncCall => {
                 let names = (*(node as *mut pg_sys::FuncCall)).funcname;
@@ -126,36 +126,29 @@ pub(super) unsafe extern "C-unwind" fn raw_names(
                     let last = (*(*names).elements.add((*names).length as usize - 1)).ptr_value
                         as *mut pg_sys::String;
                     if !last.is_null() && (*last).type_ == pg_sys::NodeTag::T_String {
-                        c.0.push((*last).sval);
+                        c.functions.push((*last).sval);
                     }
                 }
             }
-            pg_sys::NodeTag::T_RangeVar => c.1.push(node.cast()),
+            pg_sys::NodeTag::T_RangeVar => c.relations.push(node.cast()),
+            pg_sys::NodeTag::T_A_Expr => {
+                let names = (*(node as *mut pg_sys::A_Expr)).name;
+                if !names.is_null() {
+                    c.operators.push(names);
+                }
+            }
             _ => {}
         }
         raw::raw_expression_tree_walker(node, Some(raw_names), ctx)
     }
 }
 
-/// The operator names of a raw parse tree (each `A_Expr`'s name list),
-/// into `ctx`, a `Vec<*mut List>`. Unguarded, as [`swap`].
-pub(super) unsafe extern "C-unwind" fn raw_operators(
-    node: *mut pg_sys::Node,
-    ctx: *mut std::ffi::c_void,
-) -> bool {
-    if node.is_null() {
-        return false;
-    }
-    // SAFETY: nodes of a raw parse tree; `ctx` as above.
-    unsafe {
-        if (*node).type_ == pg_sys::NodeTag::T_A_Expr {
-            let names = (*(node as *mut pg_sys::A_Expr)).name;
-            if !names.is_null() {
-                (*(ctx as *mut Vec<*mut pg_sys::List>)).push(names);
-            }
-        }
-        raw::raw_expression_tree_walker(node, Some(raw_operators), ctx)
-    }
+/// What [`raw_names`] collects.
+#[derive(Default)]
+pub(super) struct RawNames {
+    pub(super) functions: Vec<*const std::ffi::c_char>,
+    pub(super) relations: Vec<*mut pg_sys::RangeVar>,
+    pub(super) operators: Vec<*mut pg_sys::List>,
 }
 
 /// Whether some operator of name `names` (any argument types, as the
