@@ -315,3 +315,14 @@ pub fn copy_default_setval(table: &str) -> ! {
         Some("Give the column in COPY's data, or COPY into a staging table and INSERT ... SELECT from it."),
     )
 }
+
+/// A `TRUNCATE` of one of the extension's tables applied by a
+/// logical-replication worker (`super::replica::adopt_skip_replicated`).
+pub fn replicated_truncate(schema: &str, table: &str) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        format!("cannot apply a TRUNCATE of {schema}.{table} from another server"),
+        Some("It is snowflake_id's own state of this database; the publisher's rows are not applied here.".into()),
+        Some("Publish without truncate (ALTER PUBLICATION ... SET (publish = 'insert, update, delete')), or skip the transaction with ALTER SUBSCRIPTION ... SKIP."),
+    )
+}

@@ -216,55 +216,6 @@ unsafe fn is_bigint(typ: *mut pg_sys::TypeName) -> bool {
     }
 }
 
-/// Whether the switch of this database is on: its row in the extension's
-/// table, read as the switch's event trigger reads it during the same
-/// statement (no SQL, no privilege check).
-///
-/// # Safety
-/// In a transaction; in a guarded function.
-unsafe fn switch_on() -> bool {
-    let Some((_, table)) = crate::catalog::own_relation(c"snowflake_adopt_switch") else {
-        return false;
-    };
-    // SAFETY: a heap scan of the extension's one-row table under its
-    // reader's lock, with a registered snapshot; its second column is
-    // `enabled boolean NOT NULL`.
-    unsafe {
-        let rel = pg_sys::table_open(table, pg_sys::AccessShareLock as _);
-        let snap = pg_sys::RegisterSnapshot(pg_sys::GetLatestSnapshot());
-        let scan = pg_sys::systable_beginscan(
-            rel,
-            pg_sys::Oid::INVALID,
-            false,
-            snap,
-            0,
-            std::ptr::null_mut(),
-        );
-        let mut on = false;
-        loop {
-            let tup = pg_sys::systable_getnext(scan);
-            if tup.is_null() {
-                break;
-            }
-            let mut values = [pg_sys::Datum::from(0usize); 3];
-            let mut nulls = [true; 3];
-            if (*(*rel).rd_att).natts as usize >= 2 {
-                pg_sys::heap_deform_tuple(
-                    tup,
-                    (*rel).rd_att,
-                    values.as_mut_ptr(),
-                    nulls.as_mut_ptr(),
-                );
-                on |= !nulls[1] && values[1].value() != 0;
-            }
-        }
-        pg_sys::systable_endscan(scan);
-        pg_sys::UnregisterSnapshot(snap);
-        pg_sys::table_close(rel, pg_sys::NoLock as _);
-        on
-    }
-}
-
 /// The first statement of SQL text `sql`, raw.
 ///
 /// # Safety
@@ -348,7 +299,7 @@ pub(super) unsafe extern "C-unwind" fn prepare(
         // Only the owner's (or a member's) statement: any other gets
         // PostgreSQL's 42501 before it locks anything, and so here.
         let owner = crate::convert::as_owner::owner_of(rel);
-        if !pg_sys::has_privs_of_role(pg_sys::GetUserId(), owner) || !switch_on() {
+        if !pg_sys::has_privs_of_role(pg_sys::GetUserId(), owner) || !super::switch::switch_on() {
             return false;
         }
         // The statement's own lock, taken now so that no child or column

@@ -67,6 +67,7 @@ mod proc;
 mod replica;
 pub mod session;
 mod shared;
+mod switch;
 mod utility;
 mod walk;
 
@@ -94,7 +95,11 @@ pub fn init() {
 extension_sql_file!(
     "sql/adopt.sql",
     name = "adopt",
-    requires = ["high_water", snowflake_convert_as_owner]
+    requires = [
+        "high_water",
+        "convert_online_progress",
+        snowflake_convert_as_owner
+    ]
 );
 
 /// Every backend of this database reads the list of adopted sequences

@@ -116,3 +116,34 @@ unsafe extern "C-unwind" fn on_xact(event: pg_sys::XactEvent::Type, _arg: *mut s
         _ => {}
     }
 }
+
+/// `snowflake_id_internal.adopt_skip_replicated()`, the `ENABLE ALWAYS`
+/// trigger of the list, the switch and the online conversion's progress
+/// rows (issue 63, part 3): a `FOR ALL TABLES` publication carries them,
+/// and their rows name the publisher's OIDs and conversions. A row
+/// applied by a logical-replication worker is skipped, its `TRUNCATE`
+/// refused (0A000); any other is written as it comes. A C function, bound
+/// by OID when the trigger was made: it looks no name up when it fires,
+/// so a plain role's conversion, with no USAGE on the extension's
+/// internal schema, writes its progress rows through it (on a0da805 a
+/// PL/pgSQL body calling into that schema refused them, 42501).
+#[pg_trigger(sql = false)]
+fn adopt_skip_replicated<'a>(
+    trigger: &'a PgTrigger<'a>,
+) -> Result<Option<PgHeapTuple<'a, AllocatedByPostgres>>, PgHeapTupleError> {
+    let op = trigger.op();
+    if !super::adopt_from_replication() {
+        return Ok(match op {
+            Ok(PgTriggerOperation::Delete) => trigger.old(),
+            Ok(PgTriggerOperation::Truncate) => None,
+            _ => trigger.new(),
+        });
+    }
+    if let Ok(PgTriggerOperation::Truncate) = op {
+        super::errors::replicated_truncate(
+            &trigger.table_schema().unwrap_or_default(),
+            &trigger.table_name().unwrap_or_default(),
+        );
+    }
+    Ok(None)
+}

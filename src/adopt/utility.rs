@@ -139,6 +139,9 @@ unsafe extern "C-unwind" fn utility(
         if filled {
             super::fill::finish(query_string);
         }
+        if !stmt.is_null() && (*stmt).type_ == pg_sys::NodeTag::T_CreateEventTrigStmt {
+            super::switch::created(stmt.cast());
+        }
         super::copy::put_back_copy(swapped);
         if !truncated.is_empty() {
             truncated_sequences(stmt.cast(), &truncated, &raw mut moved);

@@ -313,16 +313,26 @@ log "14. pg_dump -s, and pg_restore section by section: the adoptions travel wit
 # 'adopted', which pg_dump writes with its definition: restored (as a
 # superuser), it adopts the sequence again. The list's own rows, in a full
 # restore's data section after the labels adopted them, are skipped.
+# The switch travels as its carrier (src/adopt/switch.rs): a disabled
+# event trigger that pg_dump writes last, so the restore's own sequences
+# (t7's s7, made while it was off) are not adopted, and new tables are.
+q -d app -c "SELECT snowflake_adopt_sequences()" >/dev/null
 want=$(q -d app -c "SELECT string_agg(seq::text, ' ' ORDER BY seq::text) FROM snowflake_id_internal.snowflake_adopted")
 as_pg "$(pgbin)/pg_dump" -h "$DIR" -p "$PORT" -U postgres -s -f "$BASE/schema.sql" app || die "pg_dump -s failed"
 grep -q "SECURITY LABEL FOR snowflake_id ON SEQUENCE public.orders_id_seq IS 'adopted'" "$BASE/schema.sql" \
     || die "pg_dump -s wrote no label for orders_id_seq"
+grep -q "ALTER EVENT TRIGGER snowflake_id_switch DISABLE" "$BASE/schema.sql" || die "pg_dump -s wrote no carrier of the switch"
 q -c "CREATE DATABASE schema_only" >/dev/null
 q -d schema_only -q -f "$BASE/schema.sql" >/dev/null 2>"$BASE/schema.err" || { cat "$BASE/schema.err" >&2; die "restoring pg_dump -s failed"; }
 got=$(q -d schema_only -c "SELECT string_agg(seq::text, ' ' ORDER BY seq::text) FROM snowflake_id_internal.snowflake_adopted")
 [ "$got" = "$want" ] || die "pg_dump -s carried the adoptions '$got', expected '$want'"
 [ "$(q -d schema_only -c "SELECT snowflake_worker_id(nextval('orders_id_seq'))")" = 31 ] \
     || die "orders_id_seq restored from pg_dump -s is not adopted"
+[ "$(q -d schema_only -c "SELECT count(*) FROM snowflake_adopting_databases WHERE database = 'schema_only'")" = 1 ] \
+    || die "pg_dump -s did not carry the switch"
+q -d schema_only -c "CREATE TABLE after14 (id bigserial PRIMARY KEY)" -c "INSERT INTO after14 DEFAULT VALUES" >/dev/null
+[ "$(q -d schema_only -c "SELECT snowflake_worker_id(id) FROM after14")" = 31 ] \
+    || die "the switch restored from pg_dump -s adopted no new table"
 q -c "CREATE DATABASE sections" >/dev/null
 as_pg "$(pgbin)/pg_dump" -h "$DIR" -p "$PORT" -U postgres -Fc -f "$BASE/app14.dump" app || die "pg_dump -Fc failed"
 for section in pre-data data post-data; do
@@ -331,8 +341,13 @@ for section in pre-data data post-data; do
     if [ $section = pre-data ]; then
         got=$(q -d sections -c "SELECT string_agg(seq::text, ' ' ORDER BY seq::text) FROM snowflake_id_internal.snowflake_adopted")
         [ "$got" = "$want" ] || die "pg_restore --section=pre-data carried the adoptions '$got', expected '$want'"
+        [ "$(q -d sections -c "SELECT count(*) FROM snowflake_id_internal.snowflake_adopt_switch WHERE enabled")" = 0 ] \
+            || die "pg_restore --section=pre-data turned the switch on before the data and post-data sections"
     fi
 done
+[ "$(q -d sections -c "SELECT count(*) FROM pg_event_trigger WHERE evtfoid = 'snowflake_id_switch()'::regprocedure")" = 1 ] \
+    || die "pg_restore section by section left no carrier of the switch, or two"
+q -d app -c "SELECT snowflake_adopt_sequences(false)" >/dev/null
 [ "$(q -d sections -c "SELECT count(*) FROM snowflake_id_internal.snowflake_adopted")" = "$(wc -w <<< "$want")" ] \
     || die "the data section listed sequences twice or lost some"
 [ "$(q -d sections -c "SELECT snowflake_worker_id(nextval('orders_id_seq'))")" = 31 ] \
@@ -369,6 +384,22 @@ grep -q 'GENERATED ALWAYS AS IDENTITY' "$BASE/dump14.app.sql" || die "pg_dump -s
 # DROP EXTENSION takes the labels with it: a later CREATE EXTENSION, and a
 # dump, find nothing adopted.
 q -d schema_only -c "DROP EXTENSION snowflake_id CASCADE" >/dev/null 2>&1
+# The switch's carrier goes with the extension, CASCADE or not. A
+# restore into a database whose owner made the extension's internal
+# schema first, with a function of the name the carrier's hook calls,
+# runs none of her code (the review of c642bda, F2): the install moves
+# her schema away, and the hook calls only a superuser's function.
+[ "$(q -d schema_only -c "SELECT count(*) FROM pg_event_trigger")" = 0 ] || die "DROP EXTENSION CASCADE left the switch's carrier"
+q -c "CREATE DATABASE carrier14" >/dev/null
+q -d carrier14 -c "CREATE EXTENSION snowflake_id" -c "SELECT snowflake_adopt_sequences()" -c "DROP EXTENSION snowflake_id" >/dev/null \
+    || die "DROP EXTENSION with the switch on failed"
+[ "$(q -d carrier14 -c "SELECT count(*) FROM pg_event_trigger")" = 0 ] || die "DROP EXTENSION left the switch's carrier"
+q -c "CREATE ROLE owner14 LOGIN" -c "CREATE DATABASE hijack14 OWNER owner14" >/dev/null
+q -d hijack14 -c "SET ROLE owner14" -c "CREATE SCHEMA snowflake_id_internal" \
+    -c "CREATE FUNCTION snowflake_id_internal.adopt_switch(boolean) RETURNS void LANGUAGE sql AS 'ALTER ROLE owner14 SUPERUSER'" >/dev/null
+q -d hijack14 -q -f "$BASE/schema.sql" >/dev/null 2>&1 || true
+[ "$(q -d hijack14 -c "SELECT count(*) FROM snowflake_id_internal.snowflake_adopt_switch WHERE enabled")/$(q -c "SELECT rolsuper FROM pg_roles WHERE rolname = 'owner14'")" = 1/f ] \
+    || die "a restore into a database whose owner made the extension's schema ran her code, or left the switch off"
 [ "$(q -d schema_only -c "SELECT count(*) FROM pg_seclabel WHERE provider = 'snowflake_id'")" = 0 ] \
     || die "DROP EXTENSION left snowflake_id's labels"
 log "16. DROP DATABASE IF EXISTS that times out behind a lock on pg_database"
@@ -446,5 +477,9 @@ got=$(uq -d app -c "SELECT string_agg(seq::text, ' ' ORDER BY seq::text) FROM sn
     || die "pg_upgrade did not carry every adopted sequence's label"
 [ "$(uq -d app -c "SELECT snowflake_worker_id(nextval('orders_id_seq'))")" = 31 ] || die "orders_id_seq is not adopted after pg_upgrade"
 [ "$(uq -d app -c "SELECT count(*) FROM snowflake_adopting_databases WHERE database = 'app'")" = 1 ] || die "pg_upgrade lost the switch"
+# The switch's carrier, restored by the binary upgrade, goes with the
+# extension still (its dependency recorded as it was restored).
+[ "$(uq -d app -c "SELECT count(*) FROM pg_event_trigger t JOIN pg_depend d ON d.objid = t.oid AND d.deptype = 'a' AND d.refclassid = 'pg_extension'::regclass WHERE t.evtname = 'snowflake_id_switch'")" = 1 ] \
+    || die "pg_upgrade lost the switch's carrier, or its dependency on the extension"
 cluster_stop "$UPG"
 log "adopt: ok"

@@ -339,6 +339,11 @@ done
 q "$P" $((PORT + 7)) -c "INSERT INTO keys (v) SELECT g FROM generate_series(1, 1000) g" \
     -c "SELECT snowflake_adopt_sequence('counter')" -c "SELECT snowflake_adopt_sequences()" \
     -c "CREATE PUBLICATION everything FOR ALL TABLES" >/dev/null
+# A conversion's progress row of the publisher's (written past its guard,
+# as a restore writes it): the subscribers' stay their own (issue 63,
+# part 3; on 338878c the table sync applied it to both).
+q "$P" $((PORT + 7)) -c "SET session_replication_role = replica" \
+    -c "INSERT INTO snowflake_convert_progress (tbl, col, rel, rel_col, new_col, not_null, phase, pages_total) VALUES ('keys', 'id', 'keys', 'id', 'id_new', true, 'backfill', 1)" >/dev/null
 q "$S" $((PORT + 8)) -c "CREATE SUBSCRIPTION s CONNECTION 'host=$P port=$((PORT + 7)) user=postgres dbname=postgres' PUBLICATION everything" >/dev/null 2>&1
 for _ in $(seq 1 100); do
     [ "$(q "$S" $((PORT + 8)) -c "SELECT count(*) FROM keys")" = 1000 ] \
@@ -356,11 +361,11 @@ for _ in $(seq 1 50); do
     sleep 0.2
 done
 adopted=$(q "$S" $((PORT + 8)) -c "SELECT count(*) FROM snowflake_id_internal.snowflake_adopted")
-switch=$(q "$S" $((PORT + 8)) -c "SELECT count(*) FROM snowflake_id_internal.snowflake_adopt_switch")
+switch=$(q "$S" $((PORT + 8)) -c "SELECT count(*) + (SELECT count(*) FROM snowflake_convert_progress) FROM snowflake_id_internal.snowflake_adopt_switch")
 errors=$(q "$S" $((PORT + 8)) -c "SELECT apply_error_count + sync_error_count FROM pg_stat_subscription_stats")
 own=$(q "$S" $((PORT + 8)) -c "SELECT nextval('counter')")
 [ "$adopted/$switch/$errors/$own" = "0/0/0/1" ] \
-    || die "9: the publisher's adoption reached the subscriber: $adopted listed, $switch switch rows, $errors errors, nextval('counter') = $own"
+    || die "9: the publisher's adoption reached the subscriber: $adopted listed, $switch switch and progress rows, $errors errors, nextval('counter') = $own"
 log "   the publisher's list and switch stay the publisher's: the subscriber's counter gives 1"
 # A subscriber built from the publisher's pg_dump -s (issue 63, part 3):
 # the labels adopt its own counter, which mints with its own worker id;
@@ -378,10 +383,11 @@ done
 adopted=$(q "$S2" $((PORT + 9)) -c "SELECT string_agg(seq::text, ' ') FROM snowflake_id_internal.snowflake_adopted")
 errors=$(q "$S2" $((PORT + 9)) -c "SELECT apply_error_count + sync_error_count FROM pg_stat_subscription_stats")
 worker=$(q "$S2" $((PORT + 9)) -c "SELECT snowflake_worker_id(nextval('counter'))")
-rows=$(q "$S2" $((PORT + 9)) -c "SELECT count(*) FROM keys")
-[ "$adopted/$errors/$worker/$rows" = "counter/0/11/1000" ] \
-    || die "9: the subscriber built from pg_dump -s: adopted '$adopted', $errors errors, nextval('counter') of worker $worker, $rows rows"
-log "   a subscriber built from pg_dump -s adopts its own counter (worker 11), its 1000 rows in, no error"
+rows=$(q "$S2" $((PORT + 9)) -c "SELECT count(*) || '/' || (SELECT count(*) FROM snowflake_convert_progress) FROM keys")
+switch=$(q "$S2" $((PORT + 9)) -c "SELECT count(*) FROM snowflake_id_internal.snowflake_adopt_switch WHERE enabled")
+[ "$adopted/$errors/$worker/$rows/$switch" = "counter/0/11/1000/0/1" ] \
+    || die "9: the subscriber built from pg_dump -s: adopted '$adopted', $errors errors, nextval('counter') of worker $worker, $rows rows/progress rows, switch rows on: $switch"
+log "   a subscriber built from pg_dump -s adopts its own counter (worker 11) and has the switch on, its 1000 rows in, no error"
 # A replicated TRUNCATE ... RESTART IDENTITY restarts the subscriber's own
 # sequences of the table where no hook runs: its adopted one goes back to
 # its fence before the apply commits (the red-team review of 2337972, F3:

@@ -167,20 +167,7 @@ COMMENT ON TABLE snowflake_id_internal.snowflake_adopted IS
 CREATE FUNCTION snowflake_id_internal.adopt_from_replication() RETURNS boolean
 STABLE PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_from_replication_wrapper';
 CREATE FUNCTION snowflake_id_internal.adopt_skip_replicated() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $t$
-BEGIN
-    IF NOT snowflake_id_internal.adopt_from_replication() THEN
-        RETURN CASE WHEN TG_OP OPERATOR(pg_catalog.=) 'DELETE' THEN OLD ELSE NEW END;
-    END IF;
-    IF TG_OP OPERATOR(pg_catalog.=) 'TRUNCATE' THEN
-        RAISE EXCEPTION 'cannot apply a TRUNCATE of %.% from another server', TG_TABLE_SCHEMA, TG_TABLE_NAME
-              USING ERRCODE = '0A000',
-                    DETAIL = 'It is snowflake_id''s own state of this database; the publisher''s rows are not applied here.',
-                    HINT = 'Publish without truncate (ALTER PUBLICATION ... SET (publish = ''insert, update, delete'')), or skip the transaction with ALTER SUBSCRIPTION ... SKIP.';
-    END IF;
-    RETURN NULL;
-END
-$t$;
+LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_skip_replicated_wrapper';
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_skip_replicated() FROM PUBLIC;
 
 -- Only existing permanent sequences: a restore, or a superuser by hand,
@@ -418,6 +405,61 @@ BEGIN
     END LOOP;
 END
 $from_replica$;
+-- So are the online conversion's progress rows (issue 63, part 3: a FOR
+-- ALL TABLES publication showed the publisher's conversions in the
+-- subscriber's snowflake_convert_status, and gave its steps rows that are
+-- not its own; toolbox.sh scenario 9). The trigger function is C, bound
+-- by OID: a plain role's conversion writes these rows through it.
+CREATE TRIGGER snowflake_convert_progress_from_replica
+    BEFORE INSERT OR UPDATE OR DELETE ON @extschema@.snowflake_convert_progress
+    FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.adopt_skip_replicated();
+CREATE TRIGGER snowflake_convert_progress_truncate_from_replica
+    BEFORE TRUNCATE ON @extschema@.snowflake_convert_progress
+    FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_internal.adopt_skip_replicated();
+ALTER TABLE @extschema@.snowflake_convert_progress
+    ENABLE ALWAYS TRIGGER snowflake_convert_progress_from_replica,
+    ENABLE ALWAYS TRIGGER snowflake_convert_progress_truncate_from_replica;
+
+-- The switch's carrier in a schema dump (src/adopt/switch.rs): while the
+-- switch is on, a disabled event trigger, no member of the extension,
+-- runs this function (which does nothing). pg_dump -s writes the trigger,
+-- last of all; restored, it turns the switch on after the restore's own
+-- tables and sequences. In pg_catalog, where only a superuser creates
+-- functions: a restore whose CREATE EXTENSION failed finds no function
+-- of that name, and creates no trigger.
+CREATE FUNCTION pg_catalog.snowflake_id_switch() RETURNS event_trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $carrier$ BEGIN END $carrier$;
+REVOKE ALL ON FUNCTION pg_catalog.snowflake_id_switch() FROM PUBLIC;
+COMMENT ON FUNCTION pg_catalog.snowflake_id_switch() IS
+'internal to snowflake_id: what the event trigger that carries the switch through pg_dump -s runs (nothing)';
+-- The switch itself (the row, and its carrier), as a superuser's
+-- snowflake_adopt_sequences() and a restored carrier turn it.
+CREATE FUNCTION snowflake_id_internal.adopt_switch(enabled boolean) RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $switch$
+DECLARE
+    t pg_catalog.name;
+BEGIN
+    IF enabled THEN
+        PERFORM snowflake_id_internal.adopt_changed(true);
+    END IF;
+    INSERT INTO snowflake_id_internal.snowflake_adopt_switch AS s (enabled) VALUES (enabled)
+        ON CONFLICT (singleton) DO UPDATE SET enabled = EXCLUDED.enabled, changed_at = pg_catalog.now()
+        WHERE s.enabled IS DISTINCT FROM EXCLUDED.enabled;
+    IF NOT enabled THEN
+        FOR t IN SELECT e.evtname FROM pg_catalog.pg_event_trigger e
+                  WHERE e.evtfoid OPERATOR(pg_catalog.=) 'pg_catalog.snowflake_id_switch()'::pg_catalog.regprocedure LOOP
+            EXECUTE pg_catalog.format('DROP EVENT TRIGGER %I', t);
+        END LOOP;
+    ELSIF NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger e
+                       WHERE e.evtfoid OPERATOR(pg_catalog.=) 'pg_catalog.snowflake_id_switch()'::pg_catalog.regprocedure) THEN
+        CREATE EVENT TRIGGER snowflake_id_switch ON ddl_command_end EXECUTE FUNCTION pg_catalog.snowflake_id_switch();
+        ALTER EVENT TRIGGER snowflake_id_switch DISABLE;
+    END IF;
+END
+$switch$;
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_switch(boolean) FROM PUBLIC;
 
 -- snowflake_adopt_sequences(enabled boolean DEFAULT true): see src/adopt/mod.rs.
 CREATE FUNCTION snowflake_adopt_sequences(enabled boolean DEFAULT true) RETURNS boolean
@@ -429,12 +471,7 @@ BEGIN
                     WHERE r.rolname OPERATOR(pg_catalog.=) CURRENT_USER AND r.rolsuper) THEN
         RAISE EXCEPTION 'must be superuser to switch the adoption of sequences' USING ERRCODE = '42501';
     END IF;
-    IF enabled THEN
-        PERFORM snowflake_id_internal.adopt_changed(true);
-    END IF;
-    INSERT INTO snowflake_id_internal.snowflake_adopt_switch AS s (enabled) VALUES (enabled)
-        ON CONFLICT (singleton) DO UPDATE SET enabled = EXCLUDED.enabled, changed_at = pg_catalog.now()
-        WHERE s.enabled IS DISTINCT FROM EXCLUDED.enabled;
+    PERFORM snowflake_id_internal.adopt_switch(enabled);
     RETURN enabled;
 END
 $switch$;

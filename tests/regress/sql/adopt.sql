@@ -885,6 +885,14 @@ SELECT snowflake_adopt_sequences();
 RESET ROLE;
 SELECT snowflake_adopt_sequences();
 SELECT snowflake_adopt_sequences();   -- again: nothing changes
+-- Its carrier through pg_dump -s (src/adopt/switch.rs): one disabled
+-- event trigger, no member of the extension, gone with the extension.
+SELECT evtname, evtevent, evtenabled, evtfoid::regprocedure
+  FROM pg_event_trigger WHERE evtname NOT IN ('snowflake_adopt_new_sequences', 'snowflake_adopt_forget_dropped');
+SELECT deptype, refobjid = (SELECT oid FROM pg_extension WHERE extname = 'snowflake_id') AS extension
+  FROM pg_depend WHERE classid = 'pg_event_trigger'::regclass
+   AND objid = (SELECT oid FROM pg_event_trigger WHERE evtname = 'snowflake_id_switch')
+   AND refclassid = 'pg_extension'::regclass;
 SELECT database = current_database() AS this_database FROM snowflake_adopting_databases;
 SET ROLE adopt_owner;
 CREATE TABLE sw.a (id bigserial PRIMARY KEY, v text);
@@ -1113,6 +1121,7 @@ DROP FUNCTION sw.shadow();
 -- Off: new columns keep their sequences again; adopted ones stay adopted.
 SELECT snowflake_adopt_sequences(false);
 SELECT count(*) AS adopting FROM snowflake_adopting_databases WHERE database = current_database();
+SELECT count(*) AS carriers FROM pg_event_trigger WHERE evtfoid = 'snowflake_id_switch()'::regprocedure;
 CREATE TABLE sw.e (id bigserial PRIMARY KEY);
 SELECT pg_get_expr(adbin, adrelid) FROM pg_attrdef WHERE adrelid = 'sw.e'::regclass;
 SELECT snowflake_worker_id(nextval('sw.alone')) AS alone;
