@@ -267,6 +267,30 @@ pub fn adopt_listed_now(oids: Vec<pg_sys::Oid>) -> bool {
     }
 }
 
+/// Whether the event trigger that forgets dropped sequences must take any
+/// of `oids` off the list. Where the list's lock is free at once, it is
+/// taken (the `DELETE` then waits for nothing) and the answer is yes: the
+/// `DELETE` and the fresh read after it decide, as before. Where a lock is
+/// held or queued on it (a database owner's `VACUUM FULL` behind an open
+/// transaction), the server's table in shared memory answers: no, when
+/// none of them is adopted, so the `DROP` of a sequence that is not
+/// adopted waits for nothing (`attack_adopt_lock_queue.sh`: on 3462e24
+/// every `DROP TABLE` of a `serial` waited); yes otherwise, or where the
+/// table does not hold the database.
+#[pg_extern(sql = false)]
+pub fn adopt_may_list(oids: Vec<pg_sys::Oid>) -> bool {
+    let table = list_table();
+    if table == pg_sys::Oid::INVALID {
+        return false;
+    }
+    // SAFETY: a lock request that does not wait, in the trigger's
+    // transaction (held to its end, as the DELETE's own would be).
+    if unsafe { pg_sys::ConditionalLockRelationOid(table, pg_sys::RowExclusiveLock as _) } {
+        return true;
+    }
+    shared::may_list(&oids)
+}
+
 /// `snowflake_id_internal.adopt_from_replication()`: whether this process
 /// is a logical-replication worker (apply, parallel apply, table sync),
 /// which applies another server's rows. A `FOR ALL TABLES` publication

@@ -146,6 +146,21 @@ pub(super) fn copy() -> (Word, Option<Vec<pg_sys::Oid>>) {
     )
 }
 
+/// Whether any of `seqs` may be in this database's list: false only where
+/// the table holds the database's set (committed adoptions, applied at
+/// their commit, before their locks go) and none of them is in it, nor
+/// adopted by this transaction. No snapshot: a `REPEATABLE READ`
+/// transaction sees adoptions committed after it began.
+pub(super) fn may_list(seqs: &[pg_sys::Oid]) -> bool {
+    if !usable() {
+        return true;
+    }
+    match copy().1 {
+        Some(set) => seqs.iter().any(|s| set.contains(s) || adopting(*s)),
+        None => true,
+    }
+}
+
 /// Make `seqs`, read from the list after this backend saw `seen`, this
 /// database's set (unless a change came in since, or it does not fit).
 pub(super) fn publish(seen: Word, seqs: &[pg_sys::Oid]) -> Published {

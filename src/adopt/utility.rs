@@ -125,17 +125,24 @@ unsafe extern "C-unwind" fn utility(
         let filled = !stmt.is_null()
             && (*stmt).type_ == pg_sys::NodeTag::T_AlterTableStmt
             && super::fill::prepare(&raw mut pstmt, &raw mut read_only_tree);
+        // A carrier of the switch restored where it exists already
+        // (`super::switch`): done.
+        let carrier_again = !stmt.is_null()
+            && (*stmt).type_ == pg_sys::NodeTag::T_CreateEventTrigStmt
+            && super::switch::made_already(stmt.cast());
         let next = PREV_UTILITY.unwrap_or(standard_ProcessUtility);
-        next(
-            pstmt,
-            query_string,
-            read_only_tree,
-            context,
-            params,
-            query_env,
-            dest,
-            qc,
-        );
+        if !carrier_again {
+            next(
+                pstmt,
+                query_string,
+                read_only_tree,
+                context,
+                params,
+                query_env,
+                dest,
+                qc,
+            );
+        }
         if filled {
             super::fill::finish(query_string);
         }

@@ -347,6 +347,25 @@ for section in pre-data data post-data; do
 done
 [ "$(q -d sections -c "SELECT count(*) FROM pg_event_trigger WHERE evtfoid = 'snowflake_id_switch()'::regprocedure")" = 1 ] \
     || die "pg_restore section by section left no carrier of the switch, or two"
+# A schema restore, then a data restore (the carrier turned the switch on
+# in the first, the dump's row comes in the second: on 3462e24, 23505);
+# and a schema restore into a database whose switch is on already (from
+# its template: on 3462e24 the carrier "already exists"). The red-team
+# review of 3462e24, F1 and F2.
+q -c "CREATE DATABASE twostep14" >/dev/null
+as_pg "$(pgbin)/pg_restore" -h "$DIR" -p "$PORT" -U postgres -d twostep14 -s "$BASE/app14.dump" 2>"$BASE/restore.err" \
+    || { cat "$BASE/restore.err" >&2; die "pg_restore -s failed"; }
+as_pg "$(pgbin)/pg_restore" -h "$DIR" -p "$PORT" -U postgres -d twostep14 -a "$BASE/app14.dump" 2>"$BASE/restore.err" \
+    || { cat "$BASE/restore.err" >&2; die "pg_restore -a after pg_restore -s failed"; }
+q -c "CREATE DATABASE tmpl14" >/dev/null
+q -d tmpl14 -c "CREATE EXTENSION snowflake_id" -c "SELECT snowflake_adopt_sequences()" >/dev/null
+q -c "CREATE DATABASE fromtmpl14 TEMPLATE tmpl14" >/dev/null
+q -d fromtmpl14 -v ON_ERROR_STOP=1 -q -f "$BASE/schema.sql" >/dev/null 2>"$BASE/schema.err" \
+    || { cat "$BASE/schema.err" >&2; die "restoring pg_dump -s into a database whose switch is on failed"; }
+for d in twostep14 fromtmpl14; do
+    [ "$(q -d $d -c "SELECT count(*) FROM snowflake_id_internal.snowflake_adopt_switch WHERE enabled")/$(q -d $d -c "SELECT count(*) FROM pg_event_trigger WHERE evtfoid = 'snowflake_id_switch()'::regprocedure")" = 1/1 ] \
+        || die "$d: the switch is not on, or its carrier is not there once"
+done
 q -d app -c "SELECT snowflake_adopt_sequences(false)" >/dev/null
 [ "$(q -d sections -c "SELECT count(*) FROM snowflake_id_internal.snowflake_adopted")" = "$(wc -w <<< "$want")" ] \
     || die "the data section listed sequences twice or lost some"
@@ -394,6 +413,25 @@ q -c "CREATE DATABASE carrier14" >/dev/null
 q -d carrier14 -c "CREATE EXTENSION snowflake_id" -c "SELECT snowflake_adopt_sequences()" -c "DROP EXTENSION snowflake_id" >/dev/null \
     || die "DROP EXTENSION with the switch on failed"
 [ "$(q -d carrier14 -c "SELECT count(*) FROM pg_event_trigger")" = 0 ] || die "DROP EXTENSION left the switch's carrier"
+# A carrier restored where the library was not preloaded (no dependency,
+# the switch off: made here as such a restore leaves them) gets its
+# dependency when the switch is turned on (the review's F3: DROP
+# EXTENSION failed).
+q -d carrier14 -c "CREATE EXTENSION snowflake_id" -c "SELECT snowflake_adopt_sequences()" \
+    -c "SET session_replication_role = replica" -c "UPDATE snowflake_id_internal.snowflake_adopt_switch SET enabled = false" \
+    -c "RESET session_replication_role" \
+    -c "DELETE FROM pg_depend WHERE classid = 'pg_event_trigger'::regclass AND refclassid = 'pg_extension'::regclass AND deptype = 'x'" >/dev/null
+q -d carrier14 -c "SELECT snowflake_adopt_sequences()" -c "DROP EXTENSION snowflake_id" >/dev/null \
+    || die "DROP EXTENSION failed after a carrier without its dependency was turned on"
+[ "$(q -d carrier14 -c "SELECT count(*) FROM pg_event_trigger")" = 0 ] || die "DROP EXTENSION left a repaired carrier"
+# A label that a DROP EXTENSION without the library preloaded left behind
+# (written here as such a drop leaves it) is gone with the next CREATE
+# EXTENSION: on 3462e24 the next pg_dump -s carried it, and its restore
+# adopted the sequence.
+q -d carrier14 -c "CREATE SEQUENCE stale14" \
+    -c "INSERT INTO pg_seclabel VALUES ('stale14'::regclass, 'pg_class'::regclass, 0, 'snowflake_id', 'adopted')" \
+    -c "CREATE EXTENSION snowflake_id" >/dev/null
+[ "$(q -d carrier14 -c "SELECT count(*) FROM pg_seclabel")" = 0 ] || die "CREATE EXTENSION kept a label of an earlier install"
 q -c "CREATE ROLE owner14 LOGIN" -c "CREATE DATABASE hijack14 OWNER owner14" >/dev/null
 q -d hijack14 -c "SET ROLE owner14" -c "CREATE SCHEMA snowflake_id_internal" \
     -c "CREATE FUNCTION snowflake_id_internal.adopt_switch(boolean) RETURNS void LANGUAGE sql AS 'ALTER ROLE owner14 SUPERUSER'" >/dev/null
@@ -479,7 +517,7 @@ got=$(uq -d app -c "SELECT string_agg(seq::text, ' ' ORDER BY seq::text) FROM sn
 [ "$(uq -d app -c "SELECT count(*) FROM snowflake_adopting_databases WHERE database = 'app'")" = 1 ] || die "pg_upgrade lost the switch"
 # The switch's carrier, restored by the binary upgrade, goes with the
 # extension still (its dependency recorded as it was restored).
-[ "$(uq -d app -c "SELECT count(*) FROM pg_event_trigger t JOIN pg_depend d ON d.objid = t.oid AND d.deptype = 'a' AND d.refclassid = 'pg_extension'::regclass WHERE t.evtname = 'snowflake_id_switch'")" = 1 ] \
+[ "$(uq -d app -c "SELECT count(*) FROM pg_event_trigger t JOIN pg_depend d ON d.objid = t.oid AND d.deptype = 'x' AND d.refclassid = 'pg_extension'::regclass WHERE t.evtname = 'snowflake_id_switch'")" = 1 ] \
     || die "pg_upgrade lost the switch's carrier, or its dependency on the extension"
 cluster_stop "$UPG"
 log "adopt: ok"

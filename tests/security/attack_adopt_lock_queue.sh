@@ -101,6 +101,10 @@ holders+=($!)
 poll_until 20 queued snowflake_id_internal.snowflake_adopted \
     || { log "attack: the VACUUM FULL never queued on the list"; exit 1; }
 new_sessions app "VACUUM FULL" "INSERT INTO t (v) VALUES (3) RETURNING id" "SELECT nextval('t_id_seq')" "SELECT 'ok'"
+# Dropping a sequence that is not adopted (a serial's) touches no row of
+# the list: on 3462e24 the event trigger's DELETE queued behind the VACUUM
+# FULL (here 55P03 after the lock timeout).
+new_sessions app "VACUUM FULL, DROP" "SET lock_timeout = '2s'" "CREATE TEMP TABLE d (id serial, v int)" "DROP TABLE d" "SELECT 'ok'"
 for p in "${holders[@]}"; do kill "$p" 2>/dev/null || true; done
 as postgres app -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
                     WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()" >/dev/null

@@ -74,6 +74,11 @@ REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_advance(pg_catalog.regclass, 
 CREATE FUNCTION snowflake_id_internal.adopt_label(seq pg_catalog.regclass) RETURNS void
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_label_wrapper';
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_label(pg_catalog.regclass) FROM PUBLIC;
+-- A new install adopts nothing: labels of an earlier install that a DROP
+-- EXTENSION left behind (one run without the library preloaded, where
+-- the hook that removes them does not run) would make the next dump of
+-- the schema adopt sequences this database never adopted.
+DELETE FROM pg_catalog.pg_seclabel l WHERE l.provider OPERATOR(pg_catalog.=) 'snowflake_id';
 CREATE FUNCTION snowflake_id_internal.adopt_listed_now(oids pg_catalog.oid[]) RETURNS boolean
 STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_listed_now_wrapper';
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_listed_now(pg_catalog.oid[]) FROM PUBLIC;
@@ -245,6 +250,9 @@ CREATE TRIGGER snowflake_adopted_truncated
 -- A dropped sequence leaves the list at once: its OID may come back as
 -- another role's relation. Runs as the extension's owner (a plain role
 -- drops its own adopted sequence), on the extension's table only.
+CREATE FUNCTION snowflake_id_internal.adopt_may_list(pg_catalog.oid[]) RETURNS boolean
+STRICT VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_may_list_wrapper';
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_may_list(pg_catalog.oid[]) FROM PUBLIC;
 CREATE FUNCTION snowflake_id_internal.adopt_forget_dropped() RETURNS event_trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
 DECLARE
@@ -255,7 +263,9 @@ BEGIN
      WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
        AND d.objsubid OPERATOR(pg_catalog.=) 0
        AND d.object_type OPERATOR(pg_catalog.=) 'sequence';
-    IF dropped IS NULL THEN
+    -- None of them adopted, as shared memory says now: the list is not
+    -- touched (no lock on it to wait for).
+    IF dropped IS NULL OR NOT snowflake_id_internal.adopt_may_list(dropped) THEN
         RETURN;
     END IF;
     DELETE FROM snowflake_id_internal.snowflake_adopted a
@@ -372,13 +382,31 @@ REVOKE ALL ON snowflake_id_internal.snowflake_adopt_switch FROM PUBLIC;
 GRANT SELECT ON snowflake_id_internal.snowflake_adopt_switch TO pg_database_owner;
 COMMENT ON TABLE snowflake_id_internal.snowflake_adopt_switch IS
 'snowflake_id''s switch: while enabled, new bigserial, bigint identity columns and bigint sequences are adopted';
+-- The row's trigger also keeps the switch's carrier in step with it
+-- (src/adopt/switch.rs: the event trigger that pg_dump -s carries): made
+-- while the switch is on, dropped while it is off, whichever way the row
+-- changed (snowflake_adopt_sequences(), a restore's row).
 CREATE FUNCTION snowflake_id_internal.adopt_switch_mirror() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $t$
+DECLARE
+    t pg_catalog.name;
 BEGIN
     IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' OR NOT NEW.enabled THEN
         EXECUTE pg_catalog.format('ALTER DATABASE %I RESET snowflake_id.adopt_sequences', pg_catalog.current_database());
+        FOR t IN SELECT e.evtname FROM pg_catalog.pg_event_trigger e
+                  WHERE e.evtfoid OPERATOR(pg_catalog.=) 'pg_catalog.snowflake_id_switch()'::pg_catalog.regprocedure LOOP
+            EXECUTE pg_catalog.format('DROP EVENT TRIGGER %I', t);
+        END LOOP;
     ELSE
         EXECUTE pg_catalog.format('ALTER DATABASE %I SET snowflake_id.adopt_sequences = on', pg_catalog.current_database());
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger e
+                        WHERE e.evtfoid OPERATOR(pg_catalog.=) 'pg_catalog.snowflake_id_switch()'::pg_catalog.regprocedure) THEN
+            CREATE EVENT TRIGGER snowflake_id_switch ON ddl_command_end EXECUTE FUNCTION pg_catalog.snowflake_id_switch();
+            ALTER EVENT TRIGGER snowflake_id_switch DISABLE;
+        END IF;
+        -- One restored where the library was not preloaded has no
+        -- dependency on the extension yet: it gets it now.
+        PERFORM snowflake_id_internal.adopt_carrier_depends();
     END IF;
     RETURN NULL;
 END
@@ -387,6 +415,26 @@ REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_switch_mirror() FROM PUBLIC;
 CREATE TRIGGER snowflake_adopt_switch_mirror
     AFTER INSERT OR UPDATE OR DELETE ON snowflake_id_internal.snowflake_adopt_switch
     FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.adopt_switch_mirror();
+-- A row inserted where there is one already is merged into it: a data
+-- restore after a schema restore whose carrier turned the switch on
+-- (pg_restore -s, then -a) failed on the row (23505; the red-team review
+-- of 3462e24, F1). Fires after the replicas' trigger (names in order).
+CREATE FUNCTION snowflake_id_internal.adopt_switch_merge() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $t$
+BEGIN
+    IF EXISTS (SELECT FROM snowflake_id_internal.snowflake_adopt_switch) THEN
+        UPDATE snowflake_id_internal.snowflake_adopt_switch s
+           SET enabled = NEW.enabled, changed_at = NEW.changed_at
+         WHERE s.enabled IS DISTINCT FROM NEW.enabled;
+        RETURN NULL;
+    END IF;
+    RETURN NEW;
+END
+$t$;
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_switch_merge() FROM PUBLIC;
+CREATE TRIGGER snowflake_adopt_switch_merge
+    BEFORE INSERT ON snowflake_id_internal.snowflake_adopt_switch
+    FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.adopt_switch_merge();
 -- The list's and the switch's rows from a logical-replication worker
 -- are skipped (adopt_skip_replicated, above), ENABLE ALWAYS.
 DO $from_replica$
@@ -432,14 +480,15 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $carrier$ BEGIN END $c
 REVOKE ALL ON FUNCTION pg_catalog.snowflake_id_switch() FROM PUBLIC;
 COMMENT ON FUNCTION pg_catalog.snowflake_id_switch() IS
 'internal to snowflake_id: what the event trigger that carries the switch through pg_dump -s runs (nothing)';
--- The switch itself (the row, and its carrier), as a superuser's
--- snowflake_adopt_sequences() and a restored carrier turn it.
+CREATE FUNCTION snowflake_id_internal.adopt_carrier_depends() RETURNS void
+VOLATILE PARALLEL UNSAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_carrier_depends_wrapper';
+REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_carrier_depends() FROM PUBLIC;
+-- The switch itself (its row; the row's trigger keeps the carrier), as a
+-- superuser's snowflake_adopt_sequences() and a restored carrier turn it.
 CREATE FUNCTION snowflake_id_internal.adopt_switch(enabled boolean) RETURNS void
 LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $switch$
-DECLARE
-    t pg_catalog.name;
 BEGIN
     IF enabled THEN
         PERFORM snowflake_id_internal.adopt_changed(true);
@@ -447,16 +496,6 @@ BEGIN
     INSERT INTO snowflake_id_internal.snowflake_adopt_switch AS s (enabled) VALUES (enabled)
         ON CONFLICT (singleton) DO UPDATE SET enabled = EXCLUDED.enabled, changed_at = pg_catalog.now()
         WHERE s.enabled IS DISTINCT FROM EXCLUDED.enabled;
-    IF NOT enabled THEN
-        FOR t IN SELECT e.evtname FROM pg_catalog.pg_event_trigger e
-                  WHERE e.evtfoid OPERATOR(pg_catalog.=) 'pg_catalog.snowflake_id_switch()'::pg_catalog.regprocedure LOOP
-            EXECUTE pg_catalog.format('DROP EVENT TRIGGER %I', t);
-        END LOOP;
-    ELSIF NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger e
-                       WHERE e.evtfoid OPERATOR(pg_catalog.=) 'pg_catalog.snowflake_id_switch()'::pg_catalog.regprocedure) THEN
-        CREATE EVENT TRIGGER snowflake_id_switch ON ddl_command_end EXECUTE FUNCTION pg_catalog.snowflake_id_switch();
-        ALTER EVENT TRIGGER snowflake_id_switch DISABLE;
-    END IF;
 END
 $switch$;
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_switch(boolean) FROM PUBLIC;
