@@ -147,3 +147,92 @@ fn adopt_skip_replicated<'a>(
     }
     Ok(None)
 }
+
+/// The extension's triggers that fire `ALWAYS` (`session_replication_role`
+/// must not turn them off: the replicas' skip, the high-water guard).
+const ALWAYS: &[&str] = &[
+    "snowflake_adopted_from_replica",
+    "snowflake_adopted_truncate_from_replica",
+    "snowflake_adopt_switch_from_replica",
+    "snowflake_adopt_switch_truncate_from_replica",
+    "snowflake_convert_progress_from_replica",
+    "snowflake_convert_progress_truncate_from_replica",
+    "written_by_snowflake_id",
+    "truncated_by_nobody",
+];
+
+/// After `ALTER TABLE … ENABLE TRIGGER ALL | USER | name`: PostgreSQL sets
+/// the triggers it names to fire on origin only, and `pg_restore
+/// --disable-triggers` ends each table's data so. The extension's own
+/// `ALWAYS` triggers of that table (those of [`ALWAYS`] whose function is
+/// the extension's) fire `ALWAYS` again, as the caller (the table's owner,
+/// who may): a replication worker, in replica mode, skipped them after such
+/// a restore (the red-team review of 3462e24, F5).
+///
+/// # Safety
+/// `stmt` is the `AlterTableStmt` that just ran.
+#[pg_guard]
+pub(super) unsafe extern "C-unwind" fn keep_always(stmt: *mut pg_sys::AlterTableStmt) {
+    use pg_sys::AlterTableType as At;
+    // SAFETY: the statement's own list and relation; the relation's cache
+    // entry (locked by the statement), released at once; catalog
+    // look-ups; our own statement through SPI.
+    unsafe {
+        let cmds = pgrx::PgList::<pg_sys::AlterTableCmd>::from_pg((*stmt).cmds);
+        let enables = cmds.iter_ptr().any(|c| {
+            !c.is_null()
+                && [
+                    At::AT_EnableTrig,
+                    At::AT_EnableTrigAll,
+                    At::AT_EnableTrigUser,
+                ]
+                .contains(&(*c).subtype)
+        });
+        if !enables || (*stmt).relation.is_null() {
+            return;
+        }
+        let Some(relid) = crate::catalog::relation_named((*stmt).relation) else {
+            return;
+        };
+        let extension = pg_sys::get_extension_oid(c"snowflake_id".as_ptr(), true);
+        if extension == pg_sys::Oid::INVALID {
+            return;
+        }
+        let rel = pg_sys::RelationIdGetRelation(relid);
+        if rel.is_null() {
+            return;
+        }
+        let mut names = Vec::new();
+        let td = (*rel).trigdesc;
+        if !td.is_null() {
+            for i in 0..(*td).numtriggers as usize {
+                let t = &*(*td).triggers.add(i);
+                let name = std::ffi::CStr::from_ptr(t.tgname);
+                if t.tgenabled != pg_sys::TRIGGER_FIRES_ALWAYS as std::ffi::c_char
+                    && ALWAYS.iter().any(|a| a.as_bytes() == name.to_bytes())
+                    && pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, t.tgfoid)
+                        == extension
+                {
+                    names.push(
+                        std::ffi::CStr::from_ptr(pg_sys::quote_identifier(t.tgname)).to_owned(),
+                    );
+                }
+            }
+        }
+        pg_sys::RelationClose(rel);
+        if names.is_empty() {
+            return;
+        }
+        let table = crate::convert::as_owner::qualified_name(relid);
+        for name in names {
+            // A PostgreSQL ERROR here is the statement's; an SPI failure
+            // leaves the trigger as the statement made it, and says so.
+            if let Err(e) = Spi::run(&format!(
+                "ALTER TABLE {table} ENABLE ALWAYS TRIGGER {}",
+                name.to_string_lossy()
+            )) {
+                pgrx::warning!("could not make trigger {name:?} of {table} fire ALWAYS again: {e}");
+            }
+        }
+    }
+}

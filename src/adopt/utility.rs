@@ -146,6 +146,9 @@ unsafe extern "C-unwind" fn utility(
         if filled {
             super::fill::finish(query_string);
         }
+        if !stmt.is_null() && (*stmt).type_ == pg_sys::NodeTag::T_AlterTableStmt {
+            super::replica::keep_always(stmt.cast());
+        }
         if !stmt.is_null() && (*stmt).type_ == pg_sys::NodeTag::T_CreateEventTrigStmt {
             super::switch::created(stmt.cast());
         }

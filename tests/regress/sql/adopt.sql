@@ -1159,3 +1159,16 @@ SELECT nextval('prepared_seq') AS prepared_is_its_own;
 DROP SEQUENCE kept;
 SELECT count(*) AS adopted FROM snowflake_id_internal.snowflake_adopted;
 DROP SEQUENCE undone, prepared_seq;
+
+-- pg_restore --disable-triggers ends each table's data with ENABLE
+-- TRIGGER ALL, which set the extension's ALWAYS triggers to fire on
+-- origin only, so a replication worker skipped them (the red-team review
+-- of 3462e24, F5): they fire ALWAYS again; the others as PostgreSQL sets.
+ALTER TABLE snowflake_id_internal.snowflake_adopted ENABLE TRIGGER ALL;
+ALTER TABLE snowflake_id_internal.snowflake_high_water ENABLE TRIGGER ALL;
+ALTER TABLE snowflake_convert_progress ENABLE TRIGGER snowflake_convert_progress_from_replica;
+SELECT tgrelid::regclass, tgname, tgenabled FROM pg_trigger
+ WHERE tgrelid IN ('snowflake_id_internal.snowflake_adopted'::regclass, 'snowflake_id_internal.snowflake_high_water'::regclass,
+                   'snowflake_convert_progress'::regclass)
+   AND NOT tgisinternal
+ ORDER BY tgrelid::regclass::text, tgname;
