@@ -3339,8 +3339,14 @@ CREATE FUNCTION snowflake_id_internal.adopt_switch_mirror() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $t$
 DECLARE
     t pg_catalog.name;
+    off boolean;
 BEGIN
-    IF TG_OP OPERATOR(pg_catalog.=) 'DELETE' OR NOT NEW.enabled THEN
+    IF TG_OP OPERATOR(pg_catalog.=) ANY (ARRAY['DELETE', 'TRUNCATE']::pg_catalog.text[]) THEN
+        off := true;
+    ELSE
+        off := NOT NEW.enabled;
+    END IF;
+    IF off THEN
         EXECUTE pg_catalog.format('ALTER DATABASE %I RESET snowflake_id.adopt_sequences', pg_catalog.current_database());
         FOR t IN SELECT e.evtname FROM pg_catalog.pg_event_trigger e
                   WHERE e.evtfoid OPERATOR(pg_catalog.=) 'pg_catalog.snowflake_id_switch()'::pg_catalog.regprocedure LOOP
@@ -3364,6 +3370,11 @@ REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_switch_mirror() FROM PUBLIC;
 CREATE TRIGGER snowflake_adopt_switch_mirror
     AFTER INSERT OR UPDATE OR DELETE ON snowflake_id_internal.snowflake_adopt_switch
     FOR EACH ROW EXECUTE FUNCTION snowflake_id_internal.adopt_switch_mirror();
+-- A TRUNCATE of the row turns the switch off too, carrier included (the
+-- red-team review of 9f88041, F4).
+CREATE TRIGGER snowflake_adopt_switch_mirror_truncate
+    AFTER TRUNCATE ON snowflake_id_internal.snowflake_adopt_switch
+    FOR EACH STATEMENT EXECUTE FUNCTION snowflake_id_internal.adopt_switch_mirror();
 -- A row inserted where there is one already is merged into it: a data
 -- restore after a schema restore whose carrier turned the switch on
 -- (pg_restore -s, then -a) failed on the row (23505; the red-team review

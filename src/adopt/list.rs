@@ -320,7 +320,15 @@ fn load() {
             })
             .collect();
         let mut copied_at = word;
-        if from_list {
+        // A transaction that has written anything may have changed the
+        // list, and its read shows its own changes: it publishes nothing,
+        // and reads again at its next statement. (It published them, and
+        // after a rollback the server's table held a list that never was:
+        // an adopted sequence was not, and its DROP left its OID on the
+        // list; the red-team review of 9f88041, F1.)
+        if from_list && pg_sys::GetTopTransactionIdIfAny() != pg_sys::InvalidTransactionId {
+            copied_at = None;
+        } else if from_list {
             if let Some(w) = word {
                 let seqs: Vec<pg_sys::Oid> = adopted.iter().copied().collect();
                 copied_at = match shared::publish(w, &seqs) {

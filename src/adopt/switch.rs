@@ -38,8 +38,10 @@ pub(super) unsafe extern "C-unwind" fn made_already(
     // SAFETY: look-ups by name and OID in the statement's transaction;
     // the function named as CREATE EVENT TRIGGER itself resolves it.
     unsafe {
+        // Only a superuser's: anyone else's gets PostgreSQL's 42501 (the
+        // red-team review of 9f88041, F5).
         let carrier = carrier_function();
-        if carrier == pg_sys::Oid::INVALID {
+        if carrier == pg_sys::Oid::INVALID || !pg_sys::superuser() {
             return false;
         }
         let trigger = pg_sys::get_event_trigger_oid((*stmt).trigname, true);
@@ -67,6 +69,7 @@ pub(super) unsafe extern "C-unwind" fn created(stmt: *mut pg_sys::CreateEventTri
             || carrier == pg_sys::Oid::INVALID
             || runs(trigger) != carrier
             || pg_sys::creating_extension
+            || !pg_sys::superuser()
             || !depend_on_extension(trigger)
         {
             return;

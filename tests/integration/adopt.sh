@@ -483,6 +483,40 @@ out=$(q -d app -c "SET lock_timeout = '2s'" -c "BEGIN READ ONLY" -c "ALTER TABLE
 wait "$reader" || true
 grep -q 'cannot execute ALTER TABLE in a read-only transaction' <<< "$out" \
     || die "ADD COLUMN in a read-only transaction did not get PostgreSQL's 25006 at once: $out"
+log "18. a transaction that changed the list, then rolled back, published none of it"
+# The red-team review of 9f88041, F1: a backend that read the list while
+# the server's table did not hold the database (after a start, or after two
+# changes committed at once) published what it read, its own uncommitted
+# DELETE included; after its ROLLBACK the sequence was on the list but not
+# adopted (2200H), and a DROP of it, trusting the table, left its OID
+# listed. Here: after a restart, X holds the list without planning (a
+# planned statement would read it), L's DROP waits for X, reads the list
+# once X is gone, and rolls back.
+q -d app -c "CREATE SEQUENCE rb18" -c "SELECT snowflake_adopt_sequence('rb18')" >/dev/null
+cluster_stop "$DIR"; cluster_up "$DIR"
+x18="$BASE/x18.in"; rm -f "$x18"; mkfifo "$x18"; is_root && chown postgres:postgres "$x18"
+"$(pgbin)/psql" -X -q -At -h "$DIR" -p "$PORT" -U postgres -d app <"$x18" >"$BASE/x18.out" 2>&1 &
+X18=$!
+exec 4>"$x18"
+echo "BEGIN; LOCK snowflake_id_internal.snowflake_adopted IN ACCESS EXCLUSIVE MODE;" >&4
+echo "\\echo locked" >&4
+poll_until 60 grep -qx locked "$BASE/x18.out" || die "the session x18 did not lock the list: $(cat "$BASE/x18.out")"
+open_session l18
+echo "BEGIN; DROP SEQUENCE rb18;" >&3
+l18_waits() {
+    [ "$(q -d app -c "SELECT count(*) FROM pg_locks WHERE relation = 'snowflake_id_internal.snowflake_adopted'::regclass AND NOT granted")" -ge 1 ]
+}
+poll_until 60 l18_waits || die "the DROP of rb18 did not wait for the list"
+echo "COMMIT;" >&4
+exec 4>&-
+echo "SELECT 'dropped'; ROLLBACK;" >&3
+answered l18 dropped
+close_session
+# (x18 ends once l18, which inherited its input's writer, is gone.)
+wait "$X18" || true
+out=$(q -d app -c "SELECT snowflake_worker_id(nextval('rb18'))" 2>&1 || true)
+[ "$out" = 31 ] || die "after a rolled-back DROP, rb18 is no longer adopted: $out"
+
 log "15. pg_dumpall into a new cluster, and pg_upgrade: the switch and the adoptions hold (issue 63)"
 q -d app -c "SELECT snowflake_adopt_sequences()" >/dev/null
 want=$(q -d app -c "SELECT string_agg(seq::text, ' ' ORDER BY seq::text) FROM snowflake_id_internal.snowflake_adopted")
