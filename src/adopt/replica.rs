@@ -163,11 +163,12 @@ const ALWAYS: &[&str] = &[
 
 /// After `ALTER TABLE … ENABLE TRIGGER ALL | USER | name`: PostgreSQL sets
 /// the triggers it names to fire on origin only, and `pg_restore
-/// --disable-triggers` ends each table's data so. The extension's own
-/// `ALWAYS` triggers of that table (those of [`ALWAYS`] whose function is
-/// the extension's) fire `ALWAYS` again, as the caller (the table's owner,
-/// who may): a replication worker, in replica mode, skipped them after such
-/// a restore (the red-team review of 3462e24, F5).
+/// --disable-triggers` ends each table's data so. On the extension's own
+/// tables, those of them that are its `ALWAYS` triggers (of [`ALWAYS`],
+/// whose function is the extension's) fire `ALWAYS` again, as the caller
+/// (the table's owner, who may): a replication worker, in replica mode,
+/// skipped them after such a restore (the red-team review of 3462e24,
+/// F5). A disabled one stays disabled.
 ///
 /// # Safety
 /// `stmt` is the `AlterTableStmt` that just ran.
@@ -179,23 +180,28 @@ pub(super) unsafe extern "C-unwind" fn keep_always(stmt: *mut pg_sys::AlterTable
     // look-ups; our own statement through SPI.
     unsafe {
         let cmds = pgrx::PgList::<pg_sys::AlterTableCmd>::from_pg((*stmt).cmds);
-        let enables = cmds.iter_ptr().any(|c| {
-            !c.is_null()
-                && [
-                    At::AT_EnableTrig,
-                    At::AT_EnableTrigAll,
-                    At::AT_EnableTrigUser,
-                ]
-                .contains(&(*c).subtype)
-        });
-        if !enables || (*stmt).relation.is_null() {
+        // The triggers the statement enabled: all of them, or by name.
+        let mut all = false;
+        let mut named: Vec<&std::ffi::CStr> = Vec::new();
+        for c in cmds.iter_ptr().filter(|c| !c.is_null()) {
+            if [At::AT_EnableTrigAll, At::AT_EnableTrigUser].contains(&(*c).subtype) {
+                all = true;
+            } else if (*c).subtype == At::AT_EnableTrig && !(*c).name.is_null() {
+                named.push(std::ffi::CStr::from_ptr((*c).name));
+            }
+        }
+        if (!all && named.is_empty()) || (*stmt).relation.is_null() {
             return;
         }
         let Some(relid) = crate::catalog::relation_named((*stmt).relation) else {
             return;
         };
+        // Only the extension's own tables (the review of e6ba3bc, F2 and
+        // F3: a table of a plain role's with triggers of those names).
         let extension = pg_sys::get_extension_oid(c"snowflake_id".as_ptr(), true);
-        if extension == pg_sys::Oid::INVALID {
+        if extension == pg_sys::Oid::INVALID
+            || pg_sys::getExtensionOfObject(pg_sys::RelationRelationId, relid) != extension
+        {
             return;
         }
         let rel = pg_sys::RelationIdGetRelation(relid);
@@ -208,7 +214,10 @@ pub(super) unsafe extern "C-unwind" fn keep_always(stmt: *mut pg_sys::AlterTable
             for i in 0..(*td).numtriggers as usize {
                 let t = &*(*td).triggers.add(i);
                 let name = std::ffi::CStr::from_ptr(t.tgname);
-                if t.tgenabled != pg_sys::TRIGGER_FIRES_ALWAYS as std::ffi::c_char
+                // Those the statement just set to fire on origin (never a
+                // disabled one).
+                if t.tgenabled == pg_sys::TRIGGER_FIRES_ON_ORIGIN as std::ffi::c_char
+                    && (all || named.contains(&name))
                     && ALWAYS.iter().any(|a| a.as_bytes() == name.to_bytes())
                     && pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, t.tgfoid)
                         == extension

@@ -1172,3 +1172,15 @@ SELECT tgrelid::regclass, tgname, tgenabled FROM pg_trigger
                    'snowflake_convert_progress'::regclass)
    AND NOT tgisinternal
  ORDER BY tgrelid::regclass::text, tgname;
+-- Not a disabled one, nor a plain role's table with a trigger of such a
+-- name (the red-team review of e6ba3bc, F2: on it both became ALWAYS).
+ALTER TABLE snowflake_id_internal.snowflake_adopted DISABLE TRIGGER snowflake_adopted_from_replica;
+ALTER TABLE snowflake_id_internal.snowflake_adopted ENABLE TRIGGER snowflake_adopted_changed;
+SELECT tgenabled FROM pg_trigger WHERE tgname = 'snowflake_adopted_from_replica';
+ALTER TABLE snowflake_id_internal.snowflake_adopted ENABLE ALWAYS TRIGGER snowflake_adopted_from_replica;
+CREATE TABLE lookalike (id int);
+CREATE TRIGGER written_by_snowflake_id BEFORE INSERT ON lookalike
+    FOR EACH ROW EXECUTE FUNCTION snowflake_convert_progress_guard();
+ALTER TABLE lookalike ENABLE TRIGGER ALL;
+SELECT tgenabled FROM pg_trigger WHERE tgrelid = 'lookalike'::regclass;
+DROP TABLE lookalike;
