@@ -3117,9 +3117,7 @@ COMMENT ON TABLE snowflake_id_internal.snowflake_adopted IS
 -- switch: skipped, so that this database's list and switch stay its own
 -- (issue 63, part 3). ENABLE ALWAYS, as the apply worker runs with
 -- session_replication_role = replica; a TRUNCATE cannot be skipped, and
--- is refused.
-CREATE FUNCTION snowflake_id_internal.adopt_from_replication() RETURNS boolean
-STABLE PARALLEL SAFE LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_from_replication_wrapper';
+-- is refused. A C trigger (src/adopt/replica.rs), bound by OID.
 CREATE FUNCTION snowflake_id_internal.adopt_skip_replicated() RETURNS trigger
 LANGUAGE c AS 'MODULE_PATHNAME', 'adopt_skip_replicated_wrapper';
 REVOKE ALL ON FUNCTION snowflake_id_internal.adopt_skip_replicated() FROM PUBLIC;

@@ -329,9 +329,8 @@ fn load() {
         // left its OID on the list; the red-team review of 9f88041, F1.
         // Reading again at every call instead cost 35 us per nextval()
         // with 500 adopted sequences: the review of 2e158fd, F1.)
-        if from_list && pg_sys::GetTopTransactionIdIfAny() != pg_sys::InvalidTransactionId {
-            // `copied_at` stays the word read before the list.
-        } else if from_list {
+        let wrote = pg_sys::GetTopTransactionIdIfAny() != pg_sys::InvalidTransactionId;
+        if from_list && !wrote {
             if let Some(w) = word {
                 let seqs: Vec<pg_sys::Oid> = adopted.iter().copied().collect();
                 copied_at = match shared::publish(w, &seqs) {

@@ -291,12 +291,11 @@ pub fn adopt_may_list(oids: Vec<pg_sys::Oid>) -> bool {
     shared::may_list(&oids)
 }
 
-/// `snowflake_id_internal.adopt_from_replication()`: whether this process
-/// is a logical-replication worker (apply, parallel apply, table sync),
-/// which applies another server's rows. A `FOR ALL TABLES` publication
-/// carries the extension's tables; their rows name the publisher's OIDs,
-/// so the list's and the switch's triggers skip them (issue 63, part 3).
-#[pg_extern(sql = false)]
+/// Whether this process is a logical-replication worker (apply, parallel
+/// apply, table sync), which applies another server's rows. A `FOR ALL
+/// TABLES` publication carries the extension's tables; their rows name
+/// the publisher's OIDs, so the extension's replica triggers skip them
+/// (issue 63, part 3; `replica::adopt_skip_replicated`).
 pub fn adopt_from_replication() -> bool {
     // SAFETY: the background worker entry of this process, if any, with
     // its NUL-terminated names (postmaster-made, never changed).
